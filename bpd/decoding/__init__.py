@@ -1,0 +1,21 @@
+"""Decoders (greedy, beam, blockwise), acceptance criteria and the common result type."""
+
+from bpd.decoding import criteria
+from bpd.decoding.beam import beam_decode
+from bpd.decoding.blockwise import blockwise_decode
+from bpd.decoding.criteria import Distance, Exact, TopK, make_criterion
+from bpd.decoding.greedy import greedy_decode, naive_greedy_decode
+from bpd.decoding.result import DecodeResult
+
+__all__ = [
+    "DecodeResult",
+    "Distance",
+    "Exact",
+    "TopK",
+    "beam_decode",
+    "blockwise_decode",
+    "criteria",
+    "greedy_decode",
+    "make_criterion",
+    "naive_greedy_decode",
+]

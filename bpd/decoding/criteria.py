@@ -1,0 +1,114 @@
+"""Acceptance criteria for the verify step of blockwise decoding.
+
+A criterion looks at the base model's logits at the position *before* each proposal (p_1's prediction
+for that slot) and says, per slot, whether the proposed token is acceptable. Exact acceptance
+reproduces greedy decoding; the others trade fidelity for longer blocks (paper, Section 5).
+
+Every criterion carries ``min_block_size`` (the paper's l): at least that many tokens are accepted per
+round whatever the verify step says (still capped by k, EOS and max_len).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass(frozen=True)
+class Criterion:
+    # Keyword-only, so that TopK(3) / Distance(2.0) read as the paper writes them.
+    min_block_size: int = field(default=1, kw_only=True)
+
+    name = "criterion"
+
+    @property
+    def param(self) -> float | None:
+        return None
+
+    def accept(self, base_logits: torch.Tensor, proposals: torch.Tensor) -> torch.Tensor:
+        """base_logits (..., V) and proposals (...) -> bool (...)."""
+        raise NotImplementedError
+
+    def __post_init__(self) -> None:
+        if self.min_block_size < 1:
+            raise ValueError(f"min_block_size must be >= 1 (got {self.min_block_size}).")
+
+
+@dataclass(frozen=True)
+class Exact(Criterion):
+    """Accept iff the proposal is p_1's argmax: output identical to greedy decoding."""
+
+    name = "exact"
+
+    def accept(self, base_logits: torch.Tensor, proposals: torch.Tensor) -> torch.Tensor:
+        return base_logits.argmax(-1) == proposals
+
+
+@dataclass(frozen=True)
+class TopK(Criterion):
+    """Accept iff the proposal is among p_1's ``n`` highest-scoring tokens (paper: n = 2, 3)."""
+
+    n: int = 2
+    name = "topk"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.n < 1:
+            raise ValueError(f"TopK needs n >= 1 (got {self.n}).")
+
+    @property
+    def param(self) -> float:
+        return float(self.n)
+
+    def accept(self, base_logits: torch.Tensor, proposals: torch.Tensor) -> torch.Tensor:
+        n = min(self.n, base_logits.shape[-1])
+        if n == 1:
+            return base_logits.argmax(-1) == proposals
+        # "within the top n" == fewer than n tokens score strictly higher than the proposal
+        # (ties resolved in the proposal's favour, which keeps TopK(1) == Exact up to exact ties).
+        prop_score = base_logits.gather(-1, proposals.unsqueeze(-1))
+        return (base_logits > prop_score).sum(-1) < n
+
+
+@dataclass(frozen=True)
+class Distance(Criterion):
+    """Accept iff |proposal - argmax| <= eps, for ordinal vocabularies (pixel intensities).
+
+    ``offset`` maps token ids to ordinal values (value = id - offset); ids outside
+    ``[offset, offset + n_values)`` are only accepted on an exact match.
+    """
+
+    eps: float = 2.0
+    offset: int = 0
+    n_values: int = 256
+    name = "distance"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.eps < 0:
+            raise ValueError(f"Distance needs eps >= 0 (got {self.eps}).")
+
+    @property
+    def param(self) -> float:
+        return float(self.eps)
+
+    def accept(self, base_logits: torch.Tensor, proposals: torch.Tensor) -> torch.Tensor:
+        best = base_logits.argmax(-1)
+        vb, vp = best - self.offset, proposals - self.offset
+        ordinal = (vb >= 0) & (vb < self.n_values) & (vp >= 0) & (vp < self.n_values)
+        return (best == proposals) | (ordinal & ((vb - vp).abs() <= self.eps))
+
+
+CRITERIA = {"exact": Exact, "topk": TopK, "distance": Distance}
+
+
+def make_criterion(name: str, param: float | None = None, min_block_size: int = 1, **kw) -> Criterion:
+    """Build a criterion from config values, with one clear error for unknown names."""
+    if name not in CRITERIA:
+        raise ValueError(f"unknown acceptance criterion {name!r}; choose one of {', '.join(CRITERIA)}.")
+    if name == "topk":
+        return TopK(min_block_size=min_block_size, n=int(param if param is not None else 2))
+    if name == "distance":
+        return Distance(min_block_size=min_block_size, eps=float(param if param is not None else 2.0), **kw)
+    return Exact(min_block_size=min_block_size)

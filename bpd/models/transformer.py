@@ -1,0 +1,301 @@
+"""Encoder-decoder Transformer with a per-row key/value cache and k proposal heads, in one file.
+
+Pre-norm (as tensor2tensor's ``transformer_base`` v2), sinusoidal or learned positions, optional
+shared source/target embeddings tied to the output projection. The decoder can consume ``n >= 1``
+new tokens per call against its cache (the verify pass of blockwise decoding) and each batch row
+keeps its own cache length, so rows that accepted different block sizes can be truncated back
+independently: entries past a row's length are masked out and later overwritten.
+
+Teacher-forced call: ``model(src, tgt_in) -> (B, T, k, V)``; ``[..., t, i, :]`` predicts the token at
+``t + 1 + i`` (i = 0 is the base model p_1).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bpd.models.heads import ProposalHeads
+
+
+@dataclass
+class TransformerConfig:
+    vocab_size: int
+    d_model: int = 128
+    n_heads: int = 4
+    d_ff: int = 512
+    n_enc_layers: int = 2
+    n_dec_layers: int = 2
+    dropout: float = 0.1
+    max_positions: int = 1024
+    positions: str = "sinusoidal"  # or "learned"
+    share_embeddings: bool = True
+    k: int = 1
+    heads_arch: str = "paper"
+    heads_d_ff: int | None = None  # per-slot hidden size of the heads (paper: d_ff)
+    identity_p1: bool = False
+    pad_id: int = 0
+    bos_id: int = 1
+    eos_id: int = 2
+    extra: dict = field(default_factory=dict)  # free-form metadata kept in checkpoints
+
+
+PRESETS: dict[str, dict] = {
+    # Unit tests and property checks: a few thousand parameters.
+    "micro": dict(d_model=32, n_heads=2, d_ff=64, n_enc_layers=1, n_dec_layers=2, dropout=0.0),
+    # CPU demo scale.
+    "tiny": dict(d_model=128, n_heads=4, d_ff=512, n_enc_layers=2, n_dec_layers=2, dropout=0.1),
+    "small": dict(d_model=256, n_heads=4, d_ff=1024, n_enc_layers=3, n_dec_layers=3, dropout=0.1),
+    # Vaswani et al. / tensor2tensor presets used by the paper.
+    "transformer_base": dict(d_model=512, n_heads=8, d_ff=2048, n_enc_layers=6, n_dec_layers=6, dropout=0.1),
+    "transformer_big": dict(d_model=1024, n_heads=16, d_ff=4096, n_enc_layers=6, n_dec_layers=6, dropout=0.3),
+}
+
+
+def sinusoidal_table(n: int, d: int) -> torch.Tensor:
+    pos = torch.arange(n, dtype=torch.float64).unsqueeze(1)
+    inv = torch.exp(torch.arange(0, d, 2, dtype=torch.float64) * (-math.log(10000.0) / d))
+    table = torch.zeros(n, d, dtype=torch.float64)
+    table[:, 0::2] = torch.sin(pos * inv)
+    table[:, 1::2] = torch.cos(pos * inv[: d // 2])
+    return table.float()
+
+
+class Attention(nn.Module):
+    def __init__(self, d: int, n_heads: int, dropout: float) -> None:
+        super().__init__()
+        assert d % n_heads == 0, "d_model must be divisible by n_heads"
+        self.h, self.dh = n_heads, d // n_heads
+        self.q = nn.Linear(d, d)
+        self.kv = nn.Linear(d, 2 * d)
+        self.o = nn.Linear(d, d)
+        self.dropout = dropout
+
+    def split(self, x: torch.Tensor) -> torch.Tensor:  # (B,T,d) -> (B,H,T,dh)
+        return x.unflatten(-1, (self.h, self.dh)).transpose(1, 2)
+
+    def project_kv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        k, v = self.kv(x).chunk(2, dim=-1)
+        return self.split(k), self.split(v)
+
+    def attend(self, x: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        q = self.split(self.q(x))
+        p = self.dropout if self.training else 0.0
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+        return self.o(y.transpose(1, 2).flatten(-2))
+
+
+class FeedForward(nn.Module):
+    def __init__(self, d: int, d_ff: int, dropout: float) -> None:
+        super().__init__()
+        self.fc1, self.fc2, self.drop = nn.Linear(d, d_ff), nn.Linear(d_ff, d), nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(self.drop(F.relu(self.fc1(x))))
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, c: TransformerConfig) -> None:
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(c.d_model), nn.LayerNorm(c.d_model)
+        self.attn, self.ff = Attention(c.d_model, c.n_heads, c.dropout), FeedForward(c.d_model, c.d_ff, c.dropout)
+        self.drop = nn.Dropout(c.dropout)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        h = self.ln1(x)
+        k, v = self.attn.project_kv(h)
+        x = x + self.drop(self.attn.attend(h, k, v, mask))
+        return x + self.drop(self.ff(self.ln2(x)))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, c: TransformerConfig) -> None:
+        super().__init__()
+        self.ln1, self.ln2, self.ln3 = (nn.LayerNorm(c.d_model) for _ in range(3))
+        self.self_attn = Attention(c.d_model, c.n_heads, c.dropout)
+        self.cross_attn = Attention(c.d_model, c.n_heads, c.dropout)
+        self.ff = FeedForward(c.d_model, c.d_ff, c.dropout)
+        self.drop = nn.Dropout(c.dropout)
+
+
+class KVCache:
+    """Preallocated per-layer self-attention keys/values with a length per batch row.
+
+    Rows write new entries at their own offsets, so after a blockwise verify step each row can be
+    truncated to its accepted length by just lowering ``lengths`` (stale entries are masked).
+    """
+
+    def __init__(self, n_layers: int, batch: int, n_heads: int, capacity: int, dh: int, dtype, device) -> None:
+        shape = (batch, n_heads, capacity, dh)
+        self.k = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(n_layers)]
+        self.v = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(n_layers)]
+        self.lengths = torch.zeros(batch, dtype=torch.long, device=device)
+        # Host-side upper bound of the lengths, so the decoder never has to synchronise to size its mask.
+        self.host_max = 0
+        self.capacity = capacity
+
+    def truncate(self, lengths: torch.Tensor, host_max: int | None = None) -> None:
+        """Roll each row back to ``lengths[b]`` entries (rejected proposals are forgotten)."""
+        self.lengths = lengths.to(self.lengths)
+        self.host_max = int(self.lengths.max()) if host_max is None else host_max
+
+    def select(self, rows: torch.Tensor) -> None:
+        """Keep only the given batch rows (finished rows stop costing; beams are reordered)."""
+        self.k = [t.index_select(0, rows) for t in self.k]
+        self.v = [t.index_select(0, rows) for t in self.v]
+        self.lengths = self.lengths.index_select(0, rows)
+
+
+@dataclass
+class EncoderState:
+    """Everything the decoder needs from the source, computed once per input."""
+
+    src_mask: torch.Tensor  # (B,1,1,S) bool, True = attend
+    cross_kv: list[tuple[torch.Tensor, torch.Tensor]]  # per decoder layer, projected once
+
+    def select(self, rows: torch.Tensor) -> EncoderState:
+        return EncoderState(
+            self.src_mask.index_select(0, rows),
+            [(k.index_select(0, rows), v.index_select(0, rows)) for k, v in self.cross_kv],
+        )
+
+
+class Transformer(nn.Module):
+    def __init__(self, cfg: TransformerConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        c = cfg
+        self.pad_id, self.bos_id, self.eos_id = c.pad_id, c.bos_id, c.eos_id
+        self.tgt_embed = nn.Embedding(c.vocab_size, c.d_model)
+        self.src_embed = self.tgt_embed if c.share_embeddings else nn.Embedding(c.vocab_size, c.d_model)
+        nn.init.normal_(self.tgt_embed.weight, std=c.d_model**-0.5)
+        if not c.share_embeddings:
+            nn.init.normal_(self.src_embed.weight, std=c.d_model**-0.5)
+        if c.positions == "learned":
+            self.pos = nn.Embedding(c.max_positions, c.d_model)
+        elif c.positions == "sinusoidal":
+            self.register_buffer("pos_table", sinusoidal_table(c.max_positions, c.d_model), persistent=False)
+        else:
+            raise ValueError(f"unknown positions {c.positions!r}; use 'sinusoidal' or 'learned'.")
+        self.enc_layers = nn.ModuleList(EncoderLayer(c) for _ in range(c.n_enc_layers))
+        self.dec_layers = nn.ModuleList(DecoderLayer(c) for _ in range(c.n_dec_layers))
+        self.enc_ln, self.dec_ln = nn.LayerNorm(c.d_model), nn.LayerNorm(c.d_model)
+        self.drop = nn.Dropout(c.dropout)
+        self.output = nn.Linear(c.d_model, c.vocab_size, bias=False)
+        if c.share_embeddings:
+            self.output.weight = self.tgt_embed.weight
+        self.heads = ProposalHeads(c.d_model, c.heads_d_ff or c.d_ff, c.k, self.output, c.heads_arch, c.identity_p1)
+
+    # -- properties used by decoding ---------------------------------------------------------------
+    @property
+    def k(self) -> int:
+        return self.heads.k
+
+    @property
+    def n_dec_layers(self) -> int:
+        return len(self.dec_layers)
+
+    def base_parameters(self) -> list[nn.Parameter]:
+        head_ids = {id(p) for p in self.heads.parameters()}
+        return [p for p in self.parameters() if id(p) not in head_ids]
+
+    # -- embeddings -------------------------------------------------------------------------------
+    def _positions(self, pos: torch.Tensor, upper: int) -> torch.Tensor:
+        """Position vectors; ``upper`` is a host-side bound on ``pos`` (avoids a device sync)."""
+        if upper > self.cfg.max_positions:
+            raise ValueError(
+                f"sequence length {upper} exceeds max_positions={self.cfg.max_positions}; "
+                "lower max_len or build the model with a larger max_positions."
+            )
+        return self.pos(pos) if self.cfg.positions == "learned" else self.pos_table[pos]
+
+    def embed_src(self, src: torch.Tensor) -> torch.Tensor:
+        pos = torch.arange(src.shape[1], device=src.device).expand_as(src)
+        x = self.src_embed(src) * math.sqrt(self.cfg.d_model)
+        return self.drop(x + self._positions(pos, src.shape[1]).to(x.dtype))
+
+    def embed_tgt(self, tgt: torch.Tensor, pos: torch.Tensor, upper: int) -> torch.Tensor:
+        x = self.tgt_embed(tgt) * math.sqrt(self.cfg.d_model)
+        return self.drop(x + self._positions(pos, upper).to(x.dtype))
+
+    # -- encoder ----------------------------------------------------------------------------------
+    def encode(self, src: torch.Tensor) -> EncoderState:
+        """Run the encoder once and project its output into every decoder layer's cross K/V."""
+        src_mask = (src != self.pad_id)[:, None, None, :]
+        x = self.embed_src(src)
+        for layer in self.enc_layers:
+            x = layer(x, src_mask)
+        mem = self.enc_ln(x)
+        return EncoderState(src_mask, [layer.cross_attn.project_kv(mem) for layer in self.dec_layers])
+
+    # -- decoder ----------------------------------------------------------------------------------
+    def new_cache(self, batch: int, capacity: int, device=None, dtype=None) -> KVCache:
+        p = self.tgt_embed.weight
+        a = self.dec_layers[0].self_attn if self.n_dec_layers else None
+        n_heads, dh = (a.h, a.dh) if a else (1, 1)
+        return KVCache(self.n_dec_layers, batch, n_heads, capacity, dh, dtype or p.dtype, device or p.device)
+
+    def decode(self, tgt: torch.Tensor, enc: EncoderState, cache: KVCache | None = None) -> torch.Tensor:
+        """Decoder hidden states (after the final norm) for ``tgt`` (B, n).
+
+        Without a cache, ``tgt`` is a whole teacher-forced prefix with causal attention. With a cache,
+        the n tokens are appended at each row's own length, attend to the row's cached prefix and
+        causally to each other, and the cache lengths advance by n.
+        """
+        b, n = tgt.shape
+        dev = tgt.device
+        if cache is None:
+            t_total = n
+            pos = torch.arange(n, device=dev).expand(b, n)
+            self_mask = torch.ones(n, n, dtype=torch.bool, device=dev).tril()[None, None]
+        else:
+            t_total = cache.host_max + n
+            if t_total > cache.capacity:
+                raise RuntimeError("KV cache capacity exceeded; allocate it with max_len + k + 1 entries.")
+            pos = cache.lengths[:, None] + torch.arange(n, device=dev)  # (B, n) absolute positions
+            keys = torch.arange(t_total, device=dev)
+            self_mask = (keys[None, None, :] <= pos[:, :, None])[:, None]  # (B,1,n,T)
+            rows = torch.arange(b, device=dev)[:, None].expand(b, n)
+        x = self.embed_tgt(tgt, pos, t_total)
+        for li, layer in enumerate(self.dec_layers):
+            h = layer.ln1(x)
+            k_new, v_new = layer.self_attn.project_kv(h)
+            if cache is None:
+                k_all, v_all = k_new, v_new
+            else:
+                # Scatter each row's new entries at its own offset: (B,H,n,dh) -> cache[b,:,pos[b,j]].
+                ck, cv = cache.k[li], cache.v[li]
+                ck[rows, :, pos] = k_new.transpose(1, 2).to(ck.dtype)
+                cv[rows, :, pos] = v_new.transpose(1, 2).to(cv.dtype)
+                k_all, v_all = ck[:, :, :t_total], cv[:, :, :t_total]
+            x = x + layer.drop(layer.self_attn.attend(h, k_all, v_all, self_mask))
+            ck_x, cv_x = enc.cross_kv[li]
+            x = x + layer.drop(layer.cross_attn.attend(layer.ln2(x), ck_x, cv_x, enc.src_mask))
+            x = x + layer.drop(layer.ff(layer.ln3(x)))
+        if cache is not None:
+            cache.lengths = cache.lengths + n
+            cache.host_max = t_total
+        return self.dec_ln(x)
+
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        """Teacher-forced logits of all k heads: (B, T, k, V)."""
+        return self.heads(self.decode(tgt_in, self.encode(src)))
+
+    # -- checkpoints ------------------------------------------------------------------------------
+    def config_dict(self) -> dict:
+        return asdict(self.cfg)
+
+
+def build_translation_model(vocab_size: int, k: int, preset: str = "tiny", seed: int = 0, **overrides) -> Transformer:
+    """Build an encoder-decoder Transformer with ``k`` proposal heads from a named preset."""
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}.")
+    if k < 1:
+        raise ValueError(f"k must be >= 1 (got {k}).")
+    params = {**PRESETS[preset], **overrides, "vocab_size": vocab_size, "k": k}
+    torch.manual_seed(seed)
+    return Transformer(TransformerConfig(**params))

@@ -1,0 +1,55 @@
+"""Shared fixtures: tiny random models for decoding properties."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("WANDB_MODE", "disabled")
+torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+
+
+def random_model(
+    vocab: int,
+    k: int,
+    seed: int,
+    arch: str = "paper",
+    head_noise: float = 0.3,
+    identity_p1: bool = False,
+    dtype: torch.dtype = torch.float64,
+    **overrides,
+):
+    """A random micro Transformer whose head weights are perturbed by ``head_noise``.
+
+    Small noise keeps proposals close to p_1 (long accepted blocks); large noise makes them mostly
+    wrong (short blocks). Mixing both exercises every acceptance path.
+    """
+    from bpd.models import build_translation_model
+
+    torch.manual_seed(seed)
+    model = build_translation_model(vocab, k, "micro", seed=seed, heads_arch=arch, identity_p1=identity_p1, **overrides)
+    g = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for p in model.heads.parameters():
+            p.add_(torch.randn(p.shape, generator=g) * head_noise)
+        # Sharpen the output a little so that EOS and repeated tokens both occur.
+        model.tgt_embed.weight.mul_(3.0)
+    return model.to(dtype).eval()
+
+
+def random_src(batch: int, src_len: int, vocab: int, seed: int, pad_id: int = 0, ragged: bool = True):
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(3, vocab, (batch, src_len), generator=g)
+    if ragged and batch > 1:
+        lengths = torch.randint(1, src_len + 1, (batch,), generator=g)
+        lengths[0] = src_len
+        for i, n in enumerate(lengths.tolist()):
+            src[i, n:] = pad_id
+    return src
+
+
+@pytest.fixture
+def make_model():
+    return random_model
