@@ -38,6 +38,7 @@ class TransformerConfig:
     heads_arch: str = "paper"
     heads_d_ff: int | None = None  # per-slot hidden size of the heads (paper: d_ff)
     identity_p1: bool = False
+    n_output: int | None = None  # output classes when smaller than the input vocabulary (images: 256)
     pad_id: int = 0
     bos_id: int = 1
     eos_id: int = 2
@@ -185,8 +186,8 @@ class Transformer(nn.Module):
         self.dec_layers = nn.ModuleList(DecoderLayer(c) for _ in range(c.n_dec_layers))
         self.enc_ln, self.dec_ln = nn.LayerNorm(c.d_model), nn.LayerNorm(c.d_model)
         self.drop = nn.Dropout(c.dropout)
-        self.output = nn.Linear(c.d_model, c.vocab_size, bias=False)
-        if c.share_embeddings:
+        self.output = nn.Linear(c.d_model, c.n_output or c.vocab_size, bias=False)
+        if c.share_embeddings and (c.n_output or c.vocab_size) == c.vocab_size:
             self.output.weight = self.tgt_embed.weight
         self.heads = ProposalHeads(c.d_model, c.heads_d_ff or c.d_ff, c.k, self.output, c.heads_arch, c.identity_p1)
 
@@ -281,9 +282,10 @@ class Transformer(nn.Module):
             cache.host_max = t_total
         return self.dec_ln(x)
 
-    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
-        """Teacher-forced logits of all k heads: (B, T, k, V)."""
-        return self.heads(self.decode(tgt_in, self.encode(src)))
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, hidden_only: bool = False) -> torch.Tensor:
+        """Teacher-forced logits of all k heads: (B, T, k, V) (or the decoder states with ``hidden_only``)."""
+        h = self.decode(tgt_in, self.encode(src))
+        return h if hidden_only else self.heads(h)
 
     # -- checkpoints ------------------------------------------------------------------------------
     def config_dict(self) -> dict:

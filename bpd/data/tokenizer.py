@@ -1,0 +1,144 @@
+"""Joint source/target subword tokenizer (sentencepiece) with the id contract the models rely on.
+
+The models and decoders hard-code three ids: ``pad = 0`` (ignored by the loss and masked in attention),
+``bos = 1`` (first decoder input) and ``eos = 2`` (stops decoding). Training the sentencepiece model with
+exactly those ids keeps that contract in one place instead of remapping ids at every call site.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import sentencepiece as spm
+
+PAD_ID = 0
+BOS_ID = 1
+EOS_ID = 2
+UNK_ID = 3
+
+
+class Tokenizer:
+    """A thin wrapper around a trained sentencepiece model.
+
+    ``encode`` adds neither BOS nor EOS: the batching code adds them where the model needs them (EOS on the
+    target, BOS on the shifted decoder input), so the tokenizer stays agnostic of source vs target.
+    """
+
+    def __init__(self, model_path: str | Path) -> None:
+        self.model_path = Path(model_path)
+        if not self.model_path.is_file():
+            raise FileNotFoundError(f"sentencepiece model {self.model_path} does not exist; train it first")
+        self._sp = spm.SentencePieceProcessor(model_file=str(self.model_path))
+        ids = (self._sp.pad_id(), self._sp.bos_id(), self._sp.eos_id())
+        if ids != (PAD_ID, BOS_ID, EOS_ID):
+            # A model trained elsewhere with sentencepiece's defaults (unk 0, bos 1, eos 2, pad -1) would
+            # silently feed real tokens in as padding; refuse it instead.
+            raise ValueError(
+                f"{self.model_path} has pad/bos/eos ids {ids}, expected ({PAD_ID}, {BOS_ID}, {EOS_ID}); "
+                "retrain it with Tokenizer.train"
+            )
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self._sp.get_piece_size())
+
+    @property
+    def pad_id(self) -> int:
+        return PAD_ID
+
+    @property
+    def bos_id(self) -> int:
+        return BOS_ID
+
+    @property
+    def eos_id(self) -> int:
+        return EOS_ID
+
+    @property
+    def unk_id(self) -> int:
+        return int(self._sp.unk_id())
+
+    def encode(self, text: str) -> list[int]:
+        """Subword ids of ``text`` without BOS/EOS."""
+        return list(self._sp.encode(text, out_type=int))
+
+    def encode_batch(self, texts: Sequence[str], num_threads: int = 2) -> list[list[int]]:
+        """``encode`` for many lines at once; sentencepiece does the loop in C++, which matters for WMT."""
+        return [list(x) for x in self._sp.encode(list(texts), out_type=int, num_threads=num_threads)]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Text of a model output: everything from the first EOS on is cut, PAD and BOS are ignored.
+
+        Decoders emit fixed-width tensors (padding after EOS, blockwise decoding may even propose tokens past
+        EOS), so cutting at the first EOS is the only reading that matches what the model "said". Ids outside
+        the vocabulary (a model whose output layer is rounded up) become UNK rather than crashing a BLEU run.
+        """
+        out: list[int] = []
+        n = self.vocab_size
+        for raw in ids:
+            i = int(raw)
+            if i == EOS_ID:
+                break
+            if i in (PAD_ID, BOS_ID):
+                continue
+            out.append(i if 0 <= i < n else self.unk_id)
+        return str(self._sp.decode(out))
+
+    @classmethod
+    def train(
+        cls,
+        text_files: Sequence[str | Path],
+        model_prefix: str | Path,
+        vocab_size: int,
+        seed: int = 0,
+        model_type: str = "unigram",
+        character_coverage: float = 0.9999,
+        input_sentence_size: int = 1_000_000,
+        num_threads: int = 2,
+    ) -> Tokenizer:
+        """Train (or reuse) a joint subword model on ``text_files`` and return it.
+
+        Source and target text go into one model so both sides share a vocabulary, as in the paper's
+        Transformer setup (shared embeddings need a shared vocabulary).
+
+        The result is cached: if ``<model_prefix>.model`` exists it is loaded, not retrained, so the prefix
+        should encode anything that changes the model (corpus, vocab size). Training writes to a temporary
+        prefix and renames, so an interrupted or concurrent run never leaves a half-written model behind.
+
+        ``hard_vocab_limit=False`` lets tiny corpora (tests) ask for more pieces than they can support.
+        ``input_sentence_size`` caps memory and time on WMT-sized input: sentencepiece then samples that many
+        lines, and ``seed`` fixes the sample so the vocabulary is reproducible.
+        """
+        prefix = Path(model_prefix)
+        model_path = prefix.with_name(prefix.name + ".model")
+        if model_path.is_file():
+            return cls(model_path)
+        files = [Path(f) for f in text_files]
+        missing = [str(f) for f in files if not f.is_file()]
+        if missing:
+            raise FileNotFoundError(f"tokenizer training files missing: {', '.join(missing)}")
+        prefix.parent.mkdir(parents=True, exist_ok=True)
+        tmp_prefix = prefix.with_name(f"{prefix.name}.tmp{os.getpid()}")
+        spm.set_random_generator_seed(seed)
+        spm.SentencePieceTrainer.train(
+            input=",".join(str(f) for f in files),
+            model_prefix=str(tmp_prefix),
+            vocab_size=vocab_size,
+            model_type=model_type,
+            character_coverage=character_coverage,
+            pad_id=PAD_ID,
+            bos_id=BOS_ID,
+            eos_id=EOS_ID,
+            unk_id=UNK_ID,
+            hard_vocab_limit=False,
+            input_sentence_size=input_sentence_size,
+            shuffle_input_sentence=True,
+            num_threads=num_threads,
+            minloglevel=2,
+        )
+        vocab_path = prefix.with_name(prefix.name + ".vocab")
+        os.replace(tmp_prefix.with_name(tmp_prefix.name + ".vocab"), vocab_path)
+        os.replace(tmp_prefix.with_name(tmp_prefix.name + ".model"), model_path)
+        return cls(model_path)

@@ -1,0 +1,145 @@
+"""Where results go: tidy JSON-lines rows on disk and Weights & Biases (offline by default).
+
+Every row records how it was made (config, commit, device) so a figure can be traced to a command.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def git_sha() -> str:
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "--short=10", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=5
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout.strip()
+        return (sha + ("-dirty" if dirty else "")) or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def device_name(device: str | torch.device) -> str:
+    d = torch.device(device)
+    if d.type == "cuda":
+        return torch.cuda.get_device_name(d)
+    return f"cpu:{platform.processor() or platform.machine()}x{torch.get_num_threads()}threads"
+
+
+def command_line() -> str:
+    return " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])
+
+
+def append_rows(path: str | Path, rows: list[dict[str, Any]]) -> None:
+    """Append rows to a JSON-lines file (one flush per call, so a crash loses at most this call)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        for r in rows:
+            f.write(json.dumps(r, default=_jsonable) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def read_rows(path: str | Path) -> list[dict[str, Any]]:
+    path = Path(path)
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line:
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue  # a line cut by a crash: skip it, keep the rest
+    return rows
+
+
+def _jsonable(o: Any) -> Any:
+    if hasattr(o, "item"):
+        return o.item()
+    if isinstance(o, Path):
+        return str(o)
+    return str(o)
+
+
+class Tracker:
+    """Thin W&B wrapper: offline unless told otherwise, a no-op when disabled or when wandb is missing."""
+
+    def __init__(
+        self,
+        enabled: bool,
+        project: str = "bpd",
+        name: str | None = None,
+        group: str | None = None,
+        config: dict[str, Any] | None = None,
+        mode: str | None = None,
+        dir: str | Path | None = None,
+        job_type: str | None = None,
+    ) -> None:
+        self.run = None
+        if not enabled or os.environ.get("WANDB_MODE") == "disabled":
+            return
+        try:
+            import wandb
+        except ImportError:
+            return
+        Path(dir or REPO_ROOT / "outputs").mkdir(parents=True, exist_ok=True)
+        self.run = wandb.init(
+            project=project,
+            name=name,
+            group=group,
+            job_type=job_type,
+            config=config or {},
+            mode=mode or os.environ.get("WANDB_MODE", "offline"),
+            dir=str(dir or REPO_ROOT / "outputs"),
+            reinit="finish_previous",
+        )
+
+    def log(self, data: dict[str, Any], step: int | None = None) -> None:
+        if self.run is not None:
+            self.run.log(data, step=step)
+
+    def table(self, key: str, columns: list[str], rows: list[list[Any]]) -> None:
+        if self.run is not None:
+            import wandb
+
+            self.run.log({key: wandb.Table(columns=columns, data=rows)})
+
+    def histogram(self, key: str, values: list[float]) -> None:
+        if self.run is not None:
+            import wandb
+
+            self.run.log({key: wandb.Histogram(values)})
+
+    def image(self, key: str, path: str | Path, caption: str = "") -> None:
+        if self.run is not None:
+            import wandb
+
+            self.run.log({key: wandb.Image(str(path), caption=caption)})
+
+    def summary(self, data: dict[str, Any]) -> None:
+        if self.run is not None:
+            self.run.summary.update(data)
+
+    def finish(self) -> None:
+        if self.run is not None:
+            self.run.finish()
+            self.run = None

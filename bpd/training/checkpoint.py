@@ -1,0 +1,55 @@
+"""Atomic checkpoints with clear errors: a crash mid-write never corrupts the previous checkpoint."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+class CheckpointError(RuntimeError):
+    pass
+
+
+def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(payload, tmp)
+    os.replace(tmp, path)  # atomic on POSIX: readers see the old or the new file, never half of one
+
+
+def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"checkpoint {path} does not exist; train it first (see README) or fix the path.")
+    try:
+        payload = torch.load(path, map_location=map_location, weights_only=False)
+    except Exception as e:  # torch raises many types for truncated/corrupt files
+        raise CheckpointError(
+            f"checkpoint {path} is corrupt or not a bpd checkpoint ({type(e).__name__}); delete it and retrain."
+        ) from e
+    if not isinstance(payload, dict) or "model_config" not in payload or "model" not in payload:
+        raise CheckpointError(f"checkpoint {path} is not a bpd checkpoint (no model_config); delete it and retrain.")
+    return payload
+
+
+def build_model_from_config(cfg: dict):
+    """Rebuild a model (translation or image) from the config dict stored in a checkpoint."""
+    kind = cfg.get("extra", {}).get("kind", "translation")
+    if kind == "image":
+        from bpd.models.image_transformer import ImageTransformer, ImageTransformerConfig
+
+        return ImageTransformer(ImageTransformerConfig(**cfg))
+    from bpd.models.transformer import Transformer, TransformerConfig
+
+    return Transformer(TransformerConfig(**cfg))
+
+
+def load_model(path: str | Path, map_location: str | torch.device = "cpu"):
+    payload = load_checkpoint(path, map_location)
+    model = build_model_from_config(payload["model_config"])
+    model.load_state_dict(payload["model"])
+    return model.to(map_location).eval(), payload

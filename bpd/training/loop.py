@@ -1,0 +1,266 @@
+"""The training loop shared by every stage and task (base model, proposal heads, image models).
+
+Token-bucket batches come from a factory ``batches(epoch) -> iterator`` so that an epoch is a
+deterministic function of (seed, epoch), which is what makes resume exact: the checkpoint stores the
+epoch, the batch index inside it, the optimizer, the schedule and the RNG states.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from bpd.training.checkpoint import load_checkpoint, save_checkpoint
+from bpd.training.losses import combine, head_losses, shifted_targets
+
+Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+
+
+@dataclass
+class TrainConfig:
+    stage: str = "base"  # base | heads
+    heads_training: str = "frozen"  # frozen | finetune (stage=heads)
+    heads_loss: str = "mean"  # mean | sampled (paper: one random head per batch)
+    lr: float = 1e-3  # peak learning rate
+    base_lr_scale: float = 1.0  # fine-tuning: base parameters learn at lr * base_lr_scale
+    warmup_steps: int = 400
+    betas: tuple[float, float] = (0.9, 0.997)  # tensor2tensor's Adam beta2
+    weight_decay: float = 0.0
+    grad_clip: float = 1.0
+    label_smoothing: float = 0.1
+    max_steps: int = 10_000
+    max_minutes: float | None = None  # wall-clock budget; whichever of steps/minutes comes first
+    grad_accum: int = 1
+    bf16: bool = False
+    eval_every: int = 200
+    ckpt_every: int = 200
+    seed: int = 0
+    log_every: int = 20
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.stage not in ("base", "heads"):
+            raise ValueError(f"unknown training stage {self.stage!r}; use stage=base or stage=heads.")
+        if self.heads_training not in ("frozen", "finetune"):
+            raise ValueError(f"unknown heads.training {self.heads_training!r}; use frozen or finetune.")
+        if self.heads_loss not in ("mean", "sampled"):
+            raise ValueError(f"unknown heads.loss {self.heads_loss!r}; use mean or sampled.")
+
+
+def lr_at(step: int, cfg: TrainConfig) -> float:
+    """Linear warm-up then inverse-square-root decay (Vaswani et al.), as a multiplier of cfg.lr."""
+    s = max(1, step)
+    return min(s / max(1, cfg.warmup_steps), math.sqrt(max(1, cfg.warmup_steps) / s))
+
+
+def trained_heads(model, cfg: TrainConfig) -> list[int]:
+    """Which heads carry loss: p_1 is left out when it is frozen and exactly the base model."""
+    if cfg.stage == "base":
+        return [0]
+    first = 1 if (cfg.heads_training == "frozen" and model.heads.identity_p1) else 0
+    return list(range(first, model.k))
+
+
+def configure_params(model, cfg: TrainConfig) -> list[dict]:
+    """Freeze or scale parameter groups for the stage; returns optimizer parameter groups."""
+    head_ids = {id(p) for p in model.heads.parameters()}
+    base = [p for p in model.parameters() if id(p) not in head_ids]
+    heads = list(model.heads.parameters())
+    if cfg.stage == "base":
+        return [{"params": base + heads, "lr_scale": 1.0}]
+    if cfg.heads_training == "frozen":
+        for p in base:
+            p.requires_grad_(False)
+        return [{"params": heads, "lr_scale": 1.0}]
+    for p in model.parameters():
+        p.requires_grad_(True)
+    groups = [{"params": heads, "lr_scale": 1.0}]
+    if base:
+        groups.append({"params": base, "lr_scale": cfg.base_lr_scale})
+    return groups
+
+
+@torch.no_grad()
+def evaluate_heads(model, batches: Iterable[Batch], heads: list[int], device, bf16: bool = False) -> dict[str, float]:
+    """Per-head dev loss and top-1 accuracy against the given targets (references or base outputs)."""
+    was_training = model.training
+    model.eval()
+    tot_loss = {i: 0.0 for i in heads}
+    correct = {i: 0 for i in heads}
+    count = {i: 0 for i in heads}
+    n_batches = 0
+    for src, tgt_in, tgt_out in batches:
+        src, tgt_in, tgt_out = src.to(device), tgt_in.to(device), tgt_out.to(device)
+        with torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16, enabled=bf16):
+            h = model.decode(tgt_in, model.encode(src))
+            losses = head_losses(model, h, tgt_out, heads)
+            logits = model.heads(h)
+        for i in heads:
+            tgt = shifted_targets(tgt_out, i, model.pad_id)
+            mask = tgt != model.pad_id
+            pred = logits[:, :, i].argmax(-1)
+            correct[i] += int(((pred == tgt) & mask).sum())
+            count[i] += int(mask.sum())
+            tot_loss[i] += float(losses[i])
+        n_batches += 1
+    model.train(was_training)
+    out = {}
+    for i in heads:
+        out[f"loss_head{i + 1}"] = tot_loss[i] / max(1, n_batches)
+        out[f"acc_head{i + 1}"] = correct[i] / max(1, count[i])
+    return out
+
+
+def _rng_state() -> dict[str, Any]:
+    return {"torch": torch.get_rng_state(), "python": random.getstate()}
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    random.setstate(state["python"])
+
+
+def train(
+    model,
+    batches: Callable[[int], Iterator[Batch]],
+    cfg: TrainConfig,
+    ckpt_path: str | Path,
+    resume: bool = True,
+    dev_sets: dict[str, Callable[[], Iterable[Batch]]] | None = None,
+    log: Callable[[dict[str, Any]], None] | None = None,
+    device: str | torch.device = "cpu",
+    meta: dict[str, Any] | None = None,
+    progress: bool = True,
+    ddp_model: torch.nn.Module | None = None,
+    is_main: bool = True,
+) -> dict[str, Any]:
+    """Train ``model`` in place; checkpoints atomically to ``ckpt_path`` and resumes from it.
+
+    ``ddp_model`` (a DistributedDataParallel wrapper of ``model``) is used for the forward pass when
+    given; only ``is_main`` writes checkpoints and logs.
+    """
+    ckpt_path = Path(ckpt_path)
+    model.to(device).train()
+    groups = configure_params(model, cfg)
+    opt = torch.optim.Adam(groups, lr=cfg.lr, betas=cfg.betas, eps=1e-9, weight_decay=cfg.weight_decay)
+    heads = trained_heads(model, cfg)
+    step, epoch, batch_idx, elapsed = 0, 0, 0, 0.0
+    history: list[dict[str, Any]] = []
+    torch.manual_seed(cfg.seed)
+    random.seed(cfg.seed)
+    state_path = ckpt_path.with_name(ckpt_path.stem + ".state.pt")
+    if resume and state_path.exists():
+        st = load_checkpoint(state_path, device)
+        model.load_state_dict(st["model"])
+        opt.load_state_dict(st["optimizer"])
+        step, epoch, batch_idx, elapsed = st["step"], st["epoch"], st["batch_idx"], st["elapsed"]
+        history = st.get("history", [])
+        _set_rng_state(st["rng"])
+        if is_main:
+            print(f"resuming {ckpt_path.name} from step {step} (epoch {epoch}, {elapsed / 60:.1f} min done)")
+    fwd = ddp_model if ddp_model is not None else model  # DDP syncs gradients through its forward
+    budget_s = None if cfg.max_minutes is None else cfg.max_minutes * 60
+    device_type = torch.device(device).type
+
+    def payload(final: bool) -> dict[str, Any]:
+        p = {
+            "model_config": model.config_dict(),
+            "model": model.state_dict(),
+            "train_config": asdict(cfg),
+            "step": step,
+            "epoch": epoch,
+            "batch_idx": batch_idx,
+            "elapsed": elapsed,
+            "history": history,
+            "meta": meta or {},
+            "final": final,
+        }
+        if not final:
+            p["optimizer"] = opt.state_dict()
+            p["rng"] = _rng_state()
+        return p
+
+    def checkpoint(final: bool = False) -> None:
+        if is_main:
+            save_checkpoint(state_path, payload(False))
+            if final:
+                save_checkpoint(ckpt_path, payload(True))
+
+    def done() -> bool:
+        return step >= cfg.max_steps or (budget_s is not None and elapsed >= budget_s)
+
+    bar = tqdm(total=cfg.max_steps, initial=step, disable=not (progress and is_main), desc=f"train {cfg.stage}")
+    last_loss = float("nan")
+    while not done():
+        it = batches(epoch)
+        for _ in range(batch_idx):  # fast-forward inside the epoch on resume
+            next(it, None)
+        exhausted = True
+        micro: list[Batch] = []
+        for batch in it:
+            batch_idx += 1
+            micro.append(batch)
+            if len(micro) < cfg.grad_accum:
+                continue
+            t0 = time.perf_counter()
+            for g in opt.param_groups:
+                g["lr"] = cfg.lr * lr_at(step + 1, cfg) * g["lr_scale"]
+            opt.zero_grad(set_to_none=True)
+            chosen = [random.choice(heads)] if cfg.heads_loss == "sampled" else heads
+            total = 0.0
+            per_head: dict[int, float] = {}
+            n_tok = sum(int((b[2] != model.pad_id).sum()) for b in micro)
+            for src, tgt_in, tgt_out in micro:
+                src, tgt_in, tgt_out = src.to(device), tgt_in.to(device), tgt_out.to(device)
+                with torch.autocast(device_type=device_type, dtype=torch.bfloat16, enabled=cfg.bf16):
+                    h = fwd(src, tgt_in, hidden_only=True)
+                    losses = head_losses(model, h, tgt_out, chosen, cfg.label_smoothing)
+                    # Weight micro-batches by their token share so accumulation equals one big batch.
+                    w = int((tgt_out != model.pad_id).sum()) / max(1, n_tok)
+                    loss = combine(losses) * w
+                loss.backward()
+                total += float(loss.detach())
+                for i, v in losses.items():
+                    per_head[i] = per_head.get(i, 0.0) + float(v.detach()) * w
+            micro = []
+            if cfg.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_([p for g in groups for p in g["params"]], cfg.grad_clip)
+            opt.step()
+            step += 1
+            elapsed += time.perf_counter() - t0
+            last_loss = total
+            bar.update(1)
+            if step % cfg.log_every == 0:
+                bar.set_postfix(loss=f"{total:.3f}")
+                row = {"step": step, "train/loss": total, "lr": opt.param_groups[0]["lr"], "elapsed_min": elapsed / 60}
+                row.update({f"train/loss_head{i + 1}": v for i, v in per_head.items()})
+                if log and is_main:
+                    log(row)
+            if dev_sets and step % cfg.eval_every == 0:  # not counted as training time
+                row = {"step": step}
+                for name, make in dev_sets.items():
+                    for key, v in evaluate_heads(model, make(), list(range(model.k)), device, cfg.bf16).items():
+                        row[f"{name}/{key}"] = v
+                history.append(row)
+                if log and is_main:
+                    log(row)
+            if step % cfg.ckpt_every == 0:
+                checkpoint()
+            if done():
+                exhausted = False
+                break
+        if exhausted:
+            epoch, batch_idx = epoch + 1, 0
+        if batch_idx == 0 and exhausted and step == 0:
+            raise RuntimeError("the training set produced no batches; check the data folder and max_tokens.")
+    bar.close()
+    checkpoint(final=True)
+    return {"step": step, "epoch": epoch, "elapsed_min": elapsed / 60, "last_loss": last_loss, "history": history}

@@ -1,0 +1,428 @@
+"""Data pipeline: ding extraction/splitting, WMT14 layout, tokenizer contract, token-budget batching.
+
+Everything runs on small fixture files written here; nothing calls apt or the network (fetchers are
+injected or their subprocess/urllib calls monkeypatched).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from bpd.data import translation as tr
+from bpd.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+from bpd.data.translation import (
+    count_lines,
+    encode_corpus,
+    extract_ding_pairs,
+    find_ding_file,
+    make_batches,
+    pad_batch,
+    parse_ding,
+    prepare_ding,
+    prepare_wmt14,
+    split_pairs,
+    token_batches,
+)
+
+HEADER = "# Version :: devel 2023-01-30\n# Copyright (c) :: somebody\n"
+SPECIAL_LINES = [
+    # headword + two example sentences, aligned by position; "Haus {n}" is a phrase.
+    "Haus {n} | Das Haus ist sehr groß. | Ich wohne in einem  kleinen Haus. :: "
+    "house | The house is very big. | I live in a small   house.",
+    # markup inside sentences: every sentence pair of this line must be dropped.
+    "Abhilfe {f} | Das ist (sehr) schwierig. | Er kommt [ugs.] morgen. | Sie geht langsam.; Sie läuft langsam. | "
+    "Ich gehe / laufe jetzt. | Er kam zu spät/früh. | Der ~ ist hier. :: "
+    "remedy | That is (very) hard. | He comes tomorrow. | She walks slowly. | I walk now. | He came late. | "
+    "The thing is here.",
+    # mismatched alternative counts: the whole line is skipped, even its clean-looking sentence.
+    "Baum {m} | Bäume {pl} | Der Baum ist grün. :: tree | The tree is green.",
+    # duplicate of the first sentence pair (must be deduplicated), and a too-short / lowercase pair.
+    "Haus {n} | Das Haus ist sehr groß. | Komm her! | das ist gut. :: "
+    "house | The house is very big. | Come here! | that is fine.",
+    # same English source, different German translation: the split must keep them on one side.
+    "Dach {n} | Das Dach ist undicht. :: roof | The roof is leaking.",
+    "undicht {adj} | Das Dach leckt. :: leaking | The roof is leaking.",
+]
+EXPECTED_FIRST = [
+    ("The house is very big.", "Das Haus ist sehr groß."),
+    ("I live in a small house.", "Ich wohne in einem kleinen Haus."),
+    ("The roof is leaking.", "Das Dach ist undicht."),
+    ("The roof is leaking.", "Das Dach leckt."),
+]
+N_GENERATED = 60
+
+
+def _generated_lines(n: int = N_GENERATED) -> list[str]:
+    nouns = ["Hund", "Katze", "Vogel", "Fisch", "Lehrer", "Bauer"]
+    en_nouns = ["dog", "cat", "bird", "fish", "teacher", "farmer"]
+    lines = []
+    for i in range(n):
+        de_n, en_n = nouns[i % 6], en_nouns[i % 6]
+        lines.append(
+            f"{de_n} {{m}} | Der {de_n} Nummer {i} schläft heute gut. :: "
+            f"{en_n} | The {en_n} number {i} sleeps well today."
+        )
+    return lines
+
+
+@pytest.fixture
+def ding_file(tmp_path: Path) -> Path:
+    path = tmp_path / "de-en"
+    path.write_text(HEADER + "\n".join(SPECIAL_LINES + _generated_lines()) + "\n", encoding="utf-8")
+    return path
+
+
+# ------------------------------------------------------------------------------------------------------------
+# extraction
+
+
+def test_extraction_filters_markup_mismatch_duplicates_and_phrases(ding_file: Path) -> None:
+    corpus = parse_ding(ding_file)
+    assert corpus.sentences[:4] == EXPECTED_FIRST
+    assert len(corpus.sentences) == 4 + N_GENERATED
+    assert len(set(corpus.sentences)) == len(corpus.sentences)
+    text = " ".join(en + " " + de for en, de in corpus.sentences)
+    for bad in ("(", "[", "{", "/", ";", "~", "Baum", "tree", "Komm", "that is fine", "  "):
+        assert bad not in text
+    assert corpus.stats["comment_lines"] == 2
+    assert corpus.stats["mismatched_lines"] == 1
+    assert corpus.stats["duplicates"] == 1
+    assert corpus.stats["markup_dropped"] == 6
+    assert corpus.phrases == []  # only with include_phrases
+    assert extract_ding_pairs(ding_file) == corpus.sentences
+
+
+def test_phrases_are_stripped_and_separate(ding_file: Path) -> None:
+    corpus = parse_ding(ding_file, include_phrases=True)
+    assert corpus.sentences == parse_ding(ding_file).sentences
+    phrases = dict(corpus.phrases)
+    assert phrases["house"] == "Haus"
+    assert phrases["dog"] == "Hund"
+    assert phrases["That is hard."] == "Das ist schwierig."  # annotation stripped from a markup sentence
+    assert phrases["She walks slowly."] == "Sie geht langsam."  # first ';' alternative kept
+    assert ("Come here!", "Komm her!") in corpus.phrases  # too short to be a sentence, fine as a phrase
+    for en, de in corpus.phrases:
+        assert not set("()[]{}~/;") & set(en + de)
+        assert (en, de) not in corpus.sentences
+    both = extract_ding_pairs(ding_file, include_phrases=True)
+    assert both == corpus.sentences + corpus.phrases
+
+
+def test_split_is_deterministic_order_independent_and_leak_free(ding_file: Path) -> None:
+    pairs = extract_ding_pairs(ding_file)
+    train, dev, test = split_pairs(pairs, n_dev=10, n_test=20, seed=0)
+    assert (len(dev), len(test)) == (10, 20)
+    shuffled = list(pairs)
+    random.Random(5).shuffle(shuffled)
+    assert split_pairs(shuffled, n_dev=10, n_test=20, seed=0) == (train, dev, test)
+    assert split_pairs(pairs, n_dev=10, n_test=20, seed=1) != (train, dev, test)
+    held = {side for pair in dev + test for side in pair}
+    assert not any(en in held or de in held for en, de in train)
+    assert not {en for en, _ in dev} & {en for en, _ in test}
+    # Only the shared-source pair of "The roof is leaking." can be lost to the leak check.
+    assert len(pairs) - 1 <= len(train) + len(dev) + len(test) <= len(pairs)
+
+
+def test_prepare_ding_directions_and_reuse(ding_file: Path, tmp_path: Path, capsys) -> None:
+    cache = tmp_path / "cache"
+    en_de = prepare_ding(cache, ding_path=ding_file, direction="en-de", n_dev=5, n_test=10)
+    de_en = prepare_ding(cache, ding_path=ding_file, direction="de-en", n_dev=5, n_test=10)
+    assert en_de == cache / "ding_en-de" and de_en == cache / "ding_de-en"
+    for split in ("train", "dev", "test"):
+        assert (en_de / f"{split}.src").read_text() == (de_en / f"{split}.tgt").read_text()
+        assert count_lines(en_de / f"{split}.src") == count_lines(en_de / f"{split}.tgt")
+    assert count_lines(en_de / "dev.src") == 5 and count_lines(en_de / "test.src") == 10
+    english = {en for en, _ in extract_ding_pairs(ding_file)}
+    assert set((en_de / "dev.src").read_text().splitlines()) <= english  # English side is the source
+    assert "dev 5, test 10" in capsys.readouterr().out
+    assert not list(en_de.glob(".*tmp*"))
+
+    ding_file.unlink()  # a complete folder is reused without the dictionary
+    assert prepare_ding(cache, ding_path=ding_file, direction="en-de", n_dev=5, n_test=10) == en_de
+    assert "reusing" in capsys.readouterr().out
+
+    with pytest.raises(ValueError, match="'en-de' or 'de-en'"):
+        prepare_ding(cache, ding_path=ding_file, direction="en-fr")
+
+
+def test_prepare_ding_phrases_only_in_train(ding_file: Path, tmp_path: Path) -> None:
+    folder = prepare_ding(tmp_path, ding_path=ding_file, include_phrases=True, n_dev=5, n_test=10)
+    assert folder.name == "ding_en-de_phrases"
+    train = set((folder / "train.src").read_text().splitlines())
+    dev_test = set((folder / "dev.src").read_text().splitlines() + (folder / "test.src").read_text().splitlines())
+    assert "house" in train and not train & dev_test
+    assert all(len(line.split()) >= 3 for line in dev_test)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# finding the dictionary
+
+
+def test_find_ding_file_order(ding_file: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    assert find_ding_file(ding_file, cache, system_paths=(), fetchers=()) == ding_file
+    assert find_ding_file(None, cache, system_paths=(tmp_path / "nope", ding_file), fetchers=()) == ding_file
+
+    calls: list[str] = []
+
+    def failing(c: Path) -> Path | None:
+        calls.append("failing")
+        return None
+
+    def working(c: Path) -> Path | None:
+        calls.append("working")
+        out = c / tr._CACHED_EXTRACT
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(ding_file.read_text())
+        return out
+
+    got = find_ding_file(None, cache, system_paths=(), fetchers=(failing, working))
+    assert calls == ["failing", "working"] and got == cache / tr._CACHED_EXTRACT
+    # the extract is found again without fetching
+    assert find_ding_file(None, cache, system_paths=(), fetchers=(failing,)) == got
+    assert calls == ["failing", "working"]
+
+
+def test_find_ding_file_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError) as err:
+        find_ding_file(None, tmp_path, system_paths=(tmp_path / "none",), fetchers=())
+    msg = str(err.value)
+    assert "apt-get install trans-de-en" in msg and "data.ding_path=" in msg
+    assert msg.endswith(".") and ". " not in msg  # one sentence
+    with pytest.raises(FileNotFoundError, match="data.ding_path"):
+        find_ding_file(tmp_path / "missing", tmp_path, system_paths=(), fetchers=())
+    with pytest.raises(FileNotFoundError, match="apt-get install trans-de-en"):
+        prepare_ding(tmp_path, system_paths=(), fetchers=())
+
+
+def test_apt_fetcher_retries_after_update_when_root(tmp_path: Path, monkeypatch, ding_file: Path) -> None:
+    commands: list[list[str]] = []
+
+    def fake_run(cmd: list[str], cwd: Path, timeout: float) -> bool:
+        commands.append(cmd)
+        if cmd[:2] == ["apt-get", "download"]:
+            if sum(c[:2] == ["apt-get", "download"] for c in commands) == 1:
+                return False  # no package index yet
+            (cwd / "trans-de-en_1.9-6_all.deb").write_bytes(b"deb")
+            return True
+        if cmd[0] == "dpkg-deb":
+            out = Path(cmd[3]) / "usr/share/trans/de-en"
+            out.parent.mkdir(parents=True)
+            out.write_text(ding_file.read_text())
+            return True
+        return True  # apt-get update
+
+    monkeypatch.setattr(tr, "_run", fake_run)
+    monkeypatch.setattr(tr.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(tr.os, "geteuid", lambda: 0, raising=False)
+    got = tr.fetch_ding_with_apt(tmp_path)
+    assert got == tmp_path / "pkg/usr/share/trans/de-en" and got.is_file()
+    assert [c[:2] for c in commands] == [
+        ["apt-get", "download"],
+        ["apt-get", "update"],
+        ["apt-get", "download"],
+        ["dpkg-deb", "-x"],
+    ]
+    assert not list(tmp_path.glob("*.deb")) and not list(tmp_path.glob("pkg.tmp*"))
+
+    commands.clear()
+    monkeypatch.setattr(tr.os, "geteuid", lambda: 1000, raising=False)
+    monkeypatch.setattr(tr, "_run", lambda cmd, cwd, timeout: commands.append(cmd) or False)
+    assert tr.fetch_ding_with_apt(tmp_path / "other") is None
+    assert [c[:2] for c in commands] == [["apt-get", "download"]]  # no update without root
+
+    monkeypatch.setattr(tr.shutil, "which", lambda name: None)
+    assert tr.fetch_ding_with_apt(tmp_path / "noapt") is None
+
+
+def test_upstream_fetcher(tmp_path: Path, monkeypatch) -> None:
+    def offline(url, timeout):
+        raise OSError("network unreachable")
+
+    monkeypatch.setattr(tr.urllib.request, "urlopen", offline)
+    assert tr.fetch_ding_from_upstream(tmp_path) is None
+
+    payload = gzip.compress(b"# c\nHaus :: house\n")
+    monkeypatch.setattr(tr.urllib.request, "urlopen", lambda url, timeout: io.BytesIO(payload))
+    got = tr.fetch_ding_from_upstream(tmp_path)
+    assert got is not None and got.read_text() == "# c\nHaus :: house\n"
+
+
+# ------------------------------------------------------------------------------------------------------------
+# WMT14
+
+
+def test_wmt14_missing_files_error(tmp_path: Path) -> None:
+    (tmp_path / "train.en").write_text("a\n")
+    with pytest.raises(FileNotFoundError) as err:
+        prepare_wmt14(tmp_path)
+    msg = str(err.value)
+    for name in ("train.de", "newstest2013.en", "newstest2013.de", "newstest2014.en", "newstest2014.de"):
+        assert name in msg
+    assert "train.en," not in msg
+    assert "sacrebleu -t wmt13 -l en-de --echo src" in msg and "sacrebleu -t wmt14" in msg
+    assert "statmt.org" in msg
+
+
+def test_wmt14_layout_and_direction(tmp_path: Path) -> None:
+    for name in ("train", "newstest2013", "newstest2014"):
+        (tmp_path / f"{name}.en").write_text(f"{name} english\n")
+        (tmp_path / f"{name}.de").write_text(f"{name} deutsch\n")
+    folder = prepare_wmt14(tmp_path, direction="de-en")
+    assert (folder / "dev.src").read_text() == "newstest2013 deutsch\n"
+    assert (folder / "test.tgt").read_text() == "newstest2014 english\n"
+    assert (folder / "train.src").read_text() == "train deutsch\n"
+    assert prepare_wmt14(tmp_path, direction="de-en") == folder  # idempotent
+    with pytest.raises(ValueError, match="'en-de' or 'de-en'"):
+        prepare_wmt14(tmp_path, direction="de-fr")
+    (tmp_path / "newstest2014.de").write_text("one\ntwo\n")
+    with pytest.raises(ValueError, match="newstest2014"):
+        prepare_wmt14(tmp_path)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# tokenizer
+
+
+@pytest.fixture(scope="module")
+def tokenizer_and_folder(tmp_path_factory) -> tuple[Tokenizer, Path]:
+    root = tmp_path_factory.mktemp("tok")
+    ding = root / "de-en"
+    ding.write_text(HEADER + "\n".join(SPECIAL_LINES + _generated_lines()) + "\n", encoding="utf-8")
+    folder = prepare_ding(root, ding_path=ding, n_dev=5, n_test=10)
+    tok = Tokenizer.train([folder / "train.src", folder / "train.tgt"], root / "spm" / "joint", 100, seed=0)
+    return tok, folder
+
+
+def test_tokenizer_contract_and_round_trip(tokenizer_and_folder) -> None:
+    tok, folder = tokenizer_and_folder
+    assert (tok.pad_id, tok.bos_id, tok.eos_id) == (PAD_ID, BOS_ID, EOS_ID) == (0, 1, 2)
+    assert 10 < tok.vocab_size <= 100
+    for line in (folder / "train.tgt").read_text().splitlines()[:10] + ["Der Hund schläft."]:
+        ids = tok.encode(line)
+        assert ids and BOS_ID not in ids and EOS_ID not in ids and PAD_ID not in ids
+        assert tok.decode(ids) == line
+        assert tok.decode([BOS_ID] + ids + [EOS_ID] + ids + [PAD_ID]) == line
+        assert tok.decode(ids + [PAD_ID, PAD_ID]) == line
+    assert tok.decode([EOS_ID] + tok.encode("Haus")) == ""
+    assert tok.encode_batch(["Der Hund.", "Die Katze."]) == [tok.encode("Der Hund."), tok.encode("Die Katze.")]
+
+
+def test_tokenizer_is_cached_and_deterministic(tokenizer_and_folder, tmp_path: Path) -> None:
+    tok, folder = tokenizer_and_folder
+    mtime = tok.model_path.stat().st_mtime_ns
+    again = Tokenizer.train([folder / "train.src"], tok.model_path.with_suffix(""), 100)
+    assert again.model_path.stat().st_mtime_ns == mtime
+    Tokenizer.train([folder / "train.src", folder / "train.tgt"], tmp_path / "joint", 100, seed=0)
+    vocab = tok.model_path.with_suffix(".vocab").read_text()
+    assert (tmp_path / "joint.vocab").read_text() == vocab
+    assert not list(tmp_path.glob("*tmp*"))
+
+
+def test_tokenizer_rejects_foreign_id_layout(tokenizer_and_folder, tmp_path: Path) -> None:
+    import sentencepiece as spm
+
+    _, folder = tokenizer_and_folder
+    spm.SentencePieceTrainer.train(
+        input=str(folder / "train.src"),
+        model_prefix=str(tmp_path / "default"),
+        vocab_size=60,
+        hard_vocab_limit=False,
+        minloglevel=2,
+    )
+    with pytest.raises(ValueError, match="pad/bos/eos"):
+        Tokenizer(tmp_path / "default.model")
+    with pytest.raises(FileNotFoundError):
+        Tokenizer(tmp_path / "absent.model")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# encoding and batching
+
+
+def test_encode_corpus_adds_eos_and_respects_max_len(tokenizer_and_folder) -> None:
+    tok, folder = tokenizer_and_folder
+    pairs = encode_corpus(tok, folder, "train", max_len=200)
+    n_lines = count_lines(folder / "train.src")
+    assert len(pairs) == n_lines
+    assert all(t[-1] == EOS_ID and EOS_ID not in t[:-1] and EOS_ID not in s for s, t in pairs)
+    short = encode_corpus(tok, folder, "train", max_len=12)
+    assert 0 < len(short) < n_lines
+    assert all(len(s) <= 12 and len(t) <= 12 for s, t in short)
+    cut = encode_corpus(tok, folder, "train", max_len=12, truncate=True)
+    assert len(cut) == n_lines and all(len(s) <= 12 and len(t) <= 12 and t[-1] == EOS_ID for s, t in cut)
+    with pytest.raises(ValueError, match="split"):
+        encode_corpus(tok, folder, "valid", max_len=10)
+
+
+def test_pad_batch() -> None:
+    out = pad_batch([[5, 6, 7], [8], []], pad_id=0)
+    assert out.dtype == torch.long
+    assert out.tolist() == [[5, 6, 7], [8, 0, 0], [0, 0, 0]]
+    assert pad_batch([], 0).shape == (0, 0)
+
+
+def _toy_pairs(n: int = 300, seed: int = 0) -> list[tuple[list[int], list[int]]]:
+    rng = random.Random(seed)
+    pairs = []
+    for _ in range(n):
+        s = [rng.randrange(4, 50) for _ in range(rng.randint(1, 30))]
+        t = [rng.randrange(4, 50) for _ in range(rng.randint(1, 30))] + [EOS_ID]
+        pairs.append((s, t))
+    return pairs
+
+
+def test_token_batches_shapes_bos_eos_padding() -> None:
+    pairs = _toy_pairs()
+    seen: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+    for src, tgt_in, tgt_out in token_batches(pairs, max_tokens=200, shuffle=True, seed=3, pad_id=PAD_ID):
+        b = src.shape[0]
+        assert src.dtype == tgt_in.dtype == tgt_out.dtype == torch.long
+        assert tgt_in.shape == tgt_out.shape and tgt_in.shape[0] == b
+        assert b * max(src.shape[1], tgt_out.shape[1]) <= 200 or b == 1
+        assert (tgt_in[:, 0] == BOS_ID).all()
+        mask = tgt_out != PAD_ID
+        assert torch.equal(tgt_in[:, 1:][mask[:, 1:]], tgt_out[:, :-1][mask[:, 1:]])  # shifted by one
+        assert (tgt_in[~mask] == PAD_ID).all()
+        for row_s, row_t in zip(src.tolist(), tgt_out.tolist()):
+            s = tuple(x for x in row_s if x != PAD_ID)
+            t = tuple(x for x in row_t if x != PAD_ID)
+            assert t[-1] == EOS_ID and list(row_t[len(t) :]) == [PAD_ID] * (len(row_t) - len(t))
+            seen.append((s, t))
+        assert mask.sum(1).max() == tgt_out.shape[1] and (src != PAD_ID).sum(1).max() == src.shape[1]
+    assert sorted(seen) == sorted((tuple(s), tuple(t)) for s, t in pairs)  # every example exactly once
+
+
+def test_batching_deterministic_and_shuffled_by_seed() -> None:
+    pairs = _toy_pairs()
+    a = make_batches(pairs, 256, shuffle=True, seed=1)
+    assert a == make_batches(pairs, 256, shuffle=True, seed=1)
+    assert a != make_batches(pairs, 256, shuffle=True, seed=2)
+    fixed = make_batches(pairs, 256, shuffle=False)
+    assert fixed == make_batches(pairs, 256, shuffle=False, seed=9)
+    first = next(token_batches(pairs, 256, shuffle=True, seed=1))
+    assert torch.equal(first[0], pad_batch([pairs[i][0] for i in a[0]], PAD_ID))
+    with pytest.raises(ValueError):
+        make_batches(pairs, 256, rank=2, world_size=2)
+
+
+@pytest.mark.parametrize("world_size", [2, 3, 4])
+def test_rank_sharding_disjoint_equal_lockstep(world_size: int) -> None:
+    pairs = _toy_pairs(301)
+    full = make_batches(pairs, 256, shuffle=True, seed=4)
+    shards = [make_batches(pairs, 256, shuffle=True, seed=4, rank=r, world_size=world_size) for r in range(world_size)]
+    assert len({len(s) for s in shards}) == 1 and len(shards[0]) == len(full) // world_size
+    flat = [i for shard in shards for batch in shard for i in batch]
+    assert len(flat) == len(set(flat))  # disjoint
+    used = {tuple(b) for shard in shards for b in shard}
+    assert used <= {tuple(b) for b in full} and len(full) - len(used) < world_size
+    per_rank = [
+        list(token_batches(pairs, 256, True, 4, PAD_ID, rank=r, world_size=world_size)) for r in range(world_size)
+    ]
+    assert len({len(x) for x in per_rank}) == 1
