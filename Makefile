@@ -40,3 +40,52 @@ test-all: setup
 
 lint: setup
 	$(VENV)/bin/ruff check bpd experiments analysis tests
+
+# ---- experiments ---------------------------------------------------------------------------------
+RUN := $(PY) experiments/run.py
+PROTOCOL ?= fast
+DATA_DIR ?=
+
+demo: setup
+	$(RUN) experiment=demo
+	@echo "rows: results/demo/rows.jsonl (W&B offline runs: outputs/wandb)"
+
+demo-sr: setup
+	$(RUN) experiment=demo_sr
+	@echo "rows: results/demo-sr/rows.jsonl; image grid under results/demo-sr/outputs/*/grid.png"
+
+# Table 1 on the embedded corpus: 4 settings, exact for every k, then top-n and minimum block size rows.
+# fast protocol: one k=10 heads model per setting, decoded with every k <= 10; per_k: one model per k.
+reproduce-mt-small: setup
+ifeq ($(PROTOCOL),per_k)
+	$(RUN) -m experiment=table1_small setting=regular,distillation,finetune,both heads.k=2,4,6,8,10 'decode.ks=[$${heads.k}]' name=table1_small_per_k
+else
+	$(RUN) -m experiment=table1_small setting=regular,distillation,finetune,both
+	$(RUN) experiment=table1_small setting=both 'decode.criteria=[{name: topk, param: 2}, {name: topk, param: 3}]'
+	$(RUN) experiment=table1_small setting=both 'decode.ks=[2,4,6,8,10]' 'decode.criteria=[{name: exact, min_block_sizes: [2, 3]}]'
+endif
+
+reproduce-sr-small: setup
+	$(RUN) -m experiment=table2_small setting=regular,finetune
+
+reproduce-mt: setup
+	@test -n "$(DATA_DIR)" || { echo "set DATA_DIR=/path/to/wmt14 (see README 'WMT14 and CelebA')"; exit 2; }
+	$(RUN) -m experiment=table1 task.data_dir=$(DATA_DIR) setting=regular,distillation,finetune,both
+
+reproduce-sr: setup
+	@test -n "$(DATA_DIR)" || { echo "set DATA_DIR=/path/to/celeba (see README 'WMT14 and CelebA')"; exit 2; }
+	$(RUN) -m experiment=table2 task.data_dir=$(DATA_DIR) setting=regular,finetune
+
+figures: setup
+	$(PY) analysis/make_report.py
+
+reproduce: reproduce-mt-small reproduce-sr-small figures
+
+reproduce-paper: setup
+	@test -n "$(MT_DATA_DIR)" -a -n "$(SR_DATA_DIR)" || { echo "set MT_DATA_DIR=... SR_DATA_DIR=..."; exit 2; }
+	$(MAKE) reproduce-mt DATA_DIR=$(MT_DATA_DIR)
+	$(MAKE) reproduce-sr DATA_DIR=$(SR_DATA_DIR)
+	$(MAKE) figures
+
+bench: setup
+	$(PY) experiments/bench.py

@@ -126,8 +126,18 @@ def _load_translation(t: dict, data_cache: Path) -> TaskData:
                 "newstest2014.{en,de}); see the README section 'WMT14 and CelebA'."
             )
         folder = prepare_wmt14(Path(t["data_dir"]), direction=t.get("direction", "en-de"), cache_dir=data_cache)
+    elif t["name"] == "folder":
+        folder = Path(t.get("data_dir") or "")
+        missing = [
+            f"{s}.{x}" for s in ("train", "dev", "test") for x in ("src", "tgt") if not (folder / f"{s}.{x}").exists()
+        ]
+        if not t.get("data_dir") or missing:
+            raise FileNotFoundError(
+                f"task folder needs task.data_dir with train/dev/test .src/.tgt files (missing in {folder}: "
+                f"{', '.join(missing) or 'data_dir'}); point task.data_dir at such a folder."
+            )
     else:
-        raise ValueError(f"unknown translation task {t['name']!r}; use ding_en_de or wmt14_en_de.")
+        raise ValueError(f"unknown translation task {t['name']!r}; use ding_en_de, wmt14_en_de or folder.")
     vocab = int(t.get("vocab_size", 4000))
     tok = Tokenizer.train([folder / "train.src", folder / "train.tgt"], folder / f"spm{vocab}", vocab, seed=0)
     max_len = int(t.get("max_len", 64))
@@ -273,14 +283,21 @@ def build_model(cfg: dict, data: TaskData, k: int, seed: int):
     )
 
 
+def finished(path: Path) -> bool:
+    """True if a finished checkpoint exists; a corrupt one is set aside (renamed) and retrained."""
+    if not path.exists():
+        return False
+    try:
+        load_checkpoint(path)
+        return True
+    except CheckpointError as e:
+        bad = path.with_name(path.name + ".corrupt")
+        os.replace(path, bad)
+        print(f"warning: {e} Moved it to {bad.name}; retraining.")
+        return False
+
+
 def _train_stage(cfg, data, model, pairs, tcfg: TrainConfig, path: Path, name: str, dev_sets, tracker_cfg) -> Path:
-    if path.exists():
-        try:
-            load_checkpoint(path)
-            return path
-        except CheckpointError as e:
-            print(f"warning: {e} Retraining it.")
-            path.unlink()
     device = pick_device(cfg.get("device"))
     tracker = make_tracker(cfg, name=name, job_type=tcfg.stage, extra=tracker_cfg)
     batches = batch_factory(data, pairs, int(cfg["train"]["max_tokens"]), tcfg.seed)
@@ -308,7 +325,7 @@ def ensure_base(cfg: dict, data: TaskData, targets: str = "gold", seed: int | No
     pairs = data.train if targets == "gold" else distilled_pairs(cfg, data)
     key = config_hash(data.key, cfg["model"], cfg["train"], targets, seed, "base")
     path = cache_root(cfg) / "models" / f"base_{targets}_s{seed}_{key}.pt"
-    if path.exists():
+    if finished(path):
         return path
     model = build_model(cfg, data, 1, seed)
     tcfg = train_config(cfg["train"], "base", seed)
@@ -411,7 +428,7 @@ def ensure_heads(cfg: dict, data: TaskData) -> Path:
     hs = {kk: v for kk, v in h.items() if kk not in ("decode_ks",)}
     key = config_hash(base_path.stem, hs, cfg.get("heads_train", {}), seed)
     path = cache_root(cfg) / "models" / f"heads_k{k}_{h['training']}_{targets}_{key}.pt"
-    if path.exists():
+    if finished(path):
         return path
     base, _ = load_model(base_path)
     model = build_model(cfg, data, k, seed)
@@ -628,6 +645,11 @@ def evaluate(cfg: dict, data: TaskData, model_path: Path, setting: dict[str, Any
     }
     out_dir = results_dir / "outputs" / rid
     rows = make_rows(outs, specs, scorer, common, out_dir, REPO_ROOT)
+    if data.kind == "image":
+        rows += image_reference_rows(scorer, common, rid)
+        grid = image_grid(scorer, outs, specs, out_dir / "grid.png")
+        for r in rows:
+            r["grid_file"] = str(grid.relative_to(REPO_ROOT)) if grid.is_relative_to(REPO_ROOT) else str(grid)
     append_rows(rows_path, rows)
     quality = "bleu" if data.kind == "translation" else "psnr"
     print(format_table(rows, quality))
@@ -645,8 +667,58 @@ def evaluate(cfg: dict, data: TaskData, model_path: Path, setting: dict[str, Any
     )
     if data.kind == "translation":
         _log_samples(tracker, outs, specs, data, pairs)
+    else:
+        tracker.image("grid", out_dir / "grid.png", caption="LR | greedy | blockwise exact | blockwise eps | truth")
+        per_image = {
+            s.name: [len(t) / max(1, i) for t, i in zip(outs[s.name].tokens, outs[s.name].iterations)]
+            for s in specs
+            if s.method == "blockwise"
+        }
+        for name, vals in per_image.items():
+            tracker.histogram(f"{name}/block_size_per_image", vals)
     tracker.finish()
     return rows
+
+
+def image_reference_rows(scorer: ImageScorer, common: dict, rid: str) -> list[dict]:
+    """Nearest-neighbour and bicubic upsampling PSNR on the same test images, for context."""
+    from bpd.data.images import bicubic_upsample, mean_psnr, nearest_upsample
+
+    factor = scorer.h // scorer.lr.shape[1]
+    rows = []
+    for name, fn in (("nearest", nearest_upsample), ("bicubic", bicubic_upsample)):
+        pred = fn(scorer.lr, factor)
+        rows.append(
+            {
+                **common,
+                "run_id": rid,
+                "decoder": name,
+                "method": "reference",
+                "k": None,
+                "n_examples": len(pred),
+                "psnr": mean_psnr(pred, scorer.hr),
+            }
+        )
+    return rows
+
+
+def image_grid(scorer: ImageScorer, outs, specs: list[DecodeSpec], path: Path) -> Path:
+    """LR input | greedy | best exact blockwise | best approximate blockwise | ground truth."""
+    from bpd.data.images import save_grid
+
+    cols: list[tuple[str, np.ndarray]] = [
+        ("low-res input", scorer.lr),
+        ("greedy", scorer.images(outs["greedy"].tokens)),
+    ]
+    bw = [s for s in specs if s.method == "blockwise"]
+    for crit in ("exact", "distance"):
+        cands = [s for s in bw if s.criterion == crit and s.min_block_size == 1]
+        if cands:
+            best = max(cands, key=lambda s: s.k)
+            label = f"blockwise k={best.k} " + ("exact" if crit == "exact" else f"eps={best.criterion_param:g}")
+            cols.append((label, scorer.images(outs[best.name].tokens)))
+    cols.append(("ground truth", scorer.hr))
+    return save_grid(cols, path, max_images=8)
 
 
 def _log_samples(tracker: Tracker, outs, specs, data: TaskData, pairs: Pairs, n: int = 20) -> None:

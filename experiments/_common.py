@@ -24,8 +24,13 @@ def friendly(fn: Callable[[dict], object], cfg: DictConfig) -> object:
     """Run a stage; user errors (missing data, bad values, corrupt checkpoints) end with one sentence."""
     from bpd.training.checkpoint import CheckpointError
 
+    d = to_dict(cfg)
+    if d.get("threads"):
+        import torch
+
+        torch.set_num_threads(int(d["threads"]))
     try:
-        return fn(to_dict(cfg))
+        return fn(d)
     except (FileNotFoundError, ValueError, CheckpointError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)

@@ -68,6 +68,11 @@ def test_exact_blockwise_equals_greedy(seed, vocab, k, batch, src_len, max_len, 
         check_contract(b, batch, max_len, model.eos_id)
         assert all(bs <= kk for row in b.block_sizes for bs in row)
         assert b.invocations == max(b.iterations) + 1
+        if kk > 1:  # per-position acceptance bookkeeping
+            assert b.position_reached[0] == sum(b.iterations)
+            assert all(a <= r for a, r in zip(b.position_accepted, b.position_reached))
+            assert b.position_reached[1:] == b.position_accepted[:-1]
+            assert b.total_tokens <= sum(b.iterations) + sum(b.position_accepted)
     check_contract(g, batch, max_len, model.eos_id)
 
 

@@ -17,12 +17,37 @@ from bpd.decoding.greedy import RowTracker, default_max_len
 from bpd.decoding.result import DecodeResult
 
 
-def _propose(model, h_last: torch.Tensor, base_last: torch.Tensor, k: int) -> torch.Tensor:
-    """Proposals (B, k) from the hidden state at the last accepted position."""
-    first = base_last.argmax(-1, keepdim=True)
+def propose(model, h_last: torch.Tensor, first: torch.Tensor, k: int) -> torch.Tensor:
+    """Proposals (B, k) at the last accepted position: slot 0 is p_1's argmax ``first`` (B, 1), already
+    known from verification; slots 1..k-1 come from the proposal heads at this one position only."""
     if k == 1:
         return first
     return torch.cat([first, model.heads.proposal_logits(h_last, k).argmax(-1)], dim=-1)
+
+
+def verify(model, props: torch.Tensor, enc, cache, criterion: Criterion, floor: int):
+    """One parallel verify pass over the k proposals of every row.
+
+    Returns the decoder states (B, k, d), p_1's argmax after each proposal (B, k), the leading run of
+    criterion-accepted slots (B,) and the accepted block sizes k_hat (B,) (>= ``floor``).
+    """
+    k = props.shape[1]
+    h = model.decode(props, enc, cache)  # appends k entries per row to the cache
+    base = model.heads.base_logits(h)  # (B, k, V): p_1 after each proposed token
+    best = base.argmax(-1)
+    if k == 1:
+        lead = torch.zeros_like(best[:, 0])
+        return h, best, lead, lead + 1
+    ok = criterion.accept(base[:, :-1], props[:, 1:], best[:, :-1])  # slot i checked by p_1 after slot i-1
+    lead = ok.long().cumprod(-1).sum(-1)
+    return h, best, lead, (1 + lead).clamp(min=floor)
+
+
+def gather_last(h: torch.Tensor, best: torch.Tensor, khat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Decoder state and p_1's argmax at each row's last accepted position."""
+    last = (khat - 1)[:, None]
+    h_last = h.gather(1, last[:, :, None].expand(-1, 1, h.shape[-1]))[:, 0]
+    return h_last, best.gather(1, last)
 
 
 @torch.inference_mode()
@@ -54,45 +79,36 @@ def blockwise_decode(
     enc = model.encode(src)
     cache = model.new_cache(b, max_len + k + 1)
     rows = RowTracker(b, model.eos_id, max_len)
-    reached, accepted = [0] * (k - 1), [0] * (k - 1)
     if max_len <= 0:
-        return rows.result(0, position_reached=reached, position_accepted=accepted)
+        return rows.result(0, position_reached=[0] * (k - 1), position_accepted=[0] * (k - 1))
 
     # Propose-only first call on BOS.
     h = model.decode(torch.full((b, 1), model.bos_id, dtype=torch.long, device=dev), enc, cache)
-    props = _propose(model, h[:, 0], model.heads.base_logits(h[:, 0]), k)
+    props = propose(model, h[:, 0], model.heads.base_logits(h[:, 0]).argmax(-1, keepdim=True), k)
     invocations = 1
+    slots = torch.arange(k, device=dev)
+    counts = torch.zeros(k, dtype=torch.long, device=dev)  # rows whose leading accepted run is >= i
     while rows.active:
-        h = model.decode(props, enc, cache)  # (B, k, d): one parallel verify pass
+        h, best, lead, khat = verify(model, props, enc, cache, criterion, floor)
         invocations += 1
-        base = model.heads.base_logits(h)  # (B, k, V): p_1 after each proposed token
-        if k > 1:
-            ok = criterion.accept(base[:, :-1], props[:, 1:])  # slot i verified by p_1 after slot i-1
-            lead = ok.long().cumprod(-1).sum(-1)  # leading run of accepted slots
-            khat = (1 + lead).clamp(min=floor)
-        else:
-            lead = torch.zeros(props.shape[0], dtype=torch.long, device=dev)
-            khat = torch.ones_like(lead)
-        # The single host synchronisation of the round: accepted lengths and tokens.
-        khat_h, props_h, lead_h = khat.tolist(), props.tolist(), lead.tolist()
-        for n in lead_h:
-            for i in range(min(n + 1, k - 1)):
-                reached[i] += 1
-                accepted[i] += i < n
-        finished = [s for s in range(len(khat_h)) if rows.accept(s, props_h[s][: khat_h[s]])]
+        counts += (lead[:, None] >= slots).sum(0)
+        # The single host synchronisation of the round: accepted lengths and proposed tokens together.
+        host = torch.cat([khat[:, None], props], dim=1).tolist()
+        finished = [s for s, row in enumerate(host) if rows.accept(s, row[1 : 1 + row[0]])]
         # Roll each row's cache back to its accepted length; read the next proposals there.
         cache.truncate(cache.lengths - k + khat, host_max=cache.host_max)
-        last = (khat - 1)[:, None, None]
-        h_last = h.gather(1, last.expand(-1, 1, h.shape[-1]))[:, 0]
-        base_last = base.gather(1, last.expand(-1, 1, base.shape[-1]))[:, 0]
+        h_last, first = gather_last(h, best, khat)
         keep = rows.drop(finished)
         if keep is not None:
             if not rows.active:
                 break
             keep = keep.to(dev)
-            enc, h_last, base_last = enc.select(keep), h_last.index_select(0, keep), base_last.index_select(0, keep)
+            enc, h_last, first = enc.select(keep), h_last.index_select(0, keep), first.index_select(0, keep)
             cache.select(keep)
         # Every live row holds BOS plus its accepted tokens (no cut applies to a live row).
         cache.host_max = 1 + max(len(rows.tokens[r]) for r in rows.active)
-        props = _propose(model, h_last, base_last, k)
+        props = propose(model, h_last, first, k)
+    c = counts.tolist()
+    # Slot i (1-based) was examined when the run before it reached i-1, accepted when it reached i.
+    reached, accepted = c[: k - 1], c[1:]
     return rows.result(invocations, position_reached=reached, position_accepted=accepted)

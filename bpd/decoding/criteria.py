@@ -26,8 +26,10 @@ class Criterion:
     def param(self) -> float | None:
         return None
 
-    def accept(self, base_logits: torch.Tensor, proposals: torch.Tensor) -> torch.Tensor:
-        """base_logits (..., V) and proposals (...) -> bool (...)."""
+    def accept(
+        self, base_logits: torch.Tensor, proposals: torch.Tensor, argmax: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """base_logits (..., V) and proposals (...) -> bool (...); ``argmax`` of base_logits if known."""
         raise NotImplementedError
 
     def __post_init__(self) -> None:
@@ -41,8 +43,8 @@ class Exact(Criterion):
 
     name = "exact"
 
-    def accept(self, base_logits: torch.Tensor, proposals: torch.Tensor) -> torch.Tensor:
-        return base_logits.argmax(-1) == proposals
+    def accept(self, base_logits, proposals, argmax=None):
+        return (base_logits.argmax(-1) if argmax is None else argmax) == proposals
 
 
 @dataclass(frozen=True)
@@ -61,10 +63,10 @@ class TopK(Criterion):
     def param(self) -> float:
         return float(self.n)
 
-    def accept(self, base_logits: torch.Tensor, proposals: torch.Tensor) -> torch.Tensor:
+    def accept(self, base_logits, proposals, argmax=None):
         n = min(self.n, base_logits.shape[-1])
         if n == 1:
-            return base_logits.argmax(-1) == proposals
+            return (base_logits.argmax(-1) if argmax is None else argmax) == proposals
         # "within the top n" == fewer than n tokens score strictly higher than the proposal
         # (ties resolved in the proposal's favour, which keeps TopK(1) == Exact up to exact ties).
         prop_score = base_logits.gather(-1, proposals.unsqueeze(-1))
@@ -93,8 +95,8 @@ class Distance(Criterion):
     def param(self) -> float:
         return float(self.eps)
 
-    def accept(self, base_logits: torch.Tensor, proposals: torch.Tensor) -> torch.Tensor:
-        best = base_logits.argmax(-1)
+    def accept(self, base_logits, proposals, argmax=None):
+        best = base_logits.argmax(-1) if argmax is None else argmax
         vb, vp = best - self.offset, proposals - self.offset
         ordinal = (vb >= 0) & (vb < self.n_values) & (vp >= 0) & (vp < self.n_values)
         return (best == proposals) | (ordinal & ((vb - vp).abs() <= self.eps))

@@ -250,6 +250,8 @@ def train(
                     for key, v in evaluate_heads(model, make(), list(range(model.k)), device, cfg.bf16).items():
                         row[f"{name}/{key}"] = v
                 history.append(row)
+                if is_main and progress:
+                    tqdm.write(f"step {step}: " + " ".join(f"{k}={v:.3f}" for k, v in row.items() if k != "step"))
                 if log and is_main:
                     log(row)
             if step % cfg.ckpt_every == 0:

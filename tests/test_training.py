@@ -1,0 +1,140 @@
+"""Training: losses over heads, frozen vs fine-tuned parameter handling, checkpoints and resume."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import random_model
+
+from bpd.training.checkpoint import CheckpointError, load_checkpoint, load_model, save_checkpoint
+from bpd.training.loop import TrainConfig, train, trained_heads
+from bpd.training.losses import shifted_targets
+
+
+def toy_batches(vocab: int = 20, n: int = 8, seed: int = 0):
+    """A learnable toy: the target is the source shifted by one token id."""
+
+    def batches(epoch: int):
+        g = torch.Generator().manual_seed(seed + epoch)
+        for _ in range(n):
+            src = torch.randint(3, vocab - 1, (8, 6), generator=g)
+            tgt_out = torch.cat([src + 1, torch.full((8, 1), 2)], dim=1)
+            tgt_in = torch.cat([torch.full((8, 1), 1), tgt_out[:, :-1]], dim=1)
+            yield src, tgt_in, tgt_out
+
+    return batches
+
+
+def fresh_model(k: int = 3, seed: int = 0, **kw):
+    from bpd.models import build_translation_model
+
+    return build_translation_model(20, k, "micro", seed=seed, **kw)
+
+
+def test_shifted_targets():
+    t = torch.tensor([[5, 6, 7, 2]])
+    assert shifted_targets(t, 0, 0).tolist() == [[5, 6, 7, 2]]
+    assert shifted_targets(t, 2, 0).tolist() == [[7, 2, 0, 0]]
+
+
+def test_few_steps_lower_the_loss(tmp_path):
+    from bpd.training.loop import evaluate_heads
+
+    model = fresh_model(k=1, identity_p1=True)
+    dev = lambda: toy_batches(n=2)(99)  # noqa: E731
+    before = evaluate_heads(model, dev(), [0], "cpu")["loss_head1"]
+    cfg = TrainConfig(
+        stage="base",
+        lr=1e-2,
+        warmup_steps=5,
+        max_steps=120,
+        label_smoothing=0.0,
+        ckpt_every=1000,
+        eval_every=60,
+        log_every=1000,
+    )
+    out = train(model, toy_batches(), cfg, tmp_path / "m.pt", dev_sets={"dev": dev}, progress=False)
+    after = out["history"][-1]["dev/loss_head1"]
+    assert after < 0.6 * before, (before, after)
+    assert load_checkpoint(tmp_path / "m.pt")["step"] == 120
+
+
+@pytest.mark.parametrize("arch", ["paper", "blockdiag", "medusa"])
+def test_frozen_training_keeps_base_bit_identical(tmp_path, arch):
+    model = fresh_model(k=3, heads_arch=arch, identity_p1=True)
+    before = {n: p.detach().clone() for n, p in model.named_parameters() if not n.startswith("heads.")}
+    heads_before = {n: p.detach().clone() for n, p in model.named_parameters() if n.startswith("heads.")}
+    cfg = TrainConfig(stage="heads", heads_training="frozen", lr=3e-3, warmup_steps=2, max_steps=8, ckpt_every=100)
+    train(model, toy_batches(), cfg, tmp_path / "h.pt", progress=False)
+    for n, p in model.named_parameters():
+        if n.startswith("heads."):
+            continue
+        assert torch.equal(p, before[n]), f"frozen base parameter {n} changed"
+    assert any(not torch.equal(p, heads_before[n]) for n, p in model.named_parameters() if n.startswith("heads."))
+    assert trained_heads(model, cfg) == [1, 2]  # p_1 is the base itself: no loss on it
+
+
+def test_finetune_moves_base_parameters(tmp_path):
+    model = fresh_model(k=2, identity_p1=True)
+    before = model.tgt_embed.weight.detach().clone()
+    cfg = TrainConfig(
+        stage="heads",
+        heads_training="finetune",
+        heads_loss="sampled",
+        lr=3e-3,
+        warmup_steps=2,
+        max_steps=5,
+        base_lr_scale=0.5,
+        ckpt_every=100,
+    )
+    train(model, toy_batches(), cfg, tmp_path / "h.pt", progress=False)
+    assert not torch.equal(before, model.tgt_embed.weight)
+    assert trained_heads(model, cfg) == [0, 1]
+
+
+def test_resume_after_interruption_matches_uninterrupted(tmp_path):
+    cfg = TrainConfig(stage="base", lr=3e-3, warmup_steps=3, max_steps=12, ckpt_every=4, label_smoothing=0.1)
+    m1 = fresh_model(k=1, identity_p1=True, dropout=0.1)
+    train(m1, toy_batches(n=5), cfg, tmp_path / "a.pt", progress=False)
+
+    # Interrupted run: stop after 7 steps (the last checkpoint is at step 4), then resume to 12.
+    m2 = fresh_model(k=1, identity_p1=True, dropout=0.1)
+    train(m2, toy_batches(n=5), TrainConfig(**{**cfg.__dict__, "max_steps": 7}), tmp_path / "b.pt", progress=False)
+    state = load_checkpoint(tmp_path / "b.state.pt")
+    assert state["step"] == 7
+    # Simulate a crash between checkpoints: rewind the state file to the step-4 checkpoint.
+    m3 = fresh_model(k=1, identity_p1=True, dropout=0.1)
+    train(m3, toy_batches(n=5), TrainConfig(**{**cfg.__dict__, "max_steps": 4}), tmp_path / "c.pt", progress=False)
+    m4 = fresh_model(k=1, identity_p1=True, dropout=0.1)
+    out = train(m4, toy_batches(n=5), cfg, tmp_path / "c.pt", resume=True, progress=False)
+    assert out["step"] == 12
+    for (n, p), q in zip(m1.state_dict().items(), m4.state_dict().values()):
+        torch.testing.assert_close(p, q, rtol=1e-6, atol=1e-7, msg=f"{n} differs after resume")
+
+
+def test_checkpoint_errors(tmp_path):
+    with pytest.raises(CheckpointError, match="does not exist"):
+        load_checkpoint(tmp_path / "nope.pt")
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"not a checkpoint at all")
+    with pytest.raises(CheckpointError, match="corrupt"):
+        load_checkpoint(bad)
+    save_checkpoint(tmp_path / "odd.pt", {"hello": 1})
+    with pytest.raises(CheckpointError, match="not a bpd checkpoint"):
+        load_checkpoint(tmp_path / "odd.pt")
+
+
+def test_checkpoint_round_trip(tmp_path):
+    model = random_model(20, 3, 0, dtype=torch.float32)
+    save_checkpoint(tmp_path / "m.pt", {"model_config": model.config_dict(), "model": model.state_dict()})
+    loaded, _ = load_model(tmp_path / "m.pt")
+    src = torch.randint(3, 20, (2, 5))
+    tgt = torch.randint(3, 20, (2, 4))
+    torch.testing.assert_close(loaded(src, tgt), model(src, tgt))
+
+
+def test_bad_train_config_values():
+    with pytest.raises(ValueError, match="stage"):
+        TrainConfig(stage="middle")
+    with pytest.raises(ValueError, match="frozen or finetune"):
+        TrainConfig(heads_training="thawed")
