@@ -206,6 +206,9 @@ def format_table(rows: list[dict[str, Any]], quality: str = "bleu") -> str:
     head = f"{'decoder':<30} {quality:>7} {'k_hat':>6} {'=greedy':>7} {'iters':>7} {'time_s':>8} {'speedup':>7}"
     lines = [head, "-" * len(head)]
     for r in rows:
+        if r.get("method") == "reference":  # upsampling baselines: quality only
+            lines.append(f"{r['decoder']:<30} {r[quality]:7.2f}   (reference, no model)")
+            continue
         q = r.get(quality)
         q_s = f"{q:7.2f}" if isinstance(q, int | float) else f"{'-':>7}"
         sp = r.get("speedup")

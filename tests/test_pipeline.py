@@ -76,15 +76,9 @@ def test_full_pipeline_rows(toy):
     # BLEU is recomputable with sacrebleu from the written files.
     import sacrebleu
 
-    from bpd.tracking import REPO_ROOT
-
     r = exact[-1]
-    hyp = (
-        (REPO_ROOT / r["hyp_file"]).read_text().splitlines()
-        if not r["hyp_file"].startswith("/")
-        else open(r["hyp_file"]).read().splitlines()
-    )
-    ref = open(r["ref_file"] if r["ref_file"].startswith("/") else REPO_ROOT / r["ref_file"]).read().splitlines()
+    hyp = pipeline.resolve_path(r["hyp_file"]).read_text().splitlines()
+    ref = pipeline.resolve_path(r["ref_file"]).read_text().splitlines()
     assert sacrebleu.corpus_bleu(hyp, [ref]).score == pytest.approx(r["bleu"])
     # Rows are on disk, and a second evaluation of the same config is skipped (idempotent sweeps).
     on_disk = read_rows(tmp / "results" / "rows.jsonl")
