@@ -77,7 +77,7 @@ reproduce-sr: setup
 	$(RUN) -m experiment=table2 task.data_dir=$(DATA_DIR) setting=regular,finetune
 
 figures: setup
-	$(PY) analysis/make_report.py
+	$(PY) analysis/make_report.py --wandb
 
 reproduce: reproduce-mt-small reproduce-sr-small figures
 
@@ -88,4 +88,41 @@ reproduce-paper: setup
 	$(MAKE) figures
 
 bench: setup
-	$(PY) experiments/bench.py
+	$(PY) experiments/bench.py experiment=demo
+
+# ---- clusters: SLURM via hydra-submitit-launcher (README 'Running on a cluster') -----------------------------
+# make reproduce-mt-slurm DATA_DIR=/path/to/wmt14 PARTITION=gpu [GPUS=8 NODES=1 SLURM_TIME=2880 SLURM_ARRAY=8]
+# Each configuration is one SLURM array task with GPUS processes per node (DDP). The global batch stays that of
+# REF_WORLD GPUs (the paper's 8) whatever GPUS x NODES is, by gradient accumulation; it must divide REF_WORLD.
+# First the base models the settings share (each trained once), then heads + evaluation per setting.
+# Re-running a target skips finished models and rows and resumes unfinished training from its checkpoint;
+# wait until the previous submission's jobs have left the queue (squeue --me) before re-running.
+PARTITION ?=
+GPUS ?= 8
+NODES ?= 1
+REF_WORLD ?= 8
+SLURM_TIME ?= 2880
+SLURM_ARRAY ?= 8
+TRAIN := $(PY) experiments/train.py
+SLURM_ARGS = hydra/launcher=submitit_slurm hydra.launcher.gpus_per_node=$(GPUS) hydra.launcher.tasks_per_node=$(GPUS) \
+	hydra.launcher.nodes=$(NODES) hydra.launcher.timeout_min=$(SLURM_TIME) hydra.launcher.array_parallelism=$(SLURM_ARRAY) \
+	$(if $(PARTITION),hydra.launcher.partition=$(PARTITION)) dist.reference_world_size=$(REF_WORLD)
+
+.PHONY: setup-slurm reproduce-mt-slurm reproduce-sr-slurm
+
+setup-slurm: setup
+	$(PY) -m pip install -q -e ".[slurm]"
+
+reproduce-mt-slurm: setup-slurm
+	@test -n "$(DATA_DIR)" || { echo "set DATA_DIR=/path/to/wmt14 (see README 'Running on a cluster')"; exit 2; }
+	$(TRAIN) -m $(SLURM_ARGS) experiment=table1 task.data_dir=$(DATA_DIR) stage=base base_targets=gold,distilled
+ifeq ($(PROTOCOL),per_k)
+	$(RUN) -m $(SLURM_ARGS) experiment=table1 task.data_dir=$(DATA_DIR) setting=regular,distillation,finetune,both heads.k=2,4,6,8,10 'decode.ks=[$${heads.k}]' name=table1_per_k
+else
+	$(RUN) -m $(SLURM_ARGS) experiment=table1 task.data_dir=$(DATA_DIR) setting=regular,distillation,finetune,both
+endif
+
+reproduce-sr-slurm: setup-slurm
+	@test -n "$(DATA_DIR)" || { echo "set DATA_DIR=/path/to/celeba (see README 'Running on a cluster')"; exit 2; }
+	$(TRAIN) -m $(SLURM_ARGS) experiment=table2 task.data_dir=$(DATA_DIR) stage=base
+	$(RUN) -m $(SLURM_ARGS) experiment=table2 task.data_dir=$(DATA_DIR) setting=regular,finetune

@@ -25,6 +25,7 @@ from bpd.decoding import (
     naive_greedy_decode,
 )
 from bpd.metrics import block_histogram, mean_block_size, per_example_block_means, summarize
+from bpd.tracking import progress_interval
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class RunOutput:
     wallclock_s: float = 0.0
     position_reached: list[int] = field(default_factory=list)
     position_accepted: list[int] = field(default_factory=list)
+    example_wall_s: list[float] = field(default_factory=list)  # wall time of the batch each example was in
 
 
 def decoder_fn(spec: DecodeSpec, criterion_kwargs: dict[str, Any] | None = None) -> Callable:
@@ -108,24 +110,27 @@ def decode_and_time(
     # Batches of similar length waste less on padding; the original order is restored at the end.
     order = sorted(range(len(sources)), key=lambda i: len(sources[i])) if batch_size > 1 else list(range(len(sources)))
     batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
-    out = {s.name: RunOutput([[]] * len(sources), [0] * len(sources), [[]] * len(sources)) for s in specs}
+    n = len(sources)
+    out = {s.name: RunOutput([[]] * n, [0] * n, [[]] * n, example_wall_s=[0.0] * n) for s in specs}
     for idx in batches[: min(warmup, len(batches))]:  # warm-up: allocator, kernels, caches
         src = pad_rows([sources[i] for i in idx], model.pad_id).to(device)
         for fn in fns.values():
             fn(model, src, max_len(src))
-    for idx in tqdm(batches, desc=desc, disable=not progress, leave=False):
+    for idx in tqdm(batches, desc=desc, disable=not progress, leave=False, mininterval=progress_interval()):
         src = pad_rows([sources[i] for i in idx], model.pad_id).to(device)
-        n = max_len(src)
+        limit = max_len(src)
         for spec in specs:
             _sync(device)
             t0 = time.perf_counter()
-            res: DecodeResult = fns[spec.name](model, src, n)
+            res: DecodeResult = fns[spec.name](model, src, limit)
             _sync(device)
+            dt = time.perf_counter() - t0
             o = out[spec.name]
-            o.wallclock_s += time.perf_counter() - t0
+            o.wallclock_s += dt
             o.invocations += res.invocations
             for j, i in enumerate(idx):
                 o.tokens[i], o.iterations[i], o.block_sizes[i] = res.tokens[j], res.iterations[j], res.block_sizes[j]
+                o.example_wall_s[i] = dt
             if res.position_reached:
                 if not o.position_reached:
                     o.position_reached = [0] * len(res.position_reached)

@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 
 from bpd.evaluation import DecodeSpec, decode_and_time, format_table, make_rows
 from bpd.tracking import REPO_ROOT, Tracker, append_rows, command_line, device_name, git_sha, read_rows
+from bpd.training import distributed as dist
 from bpd.training.checkpoint import CheckpointError, load_checkpoint, load_model, save_checkpoint
 from bpd.training.loop import TrainConfig, train
 
@@ -297,10 +298,26 @@ def finished(path: Path) -> bool:
         return False
 
 
+def _dist(cfg: dict) -> dist.DistInfo:
+    """This process's place in a torchrun / multi-task SLURM run (joins the process group); one process: rank 0."""
+    dc = cfg.get("dist") or {}
+    return dist.init_distributed(dc.get("backend"), cfg.get("device"), dc.get("timeout_min"))
+
+
 def _train_stage(cfg, data, model, pairs, tcfg: TrainConfig, path: Path, name: str, dev_sets, tracker_cfg) -> Path:
-    device = pick_device(cfg.get("device"))
-    tracker = make_tracker(cfg, name=name, job_type=tcfg.stage, extra=tracker_cfg)
-    batches = batch_factory(data, pairs, int(cfg["train"]["max_tokens"]), tcfg.seed)
+    info = _dist(cfg)
+    device = info.device if info.distributed else pick_device(cfg.get("device"))
+    # Fixed global batch across world sizes: each rank accumulates reference_world_size * grad_accum / world.
+    ref = (cfg.get("dist") or {}).get("reference_world_size")
+    tcfg.grad_accum = dist.grad_accum_for(tcfg.grad_accum, info.world_size, ref)
+    tracker = make_tracker(cfg, name=name, job_type=tcfg.stage, extra=tracker_cfg) if info.is_main else Tracker(False)
+    batches = batch_factory(data, pairs, int(cfg["train"]["max_tokens"]), tcfg.seed, info.rank, info.world_size)
+    ddp = None
+    if info.distributed:
+        from bpd.training.loop import configure_params
+
+        configure_params(model.to(device), tcfg)  # DDP hooks only what requires grad when it is built
+        ddp = dist.wrap_ddp(model, info, find_unused_parameters=tcfg.heads_loss == "sampled")
     t0 = time.time()
     summary = train(
         model,
@@ -312,10 +329,15 @@ def _train_stage(cfg, data, model, pairs, tcfg: TrainConfig, path: Path, name: s
         log=tracker.log,
         device=device,
         meta={"name": name, "data": data.key, "config": tracker_cfg, "command": command_line(), "git_sha": git_sha()},
+        ddp_model=ddp,
+        is_main=info.is_main,
     )
     tracker.summary({"train_minutes": (time.time() - t0) / 60, **{k: v for k, v in summary.items() if k != "history"}})
     tracker.finish()
-    print(f"{name}: {summary['step']} steps, {summary['elapsed_min']:.1f} min, last loss {summary['last_loss']:.3f}")
+    if info.is_main:
+        steps = summary["step"]
+        print(f"{name}: {steps} steps, {summary['elapsed_min']:.1f} min, last loss {summary['last_loss']:.3f}")
+    dist.barrier()  # rank 0 wrote the checkpoint: every rank sees it before the next stage reads it
     return path
 
 
@@ -343,6 +365,27 @@ def ensure_base(cfg: dict, data: TaskData, targets: str = "gold", seed: int | No
     )
 
 
+def translation_max_len(decode: dict):
+    """Output length limit a * source_length + b (fairseq's max_len_a / max_len_b): degenerate
+    repetitions of a weak model stop early instead of costing tens of wasted steps per sentence."""
+    a, b = float(decode.get("max_len_a", 1.0)), int(decode.get("max_len_extra", 50))
+
+    def max_len(src: torch.Tensor) -> int:
+        return int(a * src.shape[1]) + b
+
+    return max_len
+
+
+def check_vocab(model, data: TaskData, path: Path) -> None:
+    """A checkpoint trained with another tokenizer would decode garbage: refuse it with the fix."""
+    v = model.cfg.vocab_size
+    if v != data.vocab_size:
+        raise CheckpointError(
+            f"checkpoint {path} was trained with a vocabulary of {v} but task {data.name} has {data.vocab_size}; "
+            "use the same task.vocab_size (and data) or retrain the checkpoint."
+        )
+
+
 def decode_targets(cfg: dict, data: TaskData, model_path: Path, out: Path, beam: int, alpha: float) -> Pairs:
     """Decode every training source with a trained model, in resumable shards; returns (src, output) pairs.
 
@@ -356,24 +399,28 @@ def decode_targets(cfg: dict, data: TaskData, model_path: Path, out: Path, beam:
     final = out / "targets.jsonl"
     if final.exists():
         return [tuple(json.loads(line)) for line in final.read_text().splitlines()]
-    device = pick_device(cfg.get("device"))
+    info = _dist(cfg)  # under torchrun, rank r decodes shards r, r + world, ... and reads the others' files
+    device = info.device if info.distributed else pick_device(cfg.get("device"))
     model, _ = load_model(model_path, device)
     srcs = [s for s, _ in data.train]
     shard, bs = int(cfg.get("distill", {}).get("shard_size", 2048)), int(cfg.get("distill", {}).get("batch_size", 64))
-    max_extra = int(cfg["task"].get("max_len", 64))
+    tmax = translation_max_len(cfg["decode"])
     order = sorted(range(len(srcs)), key=lambda i: len(srcs[i]))
     results: dict[int, list[int]] = {}
     shards = [order[i : i + shard] for i in range(0, len(order), shard)]
-    for si, idx in enumerate(tqdm(shards, desc=f"decode train ({'greedy' if beam == 1 else f'beam{beam}'})")):
+    desc = f"decode train ({'greedy' if beam == 1 else f'beam{beam}'})"
+    for si, idx in enumerate(tqdm(shards, desc=desc, disable=not info.is_main)):
         sp = out / f"shard{si:04d}.json"
         if sp.exists():
             results.update({int(k): v for k, v in json.loads(sp.read_text()).items()})
             continue
+        if si % info.world_size != info.rank:
+            continue  # another rank's shard
         part: dict[int, list[int]] = {}
         for j in range(0, len(idx), bs):
             b = idx[j : j + bs]
             src = pad_rows([srcs[i] for i in b], data.pad_id).to(device)
-            n = max_extra if data.kind == "translation" else len(data.train[0][1])
+            n = tmax(src) if data.kind == "translation" else len(data.train[0][1])
             res = greedy_decode(model, src, max_len=n) if beam == 1 else beam_decode(model, src, beam, alpha, n)
             for i, toks in zip(b, res.tokens):
                 if data.eos_id >= 0 and (not toks or toks[-1] != data.eos_id):
@@ -383,10 +430,17 @@ def decode_targets(cfg: dict, data: TaskData, model_path: Path, out: Path, beam:
         tmp.write_text(json.dumps(part))
         os.replace(tmp, sp)
         results.update(part)
+    if info.distributed:
+        paths = [out / f"shard{si:04d}.json" for si in range(len(shards))]
+        dist.wait_for_files(paths)
+        for sp, idx in zip(paths, shards):
+            if idx and idx[0] not in results:
+                results.update({int(k): v for k, v in json.loads(sp.read_text()).items()})
     pairs = [(srcs[i], results[i]) for i in range(len(srcs)) if len(results[i]) > (1 if data.eos_id >= 0 else 0)]
-    tmp = final.with_suffix(".tmp")
-    tmp.write_text("\n".join(json.dumps(p) for p in pairs))
-    os.replace(tmp, final)
+    if info.is_main:
+        tmp = final.with_suffix(".tmp")
+        tmp.write_text("\n".join(json.dumps(p) for p in pairs))
+        os.replace(tmp, final)
     return pairs
 
 
@@ -431,6 +485,7 @@ def ensure_heads(cfg: dict, data: TaskData) -> Path:
     if finished(path):
         return path
     base, _ = load_model(base_path)
+    check_vocab(base, data, base_path)
     model = build_model(cfg, data, k, seed)
     missing, unexpected = model.load_state_dict(base.state_dict(), strict=False)
     if unexpected or any(not m.startswith("heads.") for m in missing):
@@ -440,7 +495,8 @@ def ensure_heads(cfg: dict, data: TaskData) -> Path:
     mt = int(cfg["train"]["max_tokens"])
     dev = {"dev": dev_batches(data, data.dev, mt)}
     if targets == "self" or h.get("eval_vs_self", True):
-        dev["dev_vs_base"] = dev_batches(data, _base_outputs(cfg, data, base_path, "dev"), mt)
+        _dist(cfg)  # under torchrun: rank 0 decodes the dev set, the others then read its file
+        dev["dev_vs_base"] = dev_batches(data, dist.main_first(lambda: _base_outputs(cfg, data, base_path, "dev")), mt)
     return _train_stage(
         cfg,
         data,
@@ -463,7 +519,8 @@ def _base_outputs(cfg: dict, data: TaskData, base_path: Path, split: str) -> Pai
     if out.exists():
         return [tuple(p) for p in json.loads(out.read_text())]
     model, _ = load_model(base_path, pick_device(cfg.get("device")))
-    pairs = data.pairs(split)
+    # Images decode 768+ tokens each: a small sample is enough to track per-head agreement.
+    pairs = data.pairs(split)[: (None if data.kind == "translation" else 16)]
     res: Pairs = []
     for j in range(0, len(pairs), 64):
         b = pairs[j : j + 64]
@@ -575,8 +632,10 @@ def evaluate(cfg: dict, data: TaskData, model_path: Path, setting: dict[str, Any
         if done:
             print(f"results for run {rid} already in {rows_path}; skipping (decode.skip_existing=false to redo)")
             return done
-    device = pick_device(cfg.get("device"))
+    info = _dist(cfg)
+    device = info.device if info.distributed else pick_device(cfg.get("device"))
     model, payload = load_model(model_path, device)
+    check_vocab(model, data, model_path)
     if d.get("dtype", "float32") == "bfloat16":
         model = model.to(torch.bfloat16)
     threads = d.get("threads")
@@ -589,10 +648,7 @@ def evaluate(cfg: dict, data: TaskData, model_path: Path, setting: dict[str, Any
     specs = decode_specs(cfg, model.k)
     sources = [s for s, _ in pairs]
     if data.kind == "translation":
-        extra = int(d.get("max_len_extra", 50))
-
-        def max_len(src: torch.Tensor) -> int:
-            return int(src.shape[1]) + extra
+        max_len = translation_max_len(d)
 
         scorer: Any = TranslationScorer(data.tokenizer, data.refs(split)[:n], [])
         crit_kw: dict[str, Any] = {}
@@ -606,16 +662,25 @@ def evaluate(cfg: dict, data: TaskData, model_path: Path, setting: dict[str, Any
         scorer = ImageScorer(lr[:n], hr[:n])
         crit_kw = {"offset": 0, "n_values": 256}
     bs = int(d.get("batch_size", 1))
+    mine = list(range(len(sources)))
+    if info.distributed:  # whole batches of decode_and_time's order: the same batches (and outputs) as one process
+        order = sorted(mine, key=lambda i: len(sources[i])) if bs > 1 else mine
+        mine = dist.shard_batches(order, bs, info.rank, info.world_size)
     outs = decode_and_time(
         model,
-        sources,
+        [sources[i] for i in mine],
         specs,
         max_len,
         batch_size=bs,
         device=device,
         criterion_kwargs=crit_kw,
+        progress=info.is_main,
         desc=f"decode {split} b{bs}",
     )
+    if info.distributed:
+        outs = merge_shards(dist.all_gather_object((mine, outs)), len(sources))
+        if not info.is_main:
+            return []  # rank 0 writes the rows and files
     mc = payload["model_config"]
     common = {
         "run_id": rid,
@@ -678,6 +743,35 @@ def evaluate(cfg: dict, data: TaskData, model_path: Path, setting: dict[str, Any
             tracker.histogram(f"{name}/block_size_per_image", vals)
     tracker.finish()
     return rows
+
+
+def merge_shards(parts: list[tuple[list[int], dict[str, Any]]], n: int) -> dict[str, Any]:
+    """One process's ``decode_and_time`` outputs from the ranks' ``(example indices, outputs)`` shards.
+
+    Per-example lists go back to example order; counts (invocations, per-position acceptance) add up, and so
+    do wall-clock seconds: the total decode time, which is what the speedup ratios compare.
+    """
+    from dataclasses import fields, replace
+
+    merged: dict[str, Any] = {}
+    for name, first in parts[0][1].items():
+        values: dict[str, Any] = {}
+        for f in fields(first):
+            got = [(idx, getattr(o[name], f.name)) for idx, o in parts]
+            v0 = got[0][1]
+            if isinstance(v0, list) and not f.name.startswith("position_") and all(len(v) == len(i) for i, v in got):
+                full: list[Any] = [None] * n
+                for idx, v in got:
+                    for i, x in zip(idx, v):
+                        full[i] = x
+                values[f.name] = full
+            elif isinstance(v0, list):
+                width = max(len(v) for _, v in got)
+                values[f.name] = [sum(v[p] for _, v in got if p < len(v)) for p in range(width)]
+            elif isinstance(v0, (int, float)):
+                values[f.name] = sum(v for _, v in got)
+        merged[name] = replace(first, **values)
+    return merged
 
 
 def image_reference_rows(scorer: ImageScorer, common: dict, rid: str) -> list[dict]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -9,6 +10,10 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# Jobs started by submitit launchers unpickle the entry point and import this module by name.
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (str(Path(__file__).resolve().parent), os.environ.get("PYTHONPATH")) if p
+)
 
 CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
 

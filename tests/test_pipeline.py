@@ -121,6 +121,17 @@ def test_clear_errors(toy, tmp_path):
         pipeline.ensure_heads({**cfg, "heads": {**cfg["heads"], "targets": "oracle"}}, data)
 
 
+def test_vocabulary_mismatch_is_a_clear_error(toy, tmp_path):
+    from bpd.training.checkpoint import CheckpointError
+
+    tmp, cfg, data = toy
+    path = pipeline.ensure_heads(cfg, data)
+    other = pipeline.load_task({**cfg, "task": {**cfg["task"], "vocab_size": 80}, "paths": {
+        **cfg["paths"], "results_dir": str(tmp_path / "r")}})
+    with pytest.raises(CheckpointError, match="vocabulary of"):
+        pipeline.evaluate({**cfg, "paths": {**cfg["paths"], "results_dir": str(tmp_path / "r")}}, other, path)
+
+
 def test_corrupt_checkpoint_is_retrained_not_crashing(toy, capsys):
     tmp, cfg, data = toy
     base = pipeline.ensure_base(cfg, data)

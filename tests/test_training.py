@@ -138,3 +138,22 @@ def test_bad_train_config_values():
         TrainConfig(stage="middle")
     with pytest.raises(ValueError, match="frozen or finetune"):
         TrainConfig(heads_training="thawed")
+
+
+def test_keep_best_and_patience(tmp_path):
+    """Early stopping: the final checkpoint holds the best dev weights; patience ends training early."""
+    from bpd.training.loop import evaluate_heads
+
+    model = fresh_model(k=1, identity_p1=True)
+    dev = lambda: toy_batches(n=2)(99)  # noqa: E731
+    # A learning rate this high diverges after a while: the best dev loss is not the last one.
+    cfg = TrainConfig(stage="base", lr=0.3, warmup_steps=2, max_steps=60, label_smoothing=0.0, ckpt_every=1000,
+                      eval_every=5, keep_best=True, patience=3)
+    out = train(model, toy_batches(), cfg, tmp_path / "m.pt", dev_sets={"dev": dev}, progress=False)
+    losses = [r["dev/loss_head1"] for r in out["history"]]
+    best_i = min(range(len(losses)), key=losses.__getitem__)
+    ck = load_checkpoint(tmp_path / "m.pt")
+    assert ck["best_step"] == out["history"][best_i]["step"]
+    assert evaluate_heads(model, dev(), [0], "cpu")["loss_head1"] == pytest.approx(losses[best_i], rel=1e-5)
+    if out["step"] < 60:  # stopped by patience: exactly `patience` evaluations after the best one
+        assert len(losses) - 1 - best_i == 3

@@ -3,6 +3,11 @@
 Token-bucket batches come from a factory ``batches(epoch) -> iterator`` so that an epoch is a
 deterministic function of (seed, epoch), which is what makes resume exact: the checkpoint stores the
 epoch, the batch index inside it, the optimizer, the schedule and the RNG states.
+
+Under DDP (see ``bpd.training.distributed``) rank r gets every world_size-th batch of the epoch's batch
+list, which is the same list for every world size; so after b batches per rank the run has consumed the
+first ``b * world_size`` batches of the epoch. The checkpoint stores the world size, and a run resumed on
+another world size restarts at that same global position (``resume_position``).
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import math
 import random
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +25,7 @@ import torch
 from tqdm.auto import tqdm
 
 from bpd.training.checkpoint import load_checkpoint, save_checkpoint
+from bpd.training.distributed import all_reduce_sum
 from bpd.training.losses import combine, head_losses, shifted_targets
 
 Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
@@ -44,6 +51,11 @@ class TrainConfig:
     ckpt_every: int = 200
     seed: int = 0
     log_every: int = 20
+    # Early stopping on p_1's dev loss (first dev set): the final checkpoint holds the best weights, and
+    # training stops after `patience` evaluations without improvement. Short CPU budgets train without
+    # dropout, which overfits the small embedded corpus within minutes.
+    keep_best: bool = False
+    patience: int | None = None
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -86,6 +98,37 @@ def configure_params(model, cfg: TrainConfig) -> list[dict]:
     if base:
         groups.append({"params": base, "lr_scale": cfg.base_lr_scale})
     return groups
+
+
+class LossModule(torch.nn.Module):
+    """The model's forward plus the head losses, as one module: what DDP wraps.
+
+    The proposal heads act on the decoder states after the model's forward, so DDP wrapping the bare model
+    would see the heads' parameters used outside its forward; wrapping this module puts them inside.
+    """
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(
+        self, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor, heads: list[int], label_smoothing: float
+    ) -> dict[int, torch.Tensor]:
+        h = self.model(src, tgt_in, hidden_only=True)
+        return head_losses(self.model, h, tgt_out, heads, label_smoothing)
+
+
+def resume_position(batch_idx: int, saved_world: int, world: int, grad_accum: int) -> int:
+    """Per-rank batch index to resume an epoch from, after a checkpoint written at ``saved_world`` processes.
+
+    The checkpointed run had consumed the epoch's first ``batch_idx * saved_world`` batches. Resuming at
+    ``world`` processes starts at the same global position rounded down to a whole optimizer step of
+    ``world * grad_accum`` batches: exact when the global batch is fixed across world sizes
+    (``dist.reference_world_size``); otherwise at most one global step's batches are seen twice.
+    """
+    if saved_world == world:
+        return batch_idx
+    return batch_idx * saved_world // (world * grad_accum) * grad_accum
 
 
 @torch.no_grad()
@@ -144,16 +187,25 @@ def train(
 ) -> dict[str, Any]:
     """Train ``model`` in place; checkpoints atomically to ``ckpt_path`` and resumes from it.
 
-    ``ddp_model`` (a DistributedDataParallel wrapper of ``model``) is used for the forward pass when
-    given; only ``is_main`` writes checkpoints and logs.
+    ``ddp_model`` (``bpd.training.distributed.wrap_ddp(model, info)``: DDP around ``LossModule(model)``)
+    computes the losses when given; then each rank weights its micro-batches by their share of the global
+    token count times the world size (DDP averages over ranks), so N ranks x M micro-batches make exactly
+    the step one process makes over the same N*M batches. Micro-batches before the last skip DDP's
+    gradient all-reduce (``no_sync``). Only ``is_main`` writes checkpoints, logs and runs dev evaluation.
     """
     ckpt_path = Path(ckpt_path)
     model.to(device).train()
+    world = 1
+    if ddp_model is not None:
+        if not isinstance(getattr(ddp_model, "module", None), LossModule):
+            raise TypeError("ddp_model must wrap LossModule(model); build it with bpd.training.distributed.wrap_ddp.")
+        world = torch.distributed.get_world_size()
     groups = configure_params(model, cfg)
     opt = torch.optim.Adam(groups, lr=cfg.lr, betas=cfg.betas, eps=1e-9, weight_decay=cfg.weight_decay)
     heads = trained_heads(model, cfg)
     step, epoch, batch_idx, elapsed = 0, 0, 0, 0.0
     history: list[dict[str, Any]] = []
+    best: dict[str, Any] | None = None
     torch.manual_seed(cfg.seed)
     random.seed(cfg.seed)
     state_path = ckpt_path.with_name(ckpt_path.stem + ".state.pt")
@@ -162,11 +214,16 @@ def train(
         model.load_state_dict(st["model"])
         opt.load_state_dict(st["optimizer"])
         step, epoch, batch_idx, elapsed = st["step"], st["epoch"], st["batch_idx"], st["elapsed"]
+        batch_idx = resume_position(batch_idx, st.get("world_size", 1), world, cfg.grad_accum)
         history = st.get("history", [])
+        best = st.get("best")
         _set_rng_state(st["rng"])
         if is_main:
             print(f"resuming {ckpt_path.name} from step {step} (epoch {epoch}, {elapsed / 60:.1f} min done)")
-    fwd = ddp_model if ddp_model is not None else model  # DDP syncs gradients through its forward
+    if world > 1 and torch.distributed.get_rank() > 0:
+        # Each rank draws its own dropout masks (torch RNG); the python RNG that samples heads stays shared.
+        torch.manual_seed(cfg.seed + 1_000_003 * torch.distributed.get_rank() + step)
+    fwd = ddp_model if ddp_model is not None else LossModule(model)  # DDP syncs gradients through its forward
     budget_s = None if cfg.max_minutes is None else cfg.max_minutes * 60
     device_type = torch.device(device).type
 
@@ -177,7 +234,8 @@ def train(
             "train_config": asdict(cfg),
             "step": step,
             "epoch": epoch,
-            "batch_idx": batch_idx,
+            "batch_idx": batch_idx,  # per rank: the epoch's first batch_idx * world_size batches are consumed
+            "world_size": world,
             "elapsed": elapsed,
             "history": history,
             "meta": meta or {},
@@ -186,6 +244,9 @@ def train(
         if not final:
             p["optimizer"] = opt.state_dict()
             p["rng"] = _rng_state()
+            p["best"] = best
+        elif best is not None:
+            p["best_step"], p["best_dev_loss"] = best["step"], best["loss"]
         return p
 
     def checkpoint(final: bool = False) -> None:
@@ -195,7 +256,9 @@ def train(
                 save_checkpoint(ckpt_path, payload(True))
 
     def done() -> bool:
-        return step >= cfg.max_steps or (budget_s is not None and elapsed >= budget_s)
+        # Only rank 0 evaluates, so early stopping is single-process only (a lone rank stopping would hang DDP).
+        stalled = world == 1 and cfg.patience is not None and best is not None and best["evals_since"] >= cfg.patience
+        return step >= cfg.max_steps or (budget_s is not None and elapsed >= budget_s) or stalled
 
     bar = tqdm(total=cfg.max_steps, initial=step, disable=not (progress and is_main), desc=f"train {cfg.stage}")
     last_loss = float("nan")
@@ -218,24 +281,36 @@ def train(
             total = 0.0
             per_head: dict[int, float] = {}
             n_tok = sum(int((b[2] != model.pad_id).sum()) for b in micro)
-            for src, tgt_in, tgt_out in micro:
+            if world > 1:  # the global batch's token count: each rank weights by its share of it
+                n_tok = int(all_reduce_sum([n_tok])[0])
+            for j, (src, tgt_in, tgt_out) in enumerate(micro):
                 src, tgt_in, tgt_out = src.to(device), tgt_in.to(device), tgt_out.to(device)
-                with torch.autocast(device_type=device_type, dtype=torch.bfloat16, enabled=cfg.bf16):
-                    h = fwd(src, tgt_in, hidden_only=True)
-                    losses = head_losses(model, h, tgt_out, chosen, cfg.label_smoothing)
-                    # Weight micro-batches by their token share so accumulation equals one big batch.
-                    w = int((tgt_out != model.pad_id).sum()) / max(1, n_tok)
-                    loss = combine(losses) * w
-                loss.backward()
-                total += float(loss.detach())
+                # Micro-batches before the last accumulate locally; the last one's backward all-reduces.
+                sync = ddp_model.no_sync() if ddp_model is not None and j < len(micro) - 1 else nullcontext()
+                with sync:
+                    with torch.autocast(device_type=device_type, dtype=torch.bfloat16, enabled=cfg.bf16):
+                        losses = fwd(src, tgt_in, tgt_out, chosen, cfg.label_smoothing)
+                        # Weight micro-batches by their token share so accumulation equals one big batch
+                        # (x world: DDP averages the ranks' gradients, and we want their token-weighted sum).
+                        w = int((tgt_out != model.pad_id).sum()) / max(1, n_tok)
+                        loss = combine(losses) * (w * world)
+                    loss.backward()
+                total += float(loss.detach()) / world
                 for i, v in losses.items():
                     per_head[i] = per_head.get(i, 0.0) + float(v.detach()) * w
             micro = []
+            if world > 1:  # log the global batch's loss, not rank 0's share of it
+                keys = sorted(per_head)
+                sums = all_reduce_sum([total, *(per_head[i] for i in keys)])
+                total, per_head = sums[0], dict(zip(keys, sums[1:]))
             if cfg.grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_([p for g in groups for p in g["params"]], cfg.grad_clip)
             opt.step()
             step += 1
-            elapsed += time.perf_counter() - t0
+            dt = time.perf_counter() - t0
+            if world > 1:  # the ranks' mean: every rank must reach the same verdict on train.max_minutes
+                dt = all_reduce_sum([dt])[0] / world
+            elapsed += dt
             last_loss = total
             bar.update(1)
             if step % cfg.log_every == 0:
@@ -244,12 +319,19 @@ def train(
                 row.update({f"train/loss_head{i + 1}": v for i, v in per_head.items()})
                 if log and is_main:
                     log(row)
-            if dev_sets and step % cfg.eval_every == 0:  # not counted as training time
+            if dev_sets and is_main and step % cfg.eval_every == 0:  # not counted as training time
                 row = {"step": step}
                 for name, make in dev_sets.items():
                     for key, v in evaluate_heads(model, make(), list(range(model.k)), device, cfg.bf16).items():
                         row[f"{name}/{key}"] = v
                 history.append(row)
+                if cfg.keep_best:
+                    metric = next((v for k, v in row.items() if k.endswith("/loss_head1")), None)
+                    if metric is not None and (best is None or metric < best["loss"]):
+                        best = {"loss": metric, "step": step, "evals_since": 0,
+                                "state": {k: v.detach().clone() for k, v in model.state_dict().items()}}
+                    elif best is not None:
+                        best["evals_since"] += 1
                 if is_main and progress:
                     tqdm.write(f"step {step}: " + " ".join(f"{k}={v:.3f}" for k, v in row.items() if k != "step"))
                 if log and is_main:
@@ -264,5 +346,9 @@ def train(
         if batch_idx == 0 and exhausted and step == 0:
             raise RuntimeError("the training set produced no batches; check the data folder and max_tokens.")
     bar.close()
+    if best is not None:
+        model.load_state_dict(best["state"])
+        if is_main:
+            print(f"keeping the best dev checkpoint: step {best['step']} (dev loss {best['loss']:.3f})")
     checkpoint(final=True)
     return {"step": step, "epoch": epoch, "elapsed_min": elapsed / 60, "last_loss": last_loss, "history": history}

@@ -1,0 +1,153 @@
+"""Figures of the report (matplotlib, Agg backend), each saved as PNG (for REPORT.md) and PDF (for papers).
+
+Every figure that has a paper counterpart is drawn even when our rows are missing, with the empty panel
+saying so: the reader then sees what the run will be compared against.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+from analysis.load import MT_SETTINGS, SR_SETTINGS  # noqa: E402
+
+MARKERS = {"regular": "o", "distillation": "s", "approximate": "s", "finetune": "^", "both": "D"}
+COLORS = {"regular": "tab:blue", "distillation": "tab:orange", "approximate": "tab:orange", "finetune": "tab:green",
+          "both": "tab:red"}
+LABELS = {"regular": "Regular", "distillation": "Distillation", "approximate": "Approximate (eps 2)",
+          "finetune": "Fine tuning", "both": "Both"}
+TASK_TITLES = {"translation": "Translation (MT)", "image": "Super-resolution (SR)"}
+
+
+def save(fig: plt.Figure, out_dir: Path, stem: str) -> list[Path]:
+    """Write ``stem.png`` and ``stem.pdf``; close the figure so that many reports in one process stay light."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [out_dir / f"{stem}.png", out_dir / f"{stem}.pdf"]
+    fig.savefig(paths[0], dpi=150, bbox_inches="tight")
+    fig.savefig(paths[1], bbox_inches="tight")
+    plt.close(fig)
+    return paths
+
+
+def _no_data(ax: plt.Axes, text: str) -> None:
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=9, color="0.4", wrap=True)
+
+
+def _scatter_settings(ax: plt.Axes, df: pd.DataFrame, x: str, y: str, settings: tuple[str, ...]) -> bool:
+    drawn = False
+    for s in settings:
+        d = df[df["setting"].eq(s)].dropna(subset=[x, y]).sort_values("k")
+        if d.empty:
+            continue
+        ax.plot(d[x], d[y], marker=MARKERS.get(s, "o"), color=COLORS.get(s), label=LABELS.get(s, s), lw=0.8)
+        for _, r in d.iterrows():
+            ax.annotate(f"{r['k']:g}", (r[x], r[y]), textcoords="offset points", xytext=(3, 3), fontsize=7)
+        drawn = True
+    return drawn
+
+
+def table1_scatter(t1: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """The paper's Table 1 figure: BLEU against mean accepted block size, ours and the paper's side by side."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    datasets = ", ".join(sorted(t1["dataset"].dropna().astype(str).unique())) if "dataset" in t1 else ""
+    ours_title = f"Ours ({datasets}, test split)" if datasets else "Ours"
+    for ax, who, title in ((axes[0], "ours", ours_title),
+                           (axes[1], "paper", "Paper (WMT14 newstest2013)")):
+        if not _scatter_settings(ax, t1, f"block_{who}", f"bleu_{who}", MT_SETTINGS):
+            _no_data(ax, "no rows yet: make reproduce-mt-small")
+        else:
+            ax.legend(fontsize=8)
+        ax.set_xlabel("mean accepted block size k̂")
+        ax.set_ylabel("BLEU")
+        ax.set_title(title, fontsize=10)
+        ax.grid(alpha=0.3)
+    fig.suptitle("BLEU against mean accepted block size (numbers: k)", fontsize=11)
+    return save(fig, out_dir, "table1_bleu_vs_block")
+
+
+def table2_lines(t2: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """Table 2 as lines: mean accepted block size against k per setting, ours solid, the paper's dashed."""
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for s in SR_SETTINGS:
+        d = t2[t2["setting"].eq(s)].sort_values("k")
+        ours = d.dropna(subset=["block_ours"])
+        paper = d.dropna(subset=["block_paper"])
+        if not ours.empty:
+            ax.plot(ours["k"], ours["block_ours"], marker=MARKERS[s], color=COLORS[s], label=f"{LABELS[s]} (ours)")
+        if not paper.empty:
+            ax.plot(paper["k"], paper["block_paper"], marker=MARKERS[s], color=COLORS[s], ls="--", alpha=0.5,
+                    mfc="none", label=f"{LABELS[s]} (paper)")
+    if t2["block_ours"].notna().sum() == 0:
+        _no_data(ax, "no rows of ours yet: make reproduce-sr-small")
+    ax.set_xlabel("k")
+    ax.set_ylabel("mean accepted block size k̂")
+    ax.set_title("Super-resolution: k̂ against k (solid: ours, dashed: paper)", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    return save(fig, out_dir, "table2_block_vs_k")
+
+
+def speedup_vs_block(points: pd.DataFrame, peaks: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """Figure 4: wall-clock speedup against mean accepted block size for MT and SR, with the ideal speedup = k̂."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for ax, task in zip(axes, ("translation", "image")):
+        pts = points[points["task"].eq(task)] if not points.empty else points
+        xmax = 2.0
+        for series, d in pts.groupby("series", sort=False) if not pts.empty else []:
+            d = d.sort_values("k")
+            bench = str(series).startswith("bench")
+            ax.plot(d["mean_block_size"], d["speedup"], marker="x" if bench else MARKERS.get(series, "o"),
+                    color=None if bench else COLORS.get(series), ls=":" if bench else "-", lw=0.8,
+                    label=str(series) if bench else f"{LABELS.get(series, series)} (ours)")
+            for _, r in d.iterrows():
+                ax.annotate(f"{r['k']:g}", (r["mean_block_size"], r["speedup"]), textcoords="offset points",
+                            xytext=(3, 3), fontsize=7)
+            xmax = max(xmax, float(d["mean_block_size"].max()))
+        pk = peaks[peaks["task"].eq(task)]
+        for _, r in pk.iterrows():
+            ax.plot([r["mean_block_size"]], [r["speedup"]], marker="*", ms=14, color="k", ls="none",
+                    label=f"paper peak (k={r['k']:g})")
+            xmax = max(xmax, float(r["mean_block_size"]))
+        xs = np.linspace(1.0, xmax * 1.05, 50)
+        ax.plot(xs, xs, color="0.5", ls="--", lw=1, label="ideal: speedup = k̂")
+        ax.axhline(1.0, color="0.7", lw=0.8, ls=":")
+        if pts.empty:
+            _no_data(ax, "no rows of ours yet")
+        ax.set_xlabel("mean accepted block size k̂")
+        ax.set_ylabel("wall-clock speedup over greedy")
+        ax.set_title(TASK_TITLES[task], fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle("Wall-clock speedup against mean accepted block size (numbers: k)", fontsize=11)
+    return save(fig, out_dir, "figure4_speedup_vs_block")
+
+
+def acceptance_by_position(acc: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """Per-position acceptance rate per head (x = head index, 2..k), one line per setting; MT and SR panels."""
+    tasks = [t for t in ("translation", "image") if not acc.empty and acc["task"].eq(t).any()]
+    if not tasks:
+        return []
+    fig, axes = plt.subplots(1, len(tasks), figsize=(5 * len(tasks), 4), squeeze=False)
+    for ax, task in zip(axes[0], tasks):
+        d = acc[acc["task"].eq(task)]
+        for s, g in d.groupby("setting", sort=False):
+            g = g.sort_values("head")
+            ax.plot(g["head"], g["rate"], marker=MARKERS.get(s, "o"), color=COLORS.get(s),
+                    label=f"{LABELS.get(s, s)} (k={g['k'].iloc[0]:g}, {g['criterion'].iloc[0]})")
+        ax.set_ylim(0, 1.05)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("head position i (proposes token j+i)")
+        ax.set_ylabel("P(accept | earlier heads accepted)")
+        ax.set_title(TASK_TITLES[task], fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle("Per-position acceptance rate per head", fontsize=11)
+    return save(fig, out_dir, "acceptance_per_position")

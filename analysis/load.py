@@ -1,0 +1,211 @@
+"""Reading result rows and the paper's reference numbers into tidy DataFrames.
+
+Rows are appended by several processes over days, so the reader must tolerate a line cut by a crash,
+columns that older code did not write, and the same configuration decoded more than once (the latest
+run is the one the code now produces, so it wins).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+ANALYSIS_DIR = Path(__file__).resolve().parent
+REPO_ROOT = ANALYSIS_DIR.parent
+PAPER_CSV = ANALYSIS_DIR / "paper_reference.csv"
+PAPER_SOURCE = "paper (Stern et al. 2018)"
+
+MT_SETTINGS = ("regular", "distillation", "finetune", "both")
+SR_SETTINGS = ("regular", "approximate", "finetune", "both")
+#: The epsilon of the paper's "approximate" (distance) acceptance for images.
+PAPER_EPS = 2.0
+
+#: Columns every later step reads; missing ones are added as empty so that old or partial rows still load.
+EXPECTED_COLUMNS = (
+    "run_id experiment task dataset split model model_preset trained_k heads_arch identity_p1 heads_training "
+    "heads_targets distilled setting batch_size dtype device threads seed git_sha command time decoder method k "
+    "criterion criterion_param min_block_size beam_size n_examples output_tokens iterations mean_block_size "
+    "identical_to_greedy wallclock_s greedy_wallclock_s speedup acceptance_rate_per_position bleu psnr "
+    "psnr_vs_greedy pixel_agreement_with_greedy grid_file source_experiment t1_ms tk_ms step_cost_ratio "
+    "ideal_speedup efficiency tokens_per_s speedup_min speedup_max peak_mem_mb"
+).split()
+
+NUMERIC_COLUMNS = (
+    "k trained_k batch_size min_block_size beam_size n_examples criterion_param bleu psnr psnr_vs_greedy "
+    "pixel_agreement_with_greedy mean_block_size identical_to_greedy speedup wallclock_s greedy_wallclock_s "
+    "t1_ms tk_ms step_cost_ratio ideal_speedup efficiency tokens_per_s speedup_min speedup_max peak_mem_mb"
+).split()
+
+#: What makes two rows "the same configuration": re-runs of it differ only in run_id, git_sha and time. The model
+#: file name carries a hash of its training config, so differently trained models never collapse into one.
+CONFIG_KEY = (
+    "experiment source_experiment task dataset split table_setting model heads_arch trained_k model_preset identity_p1 "
+    "heads_targets batch_size dtype device decoder method k criterion criterion_param min_block_size beam_size "
+    "n_examples is_bench"
+).split()
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Parse one JSON-lines file line by line.
+
+    ``pandas.read_json(lines=True)`` rejects the whole file when one line is malformed (a writer killed
+    mid-line); parsing each line keeps every good row and skips only the broken ones.
+    """
+    rows: list[dict[str, Any]] = []
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return rows
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(obj, dict):
+            rows.append(obj)
+    return rows
+
+
+def result_files(results_dir: Path) -> list[Path]:
+    """``results/<experiment>/rows.jsonl`` plus any ``results/<dir>/bench*.jsonl`` (benchmark rows)."""
+    if not results_dir.is_dir():
+        return []
+    files = set(results_dir.glob("*/rows.jsonl")) | set(results_dir.glob("*/bench*.jsonl"))
+    return sorted(files)
+
+
+def _is_bench_file(path: Path) -> bool:
+    return path.parent.name.startswith("bench") or path.name.startswith("bench")
+
+
+def _is_missing(v: Any) -> bool:
+    if v is None:
+        return True
+    try:
+        return bool(pd.isna(v))
+    except (TypeError, ValueError):
+        return False
+
+
+def _num(v: Any) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) else f
+
+
+def table_setting(row: pd.Series | dict[str, Any]) -> str | None:
+    """The paper's column a row belongs to.
+
+    Translation: the recorded ``setting`` when it is one of the paper's four, else derived from
+    ``heads_training`` and ``distilled`` (ad-hoc runs record none or their own label). Images: the paper's
+    Table 2 columns are frozen/fine-tuned crossed with exact/distance acceptance, so they are derived from
+    ``heads_training`` and ``criterion`` (greedy rows, which have no criterion, count as exact).
+    """
+    training = row.get("heads_training")
+    training = None if _is_missing(training) else str(training)
+    if row.get("task") == "image":
+        if training not in ("frozen", "finetune"):
+            return None
+        crit = row.get("criterion")
+        crit = "exact" if _is_missing(crit) else str(crit)
+        if crit == "exact":
+            return "regular" if training == "frozen" else "finetune"
+        if crit == "distance":
+            return "approximate" if training == "frozen" else "both"
+        return None
+    setting = row.get("setting")
+    if not _is_missing(setting) and str(setting) in MT_SETTINGS:
+        return str(setting)
+    if training not in ("frozen", "finetune"):
+        return None
+    distilled = row.get("distilled")
+    distilled = False if _is_missing(distilled) else bool(distilled)
+    return {
+        ("frozen", False): "regular",
+        ("frozen", True): "distillation",
+        ("finetune", False): "finetune",
+        ("finetune", True): "both",
+    }[(training, distilled)]
+
+
+def _hashable(v: Any) -> Any:
+    """Dicts and lists cannot be compared by drop_duplicates; a JSON string of them can."""
+    if isinstance(v, dict | list):
+        return json.dumps(v, sort_keys=True)
+    return v
+
+
+def dedupe_latest(df: pd.DataFrame) -> pd.DataFrame:
+    """Keep one row per configuration, the one with the latest ``time`` (file order breaks ties)."""
+    if df.empty:
+        return df
+    key = [c for c in CONFIG_KEY if c in df.columns]
+    keyed = df[key].map(_hashable)
+    order = df.assign(_t=pd.to_datetime(df["time"], errors="coerce"), _line=range(len(df)))
+    order = order.sort_values(["_t", "_line"], na_position="first", kind="mergesort")
+    keep = ~keyed.loc[order.index].duplicated(keep="last")
+    return df.loc[order.index[keep.to_numpy()]].sort_index()
+
+
+def load_rows(results_dir: Path) -> pd.DataFrame:
+    """All result rows under ``results_dir``, with derived columns, deduplicated.
+
+    Added columns: ``table_setting`` (the paper's column), ``is_bench`` (benchmark rows, kept out of the
+    paper's tables), ``source_file`` and ``time_parsed``.
+    """
+    records: list[dict[str, Any]] = []
+    for path in result_files(Path(results_dir)):
+        bench = _is_bench_file(path)
+        for r in read_jsonl(path):
+            r = dict(r)
+            r["source_file"] = str(path)
+            r["is_bench"] = bool(bench or not _is_missing(r.get("t1_ms")))
+            records.append(r)
+    df = pd.DataFrame.from_records(records)
+    for c in EXPECTED_COLUMNS:
+        if c not in df.columns:
+            df[c] = None
+    for c in NUMERIC_COLUMNS:
+        df[c] = pd.to_numeric(df[c], errors="coerce")
+    if df.empty:
+        for c in ("table_setting", "source_file"):
+            df[c] = pd.Series(dtype=object)
+        df["is_bench"] = pd.Series(dtype=bool)
+        df["time_parsed"] = pd.Series(dtype="datetime64[ns]")
+        return df
+    df["table_setting"] = df.apply(table_setting, axis=1)
+    df = dedupe_latest(df.reset_index(drop=True)).reset_index(drop=True)
+    df["time_parsed"] = pd.to_datetime(df["time"], errors="coerce")
+    return df
+
+
+def load_paper(path: Path = PAPER_CSV) -> pd.DataFrame:
+    """The paper's numbers (``analysis/paper_reference.csv``), typed."""
+    df = pd.read_csv(path)
+    for c in ("k", "criterion_param", "bleu", "mean_block_size", "speedup"):
+        df[c] = pd.to_numeric(df[c], errors="coerce")
+    return df
+
+
+def paper_value(paper: pd.DataFrame, table: str, setting: str | None, k: float | None, column: str,
+                criterion_param: float | None = None) -> float | None:
+    """One cell of the paper's tables, or None where the paper reports nothing."""
+    sel = paper[paper["table"] == table]
+    if setting is not None:
+        sel = sel[sel["setting"] == setting]
+    if k is not None:
+        sel = sel[sel["k"] == k]
+    if criterion_param is not None:
+        sel = sel[sel["criterion_param"] == criterion_param]
+    if sel.empty:
+        return None
+    return _num(sel.iloc[0][column])

@@ -1,0 +1,249 @@
+"""Wall-clock benchmark of greedy vs blockwise decoding, measured side by side in one process.
+
+For each batch size the configurations are decoded on the same inputs, batch by batch, interleaved
+(``bpd.evaluation.decode_and_time``), after a warm-up, and the whole pass is repeated; speedups are
+reported as the median over repeats with min/max. Separately, the cost of one decoding step is timed
+in isolation at a representative cache length: t_1 for a greedy step (decode one token, p_1, argmax,
+host sync) and t_k for a blockwise round (verify k tokens, accept, truncate, propose), so that
+
+    ideal speedup = k_hat * t_1 / t_k        efficiency = measured speedup / ideal speedup
+
+shows how much of what the step costs allow the full decoder actually delivers (the rest is per-
+sentence overhead: the encoder, the extra propose-only call, bookkeeping, finished rows).
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from bpd.decoding.blockwise import gather_last, propose, verify
+from bpd.decoding.criteria import make_criterion
+from bpd.evaluation import DecodeSpec, RunOutput, decode_and_time, pad_rows
+
+
+def _median_ms(fn, repeats: int, device: torch.device) -> float:
+    times = []
+    for _ in range(repeats):
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        t0 = time.perf_counter()
+        fn()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3
+
+
+@torch.inference_mode()
+def step_costs(
+    model,
+    src: torch.Tensor,
+    ks: list[int],
+    criterion: str = "exact",
+    criterion_param: float | None = None,
+    prefix_len: int = 12,
+    repeats: int = 200,
+    criterion_kwargs: dict | None = None,
+) -> dict[str, float]:
+    """Median milliseconds of one greedy step (``t1``) and one blockwise round per k (``t<k>``).
+
+    The cache is filled with ``prefix_len`` tokens first and rolled back after every timed step, so
+    every measurement sees the same cache length.
+    """
+    device = src.device
+    b = src.shape[0]
+    enc = model.encode(src)
+    kmax = max(ks + [1])
+    cache = model.new_cache(b, prefix_len + kmax + 2)
+    prefix = torch.full((b, prefix_len), model.bos_id, dtype=torch.long, device=device)
+    model.decode(prefix, enc, cache)
+    base_len, base_host = cache.lengths.clone(), cache.host_max
+    tok = torch.full((b, 1), model.bos_id, dtype=torch.long, device=device)
+
+    def greedy_step() -> None:
+        h = model.decode(tok, enc, cache)
+        model.heads.base_logits(h[:, 0]).argmax(-1).tolist()
+        cache.truncate(base_len, base_host)
+
+    for _ in range(5):
+        greedy_step()
+    out = {"t1": _median_ms(greedy_step, repeats, device)}
+    crit = make_criterion(criterion, criterion_param, **(criterion_kwargs or {}))
+    for k in ks:
+        props = torch.full((b, k), model.bos_id, dtype=torch.long, device=device)
+
+        def round_k(k: int = k, props: torch.Tensor = props) -> None:
+            h, best, lead, khat = verify(model, props, enc, cache, crit, 1)
+            torch.cat([khat[:, None], props], dim=1).tolist()
+            cache.truncate(cache.lengths - k + khat, cache.host_max)
+            h_last, first = gather_last(h, best, khat)
+            propose(model, h_last, first, k)
+            cache.truncate(base_len, base_host)
+
+        for _ in range(5):
+            round_k()
+        out[f"t{k}"] = _median_ms(round_k, repeats, device)
+    return out
+
+
+def peak_memory_mb(device: torch.device) -> float:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+
+
+def bench_rows(
+    runs: list[dict[str, RunOutput]],
+    specs: list[DecodeSpec],
+    costs: dict[str, float],
+    common: dict[str, Any],
+) -> list[dict[str, Any]]:
+    """Aggregate repeated runs of one batch size into rows (medians, min/max, ideal, efficiency)."""
+    rows = []
+    g_runs = [r["greedy"] for r in runs]
+    g_iters = sum(g_runs[0].iterations)
+    t1 = costs["t1"]
+    for spec in specs:
+        outs = [r[spec.name] for r in runs]
+        speedups = [g.wallclock_s / o.wallclock_s for g, o in zip(g_runs, outs) if o.wallclock_s > 0]
+        iters = sum(outs[0].iterations)
+        tokens = sum(len(t) for t in outs[0].tokens)
+        khat = g_iters / max(1, iters) if spec.method == "blockwise" else 1.0
+        tk = costs.get(f"t{spec.k}") if spec.method == "blockwise" else (t1 if spec.method == "greedy" else None)
+        ideal = khat * t1 / tk if tk else None
+        speedup = statistics.median(speedups) if speedups else None
+        wall = statistics.median(o.wallclock_s for o in outs)
+        identical = sum(a == b for a, b in zip(outs[0].tokens, g_runs[0].tokens)) / max(1, len(outs[0].tokens))
+        rows.append(
+            {
+                **common,
+                "decoder": spec.name,
+                "method": spec.method,
+                "k": spec.k if spec.method == "blockwise" else 1,
+                "criterion": spec.criterion if spec.method == "blockwise" else None,
+                "criterion_param": spec.criterion_param if spec.method == "blockwise" else None,
+                "min_block_size": spec.min_block_size if spec.method == "blockwise" else None,
+                "n_examples": len(outs[0].tokens),
+                "repeats": len(outs),
+                "output_tokens": tokens,
+                "iterations": iters,
+                "invocations": outs[0].invocations,
+                "greedy_iterations": g_iters,
+                "mean_block_size": khat,
+                "identical_to_greedy": identical,
+                "wallclock_s": wall,
+                "greedy_wallclock_s": statistics.median(g.wallclock_s for g in g_runs),
+                "tokens_per_s": tokens / wall if wall > 0 else None,
+                "speedup": speedup,
+                "speedup_min": min(speedups) if speedups else None,
+                "speedup_max": max(speedups) if speedups else None,
+                "t1_ms": t1,
+                "tk_ms": tk,
+                "step_cost_ratio": tk / t1 if tk else None,
+                "ideal_speedup": ideal,
+                "efficiency": speedup / ideal if (speedup and ideal) else None,
+                "acceptance_rate_per_position": [
+                    a / r if r else None for a, r in zip(outs[0].position_accepted, outs[0].position_reached)
+                ],
+            }
+        )
+    return rows
+
+
+def specbench_records(run: dict[str, RunOutput], specs: list[DecodeSpec], model_id: str) -> list[dict[str, Any]]:
+    """Per-example records in Spec-Bench's answer format (one JSON line per input and configuration).
+
+    ``accept_lengths`` are the tokens accepted per round (they sum to ``new_tokens``); at batch > 1
+    ``wall_time`` is the wall time of the batch the example was decoded in.
+    """
+    recs = []
+    for spec in specs:
+        o = run[spec.name]
+        for i, toks in enumerate(o.tokens):
+            recs.append(
+                {
+                    "question_id": i,
+                    "model_id": f"{model_id}-{spec.name}",
+                    "choices": [
+                        {
+                            "index": 0,
+                            "turns": [toks],
+                            "new_tokens": [len(toks)],
+                            "wall_time": [o.example_wall_s[i] if o.example_wall_s else None],
+                            "decoding_steps": [o.iterations[i]],
+                            "accept_lengths": o.block_sizes[i],
+                        }
+                    ],
+                    "tstamp": time.time(),
+                }
+            )
+    return recs
+
+
+def run_bench(
+    model,
+    sources: list[list[int]],
+    specs: list[DecodeSpec],
+    batch_sizes: list[int],
+    max_len,
+    device: torch.device,
+    repeats: int = 3,
+    n_examples: dict[int, int] | None = None,
+    criterion_kwargs: dict | None = None,
+    common: dict[str, Any] | None = None,
+    model_id: str = "bpd",
+    step_repeats: int = 200,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Rows and Spec-Bench records for every batch size (greedy must be the first spec)."""
+    assert specs[0].method == "greedy", "greedy is the reference and must come first"
+    rows, records = [], []
+    ks = sorted({s.k for s in specs if s.method == "blockwise"})
+    for bs in batch_sizes:
+        n = min(len(sources), (n_examples or {}).get(bs, len(sources)))
+        srcs = sources[:n]
+        # Step costs at this batch size, on the first inputs, cache length ~ a typical prefix.
+        src = pad_rows(srcs[:bs], model.pad_id).to(device)
+        costs = step_costs(model, src, ks, repeats=step_repeats, criterion_kwargs=criterion_kwargs)
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        # The naive recompute-everything greedy is quadratic in length: batch 1 only, as a reference.
+        bs_specs = [s for s in specs if s.method != "naive_greedy" or bs == 1]
+        runs = [
+            decode_and_time(model, srcs, bs_specs, max_len, batch_size=bs, device=device,
+                            criterion_kwargs=criterion_kwargs, warmup=1 if r == 0 else 0, desc=f"bench b{bs} r{r}")
+            for r in range(repeats)
+        ]
+        extra = {**(common or {}), "batch_size": bs, "peak_mem_mb": peak_memory_mb(device)}
+        rows += bench_rows(runs, bs_specs, costs, extra)
+        records += specbench_records(runs[0], bs_specs, f"{model_id}-b{bs}")
+    return rows, records
+
+
+def write_jsonl(path: Path, recs: list[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        for r in recs:
+            f.write(json.dumps(r) + "\n")
+
+
+def format_bench(rows: list[dict[str, Any]]) -> str:
+    head = (f"{'arch':<9} {'bs':>3} {'decoder':<24} {'k_hat':>5} {'tok/s':>8} {'speedup':>15} {'t_k/t_1':>7} "
+            f"{'ideal':>6} {'eff':>5} {'=greedy':>7}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        sp = r["speedup"] or float("nan")
+        rng = f"{sp:5.2f}x [{(r['speedup_min'] or sp):.2f},{(r['speedup_max'] or sp):.2f}]"
+        f = lambda v, fmt: format(v, fmt) if isinstance(v, int | float) else "-"  # noqa: E731
+        lines.append(
+            f"{str(r.get('heads_arch')):<9} {r['batch_size']:>3} {r['decoder']:<24} {r['mean_block_size']:5.2f} "
+            f"{f(r['tokens_per_s'], '8.0f')} {rng:>15} {f(r['step_cost_ratio'], '7.2f')} "
+            f"{f(r['ideal_speedup'], '6.2f')} {f(r['efficiency'], '5.2f')} {r['identical_to_greedy']:7.2f}"
+        )
+    return "\n".join(lines)

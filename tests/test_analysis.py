@@ -1,0 +1,297 @@
+"""The report layer (analysis/) on a small synthetic results folder: table values, files, missing inputs.
+
+The synthetic rows have values chosen so that every cell can be checked by hand: the latest duplicate
+wins, Table 1 cells equal the rows, differences are ours minus the paper's, and an empty folder yields a
+report that names what to run instead of a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from analysis import make_report  # noqa: E402
+from analysis.load import PAPER_SOURCE, load_paper, load_rows, read_jsonl, table_setting  # noqa: E402
+from analysis.tables import build_all  # noqa: E402
+
+SETTINGS = {
+    "regular": ("frozen", False),
+    "distillation": ("frozen", True),
+    "finetune": ("finetune", False),
+    "both": ("finetune", True),
+}
+
+
+def mt_row(setting: str | None, k: int, bleu: float, block: float, *, training: str | None = None,
+           distilled: bool | None = None, time: str = "2026-01-01T00:00:00", method: str = "blockwise",
+           criterion: str | None = "exact", param: float | None = None, l: int | None = 1, n: int = 100,
+           rates: list[float] | None = None, speedup: float = 1.0, experiment: str = "table1_small",
+           split: str = "test") -> dict[str, Any]:
+    tr, di = SETTINGS.get(setting or "", (training, distilled))
+    return {
+        "run_id": f"r-{setting}", "experiment": experiment, "task": "translation", "dataset": "ding_en_de",
+        "split": split, "model": f"heads_k10_{setting}.pt", "model_preset": "tiny", "trained_k": 10,
+        "heads_arch": "medusa", "identity_p1": True, "heads_training": training or tr,
+        "heads_targets": "gold", "distilled": di if distilled is None else distilled, "setting": setting,
+        "batch_size": 1, "dtype": "float32", "device": "cpu:test", "threads": 2, "seed": 0, "git_sha": "abc123",
+        "command": f"python experiments/run.py experiment={experiment} setting={setting}", "time": time,
+        "decoder": f"{method}_k{k}_{criterion}", "method": method, "k": k,
+        "criterion": criterion if method == "blockwise" else None, "criterion_param": param,
+        "min_block_size": l if method == "blockwise" else None, "beam_size": None, "n_examples": n,
+        "mean_block_size": block, "identical_to_greedy": 1.0, "wallclock_s": 1.0 / speedup,
+        "greedy_wallclock_s": 1.0, "speedup": speedup, "acceptance_rate_per_position": rates or [],
+        "bleu": bleu,
+    }
+
+
+def sr_row(training: str, k: int, block: float, *, criterion: str | None = "exact", param: float | None = None,
+           method: str = "blockwise", psnr: float = 20.0, rates: list[float] | None = None,
+           speedup: float = 1.0, grid: str | None = None) -> dict[str, Any]:
+    return {
+        "run_id": f"sr-{training}", "experiment": "table2_small", "task": "image", "dataset": "faces_sr",
+        "split": "test", "model": f"img_{training}.pt", "heads_training": training, "heads_targets": "gold",
+        "distilled": False, "setting": "regular" if training == "frozen" else "finetune", "batch_size": 1,
+        "device": "cpu:test", "git_sha": "def456", "command": f"python experiments/run.py experiment=table2_small "
+        f"setting={training}", "time": "2026-01-02T00:00:00", "decoder": f"{method}_k{k}_{criterion}",
+        "method": method, "k": k, "criterion": criterion if method == "blockwise" else None,
+        "criterion_param": param, "min_block_size": 1 if method == "blockwise" else None, "n_examples": 16,
+        "mean_block_size": block, "speedup": speedup, "psnr": psnr, "psnr_vs_greedy": 40.0,
+        "pixel_agreement_with_greedy": 0.9, "acceptance_rate_per_position": rates or [], "grid_file": grid,
+    }
+
+
+def write_rows(path: Path, rows: list[dict[str, Any]], extra_lines: list[str] | None = None) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = [json.dumps(r) for r in rows] + (extra_lines or [])
+    path.write_text("\n".join(lines) + "\n")
+
+
+def make_results(root: Path) -> Path:
+    """A results folder with Table 1 (regular + both), top-n, minimum block size, SR and bench rows."""
+    res = root / "results"
+    mt = [
+        mt_row("regular", 1, 10.0, 1.0, method="greedy"),
+        mt_row("regular", 1, 10.0, 1.0),
+        mt_row("regular", 2, 9.5, 1.4, speedup=1.1),
+        mt_row("regular", 4, 9.0, 1.6, rates=[0.5, 0.4, 0.3], speedup=1.2),
+        # setting not recorded: derived from finetune + distilled = both
+        mt_row(None, 1, 11.0, 1.0, training="finetune", distilled=True),
+        mt_row(None, 2, 10.5, 1.9, training="finetune", distilled=True, speedup=1.5),
+        mt_row(None, 4, 10.0, 3.0, training="finetune", distilled=True, rates=[0.8, 0.7, 0.6], speedup=2.0,
+               time="2026-01-05T00:00:00"),
+        # an older run of the same configuration, later in the file: must lose to the newer one above
+        mt_row(None, 4, 7.0, 2.0, training="finetune", distilled=True, speedup=0.5, time="2026-01-03T00:00:00"),
+        # a newer re-run of regular k=2: must win
+        mt_row("regular", 2, 9.6, 1.45, speedup=1.15, time="2026-01-04T00:00:00"),
+        mt_row("both", 2, 10.2, 2.1, criterion="topk", param=2),
+        mt_row("both", 4, 9.8, 3.3, criterion="topk", param=2),
+        mt_row("both", 2, 8.0, 2.0, l=2),
+        # not in Table 1: dev split, and another experiment (table1_small is preferred)
+        mt_row("regular", 2, 99.0, 9.0, split="dev"),
+        mt_row("finetune", 2, 55.0, 5.0, experiment="adhoc"),
+    ]
+    write_rows(res / "table1_small" / "rows.jsonl", mt, extra_lines=['{"run_id": "cut', "not json"])
+    write_rows(res / "adhoc" / "rows.jsonl", [mt_row("finetune", 2, 55.0, 5.0, experiment="adhoc")])
+
+    grid = res / "table2_small" / "outputs" / "x" / "grid.png"
+    grid.parent.mkdir(parents=True, exist_ok=True)
+    import matplotlib.image
+
+    matplotlib.image.imsave(grid, [[0.0, 0.5], [0.5, 1.0]], cmap="gray")
+    rel_grid = str(grid.relative_to(root))
+    sr = [
+        sr_row("frozen", 1, 1.0, method="greedy", psnr=20.0),
+        sr_row("frozen", 2, 1.1),
+        sr_row("frozen", 4, 1.2),
+        sr_row("frozen", 2, 1.3, criterion="distance", param=2.0),
+        sr_row("frozen", 4, 1.5, criterion="distance", param=2.0, psnr=19.5),
+        sr_row("finetune", 1, 1.0, method="greedy", psnr=21.0),
+        sr_row("finetune", 2, 1.6),
+        sr_row("finetune", 4, 2.2),
+        sr_row("finetune", 2, 2.0, criterion="distance", param=2.0),
+        sr_row("finetune", 4, 3.5, criterion="distance", param=2.0, psnr=20.5, rates=[0.9, 0.8, 0.7], speedup=2.5,
+               grid=rel_grid),
+        {**sr_row("frozen", 0, 0.0, method="reference", psnr=15.0), "decoder": "nearest", "k": None},
+        {**sr_row("frozen", 0, 0.0, method="reference", psnr=17.0), "decoder": "bicubic", "k": None},
+    ]
+    write_rows(res / "table2_small" / "rows.jsonl", sr)
+
+    bench_common = {"experiment": "bench", "source_experiment": "demo", "task": "translation",
+                    "dataset": "ding_en_de", "split": "test", "model": "m.pt", "heads_arch": "medusa",
+                    "heads_training": "finetune", "device": "cpu:test", "dtype": "float32", "batch_size": 1,
+                    "git_sha": "b1", "command": "python experiments/bench.py experiment=demo",
+                    "time": "2026-01-06T00:00:00", "n_examples": 50, "t1_ms": 2.0, "peak_mem_mb": 300.0}
+    bench = [
+        {**bench_common, "decoder": "greedy", "method": "greedy", "k": 1, "mean_block_size": 1.0, "speedup": 1.0,
+         "speedup_min": 1.0, "speedup_max": 1.0, "tk_ms": 2.0, "step_cost_ratio": 1.0, "ideal_speedup": 1.0,
+         "efficiency": 1.0, "tokens_per_s": 100.0, "identical_to_greedy": 1.0},
+        {**bench_common, "decoder": "blockwise_k4_exact", "method": "blockwise", "k": 4, "criterion": "exact",
+         "min_block_size": 1, "mean_block_size": 2.5, "speedup": 1.8, "speedup_min": 1.7, "speedup_max": 1.9,
+         "tk_ms": 2.5, "step_cost_ratio": 1.25, "ideal_speedup": 2.0, "efficiency": 0.9, "tokens_per_s": 180.0,
+         "identical_to_greedy": 1.0, "acceptance_rate_per_position": [0.7, 0.6, 0.5]},
+    ]
+    write_rows(res / "bench" / "rows.jsonl", bench)
+    return res
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    """Build the synthetic folder and run the CLI once; the tests below read its tables and files."""
+    res = make_results(tmp_path_factory.mktemp("analysis"))
+    rc = make_report.main(["--results", str(res), "--out", str(res / "figures"), "--report", str(res / "REPORT.md")])
+    assert rc == 0
+    rows = load_rows(res)
+    return res, rows, build_all(rows, load_paper())
+
+
+def _cell(df: pd.DataFrame, **where: Any) -> pd.Series:
+    sel = df
+    for k, v in where.items():
+        sel = sel[sel[k] == v]
+    assert len(sel) == 1, f"expected one row for {where}, got {len(sel)}"
+    return sel.iloc[0]
+
+
+def test_paper_reference_csv() -> None:
+    paper = load_paper()
+    both8 = _cell(paper, table="table1", setting="both", k=8)
+    assert both8["bleu"] == pytest.approx(26.11) and both8["mean_block_size"] == pytest.approx(4.69)
+    assert _cell(paper, table="table2", setting="both", k=10)["mean_block_size"] == pytest.approx(6.79)
+    assert _cell(paper, table="table4", k=8)["speedup"] == pytest.approx(3.31)
+    assert _cell(paper, table="topn", k=10, criterion_param=3)["mean_block_size"] == pytest.approx(5.91)
+    approx = _cell(paper, table="table2", setting="approximate", k=8)
+    assert approx["criterion"] == "distance" and approx["criterion_param"] == 2
+    peaks = paper[paper["table"] == "figure4_peak"].set_index("task")
+    assert peaks.loc["translation", "speedup"] == 3.3 and peaks.loc["image", "mean_block_size"] == 5.3
+    assert (paper["source"] == PAPER_SOURCE).all()
+    t1 = paper[paper["table"] == "table1"]
+    assert len(t1) == 22 and set(t1["setting"]) == {"regular", "distillation", "finetune", "both"}
+    assert len(paper[paper["table"] == "table2"]) == 21 and len(paper[paper["table"] == "table4"]) == 6
+
+
+def test_reader_skips_malformed_lines_and_keeps_latest(report) -> None:
+    res, rows, _ = report
+    assert len(read_jsonl(res / "table1_small" / "rows.jsonl")) == 14  # 2 malformed lines skipped
+    both4 = rows[(rows["experiment"] == "table1_small") & (rows["table_setting"] == "both") & (rows["k"] == 4)
+                 & (rows["criterion"] == "exact")]
+    assert len(both4) == 1 and both4.iloc[0]["mean_block_size"] == 3.0  # newer run, earlier in the file
+    reg2 = rows[(rows["task"] == "translation") & (rows["table_setting"] == "regular") & (rows["k"] == 2)
+                & (rows["split"] == "test") & (rows["criterion"] == "exact")]
+    assert list(reg2["bleu"]) == [9.6]
+
+
+def test_setting_derivation() -> None:
+    assert table_setting({"task": "translation", "setting": None, "heads_training": "frozen",
+                          "distilled": True}) == "distillation"
+    assert table_setting({"task": "translation", "setting": "both-self", "heads_training": "finetune",
+                          "distilled": False}) == "finetune"
+    assert table_setting({"task": "image", "heads_training": "frozen", "criterion": "distance"}) == "approximate"
+    assert table_setting({"task": "image", "heads_training": "finetune", "criterion": "distance"}) == "both"
+    assert table_setting({"task": "image", "heads_training": "finetune", "criterion": None}) == "finetune"
+
+
+def test_table1_values(report) -> None:
+    _, _, t = report
+    d = t["table1"].data
+    reg2 = _cell(d, setting="regular", k=2)
+    assert reg2["bleu_ours"] == 9.6 and reg2["block_ours"] == 1.45
+    assert reg2["bleu_diff"] == pytest.approx(9.6 - 25.81) and reg2["block_diff"] == pytest.approx(1.45 - 1.51)
+    both4 = _cell(d, setting="both", k=4)
+    assert both4["bleu_ours"] == 10.0 and both4["block_ours"] == 3.0
+    assert both4["block_diff"] == pytest.approx(3.0 - 3.27)
+    assert _cell(d, setting="regular", k=1)["block_ours"] == 1.0
+    # cells we have no rows for keep the paper's value and leave ours empty
+    both8 = _cell(d, setting="both", k=8)
+    assert math.isnan(both8["bleu_ours"]) and both8["bleu_paper"] == 26.11 and math.isnan(both8["bleu_diff"])
+    assert d["setting"].isin(["finetune"]).sum() == 5 and d.loc[d["setting"] == "finetune", "bleu_ours"].isna().all()
+    assert t["table1"].missing is None
+    assert set(t["table1"].source["experiment"]) == {"table1_small"}
+
+
+def test_topn_and_min_block(report) -> None:
+    _, _, t = report
+    top = _cell(t["topn"].data, setting="both", k=2, n=2)
+    assert top["bleu_ours"] == 10.2 and top["dbleu_ours"] == pytest.approx(10.2 - 10.5)
+    assert top["dblock_ours"] == pytest.approx(2.1 - 1.9)
+    assert top["dbleu_paper"] == pytest.approx(26.49 - 26.58) and top["bleu_diff"] == pytest.approx(10.2 - 26.49)
+    mb = _cell(t["min_block"].data, setting="both", k=2, l=2)
+    assert mb["dbleu_ours"] == pytest.approx(8.0 - 10.5) and mb["dblock_ours"] == pytest.approx(2.0 - 1.9)
+
+
+def test_table2_and_references(report) -> None:
+    _, _, t = report
+    d = t["table2"].data
+    both4 = _cell(d, setting="both", k=4)
+    assert both4["block_ours"] == 3.5 and both4["psnr"] == 20.5
+    assert both4["block_diff"] == pytest.approx(3.5 - 3.75)
+    assert _cell(d, setting="approximate", k=2)["block_ours"] == 1.3
+    assert _cell(d, setting="regular", k=4)["block_ours"] == 1.2
+    assert _cell(d, setting="finetune", k=2)["block_ours"] == 1.6
+    assert _cell(d, setting="regular", k=1)["psnr"] == 20.0  # greedy stands in for k = 1
+    ref = t["sr_reference"].data.set_index("decoder")["psnr"]
+    assert ref["bicubic"] == 17.0 and ref["nearest"] == 15.0 and ref["greedy (finetune)"] == 21.0
+
+
+def test_table4_figure4_acceptance_bench(report) -> None:
+    _, _, t = report
+    t4 = t["table4"].data
+    assert set(t4["setting"].dropna()) == {"both"}  # largest k̂ at the largest k we have (4)
+    row = _cell(t4, k=4)
+    assert row["speedup_ours"] == 2.0 and row["speedup_diff"] == pytest.approx(2.0 - 2.69)
+    assert row["bleu_diff"] == pytest.approx(10.0 - 28.54)
+    f4 = t["figure4"].data.set_index("task")
+    assert f4.loc["translation", "speedup_ours"] == 2.0 and f4.loc["translation", "speedup_paper"] == 3.3
+    assert f4.loc["image", "speedup_ours"] == 2.5 and f4.loc["image", "k_paper"] == 6
+    acc = t["acceptance"].data
+    both = acc[(acc["task"] == "translation") & (acc["setting"] == "both")].sort_values("head")
+    assert list(both["head"]) == [2, 3, 4] and list(both["rate"]) == [0.8, 0.7, 0.6]
+    img = acc[(acc["task"] == "image") & (acc["setting"] == "both")]
+    assert list(img["rate"]) == [0.9, 0.8, 0.7]
+    bench = t["bench"].data
+    assert len(bench) == 2 and _cell(bench, k=4)["efficiency"] == 0.9 and t["bench"].missing is None
+
+
+def test_files_and_report(report) -> None:
+    res, _, _ = report
+    figs = res / "figures"
+    for stem in ("table1_bleu_vs_block", "table2_block_vs_k", "figure4_speedup_vs_block", "acceptance_per_position"):
+        for ext in ("png", "pdf"):
+            p = figs / f"{stem}.{ext}"
+            assert p.is_file() and p.stat().st_size > 1000, p
+    assert (figs / "sr_sample_grid.png").is_file()
+    md = (res / "REPORT.md").read_text()
+    assert "reference values copied from the paper" in md
+    for title in ("Table 1 analog", "Top-n acceptance", "Minimum block size", "Table 2 analog", "Figure 4 analog",
+                  "Table 4 analog", "Per-position acceptance", "Wall-clock benchmark"):
+        assert f"## {title}" in md
+    assert "](figures/table1_bleu_vs_block.png)" in md and "](figures/sr_sample_grid.png)" in md
+    assert "| regular | 2 | 9.60 | 25.81 | -16.21 | 1.45 | 1.51 | -0.06 |" in md
+    assert "python experiments/run.py experiment=table1_small setting=regular" in md
+    assert "`abc123`" in md and "`cpu:test`" in md
+    assert "**Missing" not in md  # every table has rows here
+
+
+def test_empty_results_report_says_what_is_missing(tmp_path, monkeypatch) -> None:
+    """An empty results folder (with --wandb, W&B disabled) gives a report naming what to run, not a crash."""
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    res = tmp_path / "results"
+    res.mkdir()
+    rc = make_report.main(["--results", str(res), "--out", str(res / "figures"), "--report", str(res / "REPORT.md"),
+                           "--wandb"])
+    assert rc == 0
+    md = (res / "REPORT.md").read_text()
+    assert "no rows yet for Table 1" in md and "make reproduce-mt-small" in md
+    assert "no rows yet for Table 2" in md and "make reproduce-sr-small" in md
+    assert "no benchmark rows yet: run `make bench`" in md
+    assert "| both | 8 | — | 26.11 | — | — | 4.69 |" in md  # the paper's cell, ours empty
+    assert (res / "figures" / "table1_bleu_vs_block.png").is_file()

@@ -1,0 +1,80 @@
+"""Benchmark bookkeeping: ratios computed from measured parts, Spec-Bench records consistent with rows."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import random_model, random_src
+
+from bpd.bench import bench_rows, format_bench, run_bench, specbench_records, step_costs
+from bpd.evaluation import DecodeSpec, RunOutput
+
+
+@pytest.fixture(scope="module")
+def bench():
+    model = random_model(24, 4, 0, head_noise=0.05, dtype=torch.float32)
+    src = random_src(12, 6, 24, 0, ragged=False)
+    sources = [row.tolist() for row in src]
+    specs = [DecodeSpec("greedy"), DecodeSpec("naive_greedy")] + [
+        DecodeSpec("blockwise", k=k, criterion=c, criterion_param=p) for k in (2, 4) for c, p in
+        (("exact", None), ("topk", 2))
+    ]
+    rows, records = run_bench(model, sources, specs, [1, 4], lambda s: 12, torch.device("cpu"), repeats=2,
+                              common={"heads_arch": "paper"}, step_repeats=10)
+    return model, sources, specs, rows, records
+
+
+def test_rows_ratios_from_measured_parts(bench):
+    _, _, _, rows, _ = bench
+    for r in rows:
+        if r["method"] != "blockwise":
+            continue
+        assert r["ideal_speedup"] == pytest.approx(r["mean_block_size"] * r["t1_ms"] / r["tk_ms"])
+        assert r["efficiency"] == pytest.approx(r["speedup"] / r["ideal_speedup"])
+        assert r["step_cost_ratio"] == pytest.approx(r["tk_ms"] / r["t1_ms"])
+        assert r["speedup_min"] <= r["speedup"] <= r["speedup_max"]
+        assert r["tokens_per_s"] == pytest.approx(r["output_tokens"] / r["wallclock_s"])
+        if r["criterion"] == "exact":
+            assert r["identical_to_greedy"] == 1.0
+    assert {r["batch_size"] for r in rows} == {1, 4}
+    assert "naive_greedy" not in {r["decoder"] for r in rows if r["batch_size"] == 4}  # batch 1 only
+    assert format_bench(rows).count("\n") == len(rows) + 1
+
+
+def test_naive_baseline_same_tokens_as_greedy(bench):
+    _, _, _, rows, _ = bench
+    naive = [r for r in rows if r["decoder"] == "naive_greedy"]
+    assert naive and all(r["identical_to_greedy"] == 1.0 for r in naive)
+
+
+def test_specbench_records_consistent_with_rows(bench):
+    _, sources, _, rows, records = bench
+    for r in rows:
+        mine = [x for x in records if x["model_id"].endswith(f"-b{r['batch_size']}-{r['decoder']}")]
+        assert len(mine) == len(sources)
+        ch = [x["choices"][0] for x in mine]
+        assert all(sum(c["accept_lengths"]) == c["new_tokens"][0] == len(c["turns"][0]) for c in ch)
+        assert sum(c["new_tokens"][0] for c in ch) == r["output_tokens"]
+        assert sum(c["decoding_steps"][0] for c in ch) == r["iterations"]
+
+
+def test_step_costs_measure_each_k():
+    model = random_model(24, 4, 1, dtype=torch.float32)
+    costs = step_costs(model, random_src(2, 5, 24, 1), [2, 4], repeats=5)
+    assert set(costs) == {"t1", "t2", "t4"} and all(v > 0 for v in costs.values())
+
+
+def test_bench_rows_from_synthetic_runs():
+    """Hand-made runs: greedy 10 tokens in 10 rounds taking 1.0 s; blockwise 10 tokens in 4 rounds, 0.5 s."""
+    g = RunOutput([[5] * 10], [10], [[1] * 10], invocations=10, wallclock_s=1.0)
+    b = RunOutput([[5] * 10], [4], [[3, 3, 2, 2]], invocations=5, wallclock_s=0.5,
+                  position_reached=[4, 4], position_accepted=[4, 2])
+    specs = [DecodeSpec("greedy"), DecodeSpec("blockwise", k=3)]
+    rows = bench_rows([{"greedy": g, specs[1].name: b}], specs, {"t1": 2.0, "t3": 4.0}, {"batch_size": 1})
+    r = rows[1]
+    assert r["mean_block_size"] == 2.5 and r["speedup"] == 2.0
+    assert r["ideal_speedup"] == pytest.approx(2.5 * 2.0 / 4.0)
+    assert r["efficiency"] == pytest.approx(2.0 / 1.25)
+    assert r["acceptance_rate_per_position"] == [1.0, 0.5]
+    rec = specbench_records({"greedy": g, specs[1].name: b}, specs, "m")
+    assert rec[1]["choices"][0]["accept_lengths"] == [3, 3, 2, 2]
