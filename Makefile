@@ -33,10 +33,10 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 test: setup
-	WANDB_MODE=disabled $(PY) -m pytest -m "not slow" -x -q tests
+	WANDB_MODE=disabled $(PY) -m pytest -m "not slow" -x tests
 
 test-all: setup
-	WANDB_MODE=disabled $(PY) -m pytest -q tests
+	WANDB_MODE=disabled $(PY) -m pytest tests
 
 lint: setup
 	$(VENV)/bin/ruff check bpd experiments analysis tests

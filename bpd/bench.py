@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from bpd.decoding.blockwise import gather_last, propose, verify
+from bpd.decoding.blockwise import accept_lengths, gather_last, propose, verify
 from bpd.decoding.criteria import make_criterion
 from bpd.evaluation import DecodeSpec, RunOutput, decode_and_time, pad_rows
 
@@ -80,8 +80,9 @@ def step_costs(
         props = torch.full((b, k), model.bos_id, dtype=torch.long, device=device)
 
         def round_k(k: int = k, props: torch.Tensor = props) -> None:
-            h, best, lead, khat = verify(model, props, enc, cache, crit, 1)
-            torch.cat([khat[:, None], props], dim=1).tolist()
+            h, best, ok = verify(model, props, enc, cache, crit)
+            _, khat_h = accept_lengths(torch.cat([props, ok.to(props.dtype)], dim=1).tolist(), k, 1)
+            khat = torch.tensor(khat_h, device=device)
             cache.truncate(cache.lengths - k + khat, cache.host_max)
             h_last, first = gather_last(h, best, khat)
             propose(model, h_last, first, k)

@@ -25,22 +25,33 @@ def propose(model, h_last: torch.Tensor, first: torch.Tensor, k: int) -> torch.T
     return torch.cat([first, model.heads.proposal_logits(h_last, k).argmax(-1)], dim=-1)
 
 
-def verify(model, props: torch.Tensor, enc, cache, criterion: Criterion, floor: int):
+def verify(model, props: torch.Tensor, enc, cache, criterion: Criterion):
     """One parallel verify pass over the k proposals of every row.
 
-    Returns the decoder states (B, k, d), p_1's argmax after each proposal (B, k), the leading run of
-    criterion-accepted slots (B,) and the accepted block sizes k_hat (B,) (>= ``floor``).
+    Returns the decoder states (B, k, d), p_1's argmax after each proposal (B, k), and per row whether
+    the criterion accepts proposal slots 1..k-1 (B, k-1) (slot i is checked by p_1 after slot i-1).
     """
-    k = props.shape[1]
     h = model.decode(props, enc, cache)  # appends k entries per row to the cache
     base = model.heads.base_logits(h)  # (B, k, V): p_1 after each proposed token
     best = base.argmax(-1)
-    if k == 1:
-        lead = torch.zeros_like(best[:, 0])
-        return h, best, lead, lead + 1
-    ok = criterion.accept(base[:, :-1], props[:, 1:], best[:, :-1])  # slot i checked by p_1 after slot i-1
-    lead = ok.long().cumprod(-1).sum(-1)
-    return h, best, lead, (1 + lead).clamp(min=floor)
+    ok = criterion.accept(base[:, :-1], props[:, 1:], best[:, :-1])
+    return h, best, ok
+
+
+def accept_lengths(host_rows: list[list[int]], k: int, floor: int) -> tuple[list[int], list[int]]:
+    """From host rows ``[proposals (k) | accepted flags (k-1)]``: the leading accepted run per row and the
+    accepted block size k_hat = max(1 + run, floor). Done on the host: the round synchronises once anyway,
+    and at batch 1 a few Python comparisons cost less than a chain of tiny device ops."""
+    leads, khats = [], []
+    for row in host_rows:
+        n = 0
+        for flag in row[k:]:
+            if not flag:
+                break
+            n += 1
+        leads.append(n)
+        khats.append(max(1 + n, floor))
+    return leads, khats
 
 
 def gather_last(h: torch.Tensor, best: torch.Tensor, khat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -86,15 +97,18 @@ def blockwise_decode(
     h = model.decode(torch.full((b, 1), model.bos_id, dtype=torch.long, device=dev), enc, cache)
     props = propose(model, h[:, 0], model.heads.base_logits(h[:, 0]).argmax(-1, keepdim=True), k)
     invocations = 1
-    slots = torch.arange(k, device=dev)
-    counts = torch.zeros(k, dtype=torch.long, device=dev)  # rows whose leading accepted run is >= i
+    counts = [0] * k  # rounds whose leading accepted run reached slot i
     while rows.active:
-        h, best, lead, khat = verify(model, props, enc, cache, criterion, floor)
+        h, best, ok = verify(model, props, enc, cache, criterion)
         invocations += 1
-        counts += (lead[:, None] >= slots).sum(0)
-        # The single host synchronisation of the round: accepted lengths and proposed tokens together.
-        host = torch.cat([khat[:, None], props], dim=1).tolist()
-        finished = [s for s, row in enumerate(host) if rows.accept(s, row[1 : 1 + row[0]])]
+        # The single host synchronisation of the round: proposed tokens and accept flags together.
+        host = torch.cat([props, ok.to(props.dtype)], dim=1).tolist()
+        leads, khat_h = accept_lengths(host, k, floor)
+        for n in leads:
+            for i in range(n + 1):
+                counts[i] += 1
+        khat = torch.tensor(khat_h, device=dev)
+        finished = [s for s, row in enumerate(host) if rows.accept(s, row[: khat_h[s]])]
         # Roll each row's cache back to its accepted length; read the next proposals there.
         cache.truncate(cache.lengths - k + khat, host_max=cache.host_max)
         h_last, first = gather_last(h, best, khat)
@@ -108,7 +122,6 @@ def blockwise_decode(
         # Every live row holds BOS plus its accepted tokens (no cut applies to a live row).
         cache.host_max = 1 + max(len(rows.tokens[r]) for r in rows.active)
         props = propose(model, h_last, first, k)
-    c = counts.tolist()
     # Slot i (1-based) was examined when the run before it reached i-1, accepted when it reached i.
-    reached, accepted = c[: k - 1], c[1:]
+    reached, accepted = counts[: k - 1], counts[1:]
     return rows.result(invocations, position_reached=reached, position_accepted=accepted)
