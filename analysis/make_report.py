@@ -26,7 +26,7 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 import pandas as pd  # noqa: E402
 
 from analysis import figures  # noqa: E402
-from analysis.load import PAPER_CSV, PAPER_SOURCE, REPO_ROOT, load_paper, load_rows, result_files  # noqa: E402
+from analysis.load import PAPER_CSV, PAPER_SOURCE, REPO_ROOT, _is_missing, load_paper, load_rows, result_files  # noqa: E402
 from analysis.tables import PREFER_MT, PREFER_SR, Table, build_all, provenance, speedup_points  # noqa: E402
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -34,13 +34,7 @@ from analysis.tables import PREFER_MT, PREFER_SR, Table, build_all, provenance, 
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def _missing(v: Any) -> bool:
-    if v is None:
-        return True
-    try:
-        return bool(pd.isna(v))
-    except (TypeError, ValueError):
-        return False
+_missing = _is_missing  # one definition of "no value", shared with the loader
 
 
 FORMATS: dict[str, Callable[[Any], str]] = {

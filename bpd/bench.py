@@ -125,12 +125,7 @@ def bench_rows(
         rows.append(
             {
                 **common,
-                "decoder": spec.name,
-                "method": spec.method,
-                "k": spec.k if spec.method == "blockwise" else 1,
-                "criterion": spec.criterion if spec.method == "blockwise" else None,
-                "criterion_param": spec.criterion_param if spec.method == "blockwise" else None,
-                "min_block_size": spec.min_block_size if spec.method == "blockwise" else None,
+                **spec.columns(),
                 "n_examples": len(outs[0].tokens),
                 "repeats": len(outs),
                 "output_tokens": tokens,

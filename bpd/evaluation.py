@@ -44,6 +44,19 @@ class DecodeSpec:
         if self.method == "blockwise":
             make_criterion(self.criterion, self.criterion_param, self.min_block_size)  # validates early
 
+    def columns(self) -> dict[str, Any]:
+        """The row columns that identify this decoder (None where a field does not apply)."""
+        bw = self.method == "blockwise"
+        return {
+            "decoder": self.name,
+            "method": self.method,
+            "k": self.k if bw else 1,
+            "criterion": self.criterion if bw else None,
+            "criterion_param": self.criterion_param if bw else None,
+            "min_block_size": self.min_block_size if bw else None,
+            "beam_size": self.beam_size if self.method == "beam" else None,
+        }
+
     @property
     def name(self) -> str:
         if self.method == "beam":
@@ -168,13 +181,7 @@ def make_rows(
         rates = [a / r if r else None for a, r in zip(o.position_accepted, o.position_reached)]
         row = {
             **common,
-            "decoder": spec.name,
-            "method": spec.method,
-            "k": spec.k if spec.method == "blockwise" else 1,
-            "criterion": spec.criterion if spec.method == "blockwise" else None,
-            "criterion_param": spec.criterion_param if spec.method == "blockwise" else None,
-            "min_block_size": spec.min_block_size if spec.method == "blockwise" else None,
-            "beam_size": spec.beam_size if spec.method == "beam" else None,
+            **spec.columns(),
             "n_examples": len(o.tokens),
             "output_tokens": sum(len(t) for t in o.tokens),
             "iterations": iters,
