@@ -831,7 +831,7 @@ def _log_samples(tracker: Tracker, outs, specs, data: TaskData, pairs: Pairs, n:
     o, tok = outs[best.name], data.tokenizer
     rows = []
     for i in range(min(n, len(pairs))):
-        pieces, pos, marked = [tok._sp.id_to_piece(t) for t in o.tokens[i]], 0, []
+        pieces, pos, marked = [tok.id_to_piece(t) for t in o.tokens[i]], 0, []
         for b in o.block_sizes[i]:
             marked.append("".join(pieces[pos : pos + b]).replace("\u2581", " ").strip())
             pos += b

@@ -312,6 +312,9 @@ def test_tokenizer_contract_and_round_trip(tokenizer_and_folder) -> None:
         assert tok.decode(ids + [PAD_ID, PAD_ID]) == line
     assert tok.decode([EOS_ID] + tok.encode("Haus")) == ""
     assert tok.encode_batch(["Der Hund.", "Die Katze."]) == [tok.encode("Der Hund."), tok.encode("Die Katze.")]
+    # Pieces (used to mark accepted blocks) concatenate back to the text.
+    ids = tok.encode("Der Hund schläft.")
+    assert "".join(tok.id_to_piece(i) for i in ids).replace("\u2581", " ").strip() == "Der Hund schläft."
 
 
 def test_tokenizer_is_cached_and_deterministic(tokenizer_and_folder, tmp_path: Path) -> None:

@@ -68,6 +68,10 @@ class Tokenizer:
         """``encode`` for many lines at once; sentencepiece does the loop in C++, which matters for WMT."""
         return [list(x) for x in self._sp.encode(list(texts), out_type=int, num_threads=num_threads)]
 
+    def id_to_piece(self, i: int) -> str:
+        """The subword piece of one id (for marking accepted blocks in sample tables)."""
+        return str(self._sp.id_to_piece(int(i)))
+
     def decode(self, ids: Sequence[int]) -> str:
         """Text of a model output: everything from the first EOS on is cut, PAD and BOS are ignored.
 
