@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 from bpd.evaluation import DecodeSpec, decode_and_time, format_table, make_rows
 from bpd.tracking import REPO_ROOT, Tracker, append_rows, command_line, device_name, git_sha, read_rows
 from bpd.training import distributed as dist
-from bpd.training.checkpoint import CheckpointError, load_checkpoint, load_model, save_checkpoint
+from bpd.training.checkpoint import CheckpointError, load_checkpoint, load_model
 from bpd.training.loop import TrainConfig, train
 
 Pairs = list[tuple[list[int], list[int]]]
@@ -49,7 +49,7 @@ def pick_device(name: str | None) -> torch.device:
     if name in (None, "auto"):
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name.startswith("cuda") and not torch.cuda.is_available():
-        raise RuntimeError(f"device={name} was requested but CUDA is not available; use device=cpu.")
+        raise ValueError(f"device={name} was requested but CUDA is not available; use device=cpu.")
     return torch.device(name)
 
 
@@ -853,13 +853,6 @@ def make_tracker(cfg: dict, name: str, job_type: str, extra: dict | None = None)
     )
 
 
-def save_json(path: Path, obj: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, default=str))
-    os.replace(tmp, path)
-
-
 __all__ = [
     "TaskData",
     "build_model",
@@ -869,6 +862,5 @@ __all__ = [
     "ensure_heads",
     "evaluate",
     "load_task",
-    "save_checkpoint",
     "self_pairs",
 ]

@@ -14,8 +14,9 @@ from omegaconf import DictConfig
 
 
 def pipeline(cfg: dict) -> list[dict]:
-    from bpd.pipeline import ensure_heads, evaluate, load_task
+    from bpd.pipeline import decode_specs, ensure_heads, evaluate, load_task
 
+    decode_specs(cfg, int(cfg["heads"]["k"]))  # bad decoding options fail now, not after training
     data = load_task(cfg)
     model_path = ensure_heads(cfg, data)
     return evaluate(cfg, data, model_path)
