@@ -563,8 +563,8 @@ def decode_specs(cfg: dict, model_k: int) -> list[DecodeSpec]:
 
 
 class TranslationScorer:
-    def __init__(self, tok, refs: list[str], sources: list[str]) -> None:
-        self.tok, self.refs, self.sources = tok, refs, sources
+    def __init__(self, tok, refs: list[str]) -> None:
+        self.tok, self.refs = tok, refs
 
     def detok(self, tokens: list[list[int]]) -> list[str]:
         return [self.tok.decode(t) for t in tokens]
@@ -650,7 +650,7 @@ def evaluate(cfg: dict, data: TaskData, model_path: Path, setting: dict[str, Any
     if data.kind == "translation":
         max_len = translation_max_len(d)
 
-        scorer: Any = TranslationScorer(data.tokenizer, data.refs(split)[:n], [])
+        scorer: Any = TranslationScorer(data.tokenizer, data.refs(split)[:n])
         crit_kw: dict[str, Any] = {}
     else:
         seq = len(pairs[0][1])

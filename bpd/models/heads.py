@@ -110,7 +110,3 @@ class ProposalHeads(nn.Module):
         if self.identity_p1 or self.n_learned == 0:
             return self.output(h)
         return self.output(self._slots(h, 1)[..., 0, :])
-
-    def head_parameters(self) -> list[nn.Parameter]:
-        """Parameters added by the heads (what trains in the 'frozen' setting)."""
-        return list(self.parameters())

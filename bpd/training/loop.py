@@ -83,8 +83,7 @@ def trained_heads(model, cfg: TrainConfig) -> list[int]:
 
 def configure_params(model, cfg: TrainConfig) -> list[dict]:
     """Freeze or scale parameter groups for the stage; returns optimizer parameter groups."""
-    head_ids = {id(p) for p in model.heads.parameters()}
-    base = [p for p in model.parameters() if id(p) not in head_ids]
+    base = model.base_parameters()
     heads = list(model.heads.parameters())
     if cfg.stage == "base":
         return [{"params": base + heads, "lr_scale": 1.0}]
