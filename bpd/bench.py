@@ -23,8 +23,8 @@ from typing import Any
 
 import torch
 
-from bpd.decoding.blockwise import accept_lengths, gather_last, propose, verify
-from bpd.decoding.criteria import make_criterion
+from bpd.decoding.blockwise import accept_lengths, gather_last, propose, rollback, verify
+from bpd.decoding.criteria import make_criterion, top1
 from bpd.evaluation import DecodeSpec, RunOutput, decode_and_time, pad_rows
 
 
@@ -69,7 +69,7 @@ def step_costs(
 
     def greedy_step() -> None:
         h = model.decode(tok, enc, cache)
-        model.heads.base_logits(h[:, 0]).argmax(-1).tolist()
+        top1(model.heads.base_logits(h[:, 0])).tolist()
         cache.truncate(base_len, base_host)
 
     for _ in range(5):
@@ -82,9 +82,8 @@ def step_costs(
         def round_k(k: int = k, props: torch.Tensor = props) -> None:
             h, best, ok = verify(model, props, enc, cache, crit)
             _, khat_h = accept_lengths(torch.cat([props, ok.to(props.dtype)], dim=1).tolist(), k, 1)
-            khat = torch.tensor(khat_h, device=device)
-            cache.truncate(cache.lengths - k + khat, cache.host_max)
-            h_last, first = gather_last(h, best, khat)
+            rollback(cache, k, khat_h)
+            h_last, first = gather_last(h, best, khat_h)
             propose(model, h_last, first, k)
             cache.truncate(base_len, base_host)
 
@@ -212,8 +211,17 @@ def run_bench(
         # The naive recompute-everything greedy is quadratic in length: batch 1 only, as a reference.
         bs_specs = [s for s in specs if s.method != "naive_greedy" or bs == 1]
         runs = [
-            decode_and_time(model, srcs, bs_specs, max_len, batch_size=bs, device=device,
-                            criterion_kwargs=criterion_kwargs, warmup=1 if r == 0 else 0, desc=f"bench b{bs} r{r}")
+            decode_and_time(
+                model,
+                srcs,
+                bs_specs,
+                max_len,
+                batch_size=bs,
+                device=device,
+                criterion_kwargs=criterion_kwargs,
+                warmup=1 if r == 0 else 0,
+                desc=f"bench b{bs} r{r}",
+            )
             for r in range(repeats)
         ]
         extra = {**(common or {}), "batch_size": bs, "peak_mem_mb": peak_memory_mb(device)}
@@ -230,8 +238,10 @@ def write_jsonl(path: Path, recs: list[dict[str, Any]]) -> None:
 
 
 def format_bench(rows: list[dict[str, Any]]) -> str:
-    head = (f"{'arch':<9} {'bs':>3} {'decoder':<24} {'k_hat':>5} {'tok/s':>8} {'speedup':>15} {'t_k/t_1':>7} "
-            f"{'ideal':>6} {'eff':>5} {'=greedy':>7}")
+    head = (
+        f"{'arch':<9} {'bs':>3} {'decoder':<24} {'k_hat':>5} {'tok/s':>8} {'speedup':>15} {'t_k/t_1':>7} "
+        f"{'ideal':>6} {'eff':>5} {'=greedy':>7}"
+    )
     lines = [head, "-" * len(head)]
     for r in rows:
         sp = r["speedup"] or float("nan")

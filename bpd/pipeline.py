@@ -66,6 +66,7 @@ def train_config(section: dict, stage: str, seed: int, heads: dict | None = None
     if heads is not None:
         kw["heads_training"] = heads["training"]
         kw["heads_loss"] = heads.get("loss", "mean")
+        kw["p1_weight"] = float(heads.get("p1_weight", 1.0))
     return TrainConfig(**kw)
 
 
@@ -479,7 +480,8 @@ def ensure_heads(cfg: dict, data: TaskData) -> Path:
     else:
         raise ValueError(f"unknown heads.targets {targets!r}; use gold, distilled or self.")
     seed = int(cfg.get("seed", 0))
-    hs = {kk: v for kk, v in h.items() if kk not in ("decode_ks",)}
+    # Options added later are left out of the key at their default, so existing caches stay valid.
+    hs = {kk: v for kk, v in h.items() if kk not in ("decode_ks",) and not (kk == "p1_weight" and v == 1.0)}
     key = config_hash(base_path.stem, hs, cfg.get("heads_train", {}), seed)
     path = cache_root(cfg) / "models" / f"heads_k{k}_{h['training']}_{targets}_{key}.pt"
     if finished(path):

@@ -6,9 +6,10 @@ import pytest
 import torch
 from conftest import random_model
 
+from bpd.models import HEAD_ARCHS
 from bpd.training.checkpoint import CheckpointError, load_checkpoint, load_model, save_checkpoint
 from bpd.training.loop import TrainConfig, train, trained_heads
-from bpd.training.losses import shifted_targets
+from bpd.training.losses import combine, head_losses, shifted_targets, teacher_tokens
 
 
 def toy_batches(vocab: int = 20, n: int = 8, seed: int = 0):
@@ -59,7 +60,7 @@ def test_few_steps_lower_the_loss(tmp_path):
     assert load_checkpoint(tmp_path / "m.pt")["step"] == 120
 
 
-@pytest.mark.parametrize("arch", ["paper", "blockdiag", "medusa"])
+@pytest.mark.parametrize("arch", HEAD_ARCHS)
 def test_frozen_training_keeps_base_bit_identical(tmp_path, arch):
     model = fresh_model(k=3, heads_arch=arch, identity_p1=True)
     before = {n: p.detach().clone() for n, p in model.named_parameters() if not n.startswith("heads.")}
@@ -147,8 +148,17 @@ def test_keep_best_and_patience(tmp_path):
     model = fresh_model(k=1, identity_p1=True)
     dev = lambda: toy_batches(n=2)(99)  # noqa: E731
     # A learning rate this high diverges after a while: the best dev loss is not the last one.
-    cfg = TrainConfig(stage="base", lr=0.3, warmup_steps=2, max_steps=60, label_smoothing=0.0, ckpt_every=1000,
-                      eval_every=5, keep_best=True, patience=3)
+    cfg = TrainConfig(
+        stage="base",
+        lr=0.3,
+        warmup_steps=2,
+        max_steps=60,
+        label_smoothing=0.0,
+        ckpt_every=1000,
+        eval_every=5,
+        keep_best=True,
+        patience=3,
+    )
     out = train(model, toy_batches(), cfg, tmp_path / "m.pt", dev_sets={"dev": dev}, progress=False)
     losses = [r["dev/loss_head1"] for r in out["history"]]
     best_i = min(range(len(losses)), key=losses.__getitem__)
@@ -157,3 +167,40 @@ def test_keep_best_and_patience(tmp_path):
     assert evaluate_heads(model, dev(), [0], "cpu")["loss_head1"] == pytest.approx(losses[best_i], rel=1e-5)
     if out["step"] < 60:  # stopped by patience: exactly `patience` evaluations after the best one
         assert len(losses) - 1 - best_i == 3
+
+
+def test_p1_weight_combines_losses():
+    losses = {0: torch.tensor(2.0), 1: torch.tensor(4.0), 2: torch.tensor(6.0)}
+    assert float(combine(losses)) == pytest.approx(4.0)  # the plain mean
+    assert float(combine(losses, p1_weight=2.0)) == pytest.approx((2 * 2 + 4 + 6) / 4)
+    with pytest.raises(ValueError, match="p1_weight"):
+        TrainConfig(stage="heads", p1_weight=0.0)
+
+
+def test_recurrent_heads_teacher_forcing_and_proposals():
+    """Recurrent slots read teacher tokens in training; fed their own argmax chain they give exactly the
+    free-running logits, and ``propose`` (decoding) returns that chain's tokens."""
+    model = random_model(30, 4, 5, arch="recurrent", head_noise=0.5)
+    h = torch.randn(3, 6, model.cfg.d_model, dtype=torch.float64)
+    free = model.heads(h)  # (3, 6, 4, V): each slot chained on the previous slot's argmax
+    chain = free.argmax(-1)  # slot j's token is what slot j+1 reads
+    torch.testing.assert_close(model.heads(h, tokens=chain[..., :3]), free, rtol=0, atol=0)
+    other = (chain[..., :3] + 1) % 30
+    assert not torch.allclose(model.heads(h, tokens=other)[..., 1:, :], free[..., 1:, :]), "slots must read tokens"
+    props = model.heads.propose(h[:, 0], chain[:, 0, :1], 4)
+    assert torch.equal(props, chain[:, 0, 1:])
+    with torch.inference_mode():  # the decoding path (per-vocabulary tables) proposes the same tokens
+        assert torch.equal(model.heads.propose(h[:, 0], chain[:, 0, :1], 4), chain[:, 0, 1:])
+    # head_losses uses teacher tokens tgt_out[t .. t+k-2] at position t.
+    tgt_out = torch.randint(3, 30, (3, 6))
+    assert torch.equal(teacher_tokens(tgt_out, 4, model.pad_id)[:, 0], tgt_out[:, :3])
+    losses = head_losses(model, h, tgt_out, [0, 1, 2, 3])
+    logits = model.heads(h, tokens=teacher_tokens(tgt_out, 4, model.pad_id))
+    ce = torch.nn.functional.cross_entropy(
+        logits[:, :, 2].flatten(0, 1), shifted_targets(tgt_out, 2, model.pad_id).flatten(), ignore_index=model.pad_id
+    )
+    torch.testing.assert_close(losses[2], ce.float())
+    with pytest.raises(ValueError, match="identity_p1"):
+        from bpd.models import build_translation_model
+
+        build_translation_model(30, 4, "micro", heads_arch="recurrent", identity_p1=False)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from bpd.decoding.criteria import Criterion, Exact
+from bpd.decoding.criteria import Criterion, Exact, top1
 from bpd.decoding.greedy import RowTracker, default_max_len
 from bpd.decoding.result import DecodeResult
 
@@ -22,7 +22,7 @@ def propose(model, h_last: torch.Tensor, first: torch.Tensor, k: int) -> torch.T
     known from verification; slots 1..k-1 come from the proposal heads at this one position only."""
     if k == 1:
         return first
-    return torch.cat([first, model.heads.proposal_logits(h_last, k).argmax(-1)], dim=-1)
+    return torch.cat([first, model.heads.propose(h_last, first, k)], dim=-1)
 
 
 def verify(model, props: torch.Tensor, enc, cache, criterion: Criterion):
@@ -33,7 +33,7 @@ def verify(model, props: torch.Tensor, enc, cache, criterion: Criterion):
     """
     h = model.decode(props, enc, cache)  # appends k entries per row to the cache
     base = model.heads.base_logits(h)  # (B, k, V): p_1 after each proposed token
-    best = base.argmax(-1)
+    best = top1(base)
     ok = criterion.accept(base[:, :-1], props[:, 1:], best[:, :-1])
     return h, best, ok
 
@@ -54,11 +54,22 @@ def accept_lengths(host_rows: list[list[int]], k: int, floor: int) -> tuple[list
     return leads, khats
 
 
-def gather_last(h: torch.Tensor, best: torch.Tensor, khat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Decoder state and p_1's argmax at each row's last accepted position."""
-    last = (khat - 1)[:, None]
+def gather_last(h: torch.Tensor, best: torch.Tensor, khat: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Decoder state and p_1's argmax at each row's last accepted position (``khat`` is on the host)."""
+    if len(khat) == 1:  # batch 1: plain views, no index tensor to build
+        i = khat[0] - 1
+        return h[:, i], best[:, i : i + 1]
+    last = torch.tensor(khat, device=h.device)[:, None] - 1
     h_last = h.gather(1, last[:, :, None].expand(-1, 1, h.shape[-1]))[:, 0]
     return h_last, best.gather(1, last)
+
+
+def rollback(cache, k: int, khat: list[int]) -> None:
+    """Forget each row's rejected proposals: the verify pass appended k entries, khat[b] are kept."""
+    if len(khat) == 1:
+        cache.truncate(cache.lengths - (k - khat[0]), host_max=cache.host_max)
+    else:
+        cache.truncate(cache.lengths - k + torch.tensor(khat, device=cache.lengths.device), host_max=cache.host_max)
 
 
 @torch.inference_mode()
@@ -95,7 +106,7 @@ def blockwise_decode(
 
     # Propose-only first call on BOS.
     h = model.decode(torch.full((b, 1), model.bos_id, dtype=torch.long, device=dev), enc, cache)
-    props = propose(model, h[:, 0], model.heads.base_logits(h[:, 0]).argmax(-1, keepdim=True), k)
+    props = propose(model, h[:, 0], top1(model.heads.base_logits(h[:, 0]))[:, None], k)
     invocations = 1
     counts = [0] * k  # rounds whose leading accepted run reached slot i
     while rows.active:
@@ -107,11 +118,10 @@ def blockwise_decode(
         for n in leads:
             for i in range(n + 1):
                 counts[i] += 1
-        khat = torch.tensor(khat_h, device=dev)
         finished = [s for s, row in enumerate(host) if rows.accept(s, row[: khat_h[s]])]
         # Roll each row's cache back to its accepted length; read the next proposals there.
-        cache.truncate(cache.lengths - k + khat, host_max=cache.host_max)
-        h_last, first = gather_last(h, best, khat)
+        rollback(cache, k, khat_h)
+        h_last, first = gather_last(h, best, khat_h)
         keep = rows.drop(finished)
         if keep is not None:
             if not rows.active:

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from bpd.models.heads import top1
+
 
 @dataclass(frozen=True)
 class Criterion:
@@ -44,7 +46,7 @@ class Exact(Criterion):
     name = "exact"
 
     def accept(self, base_logits, proposals, argmax=None):
-        return (base_logits.argmax(-1) if argmax is None else argmax) == proposals
+        return (top1(base_logits) if argmax is None else argmax) == proposals
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,7 @@ class TopK(Criterion):
     def accept(self, base_logits, proposals, argmax=None):
         n = min(self.n, base_logits.shape[-1])
         if n == 1:
-            return (base_logits.argmax(-1) if argmax is None else argmax) == proposals
+            return (top1(base_logits) if argmax is None else argmax) == proposals
         # "within the top n" == fewer than n tokens score strictly higher than the proposal
         # (ties resolved in the proposal's favour, which keeps TopK(1) == Exact up to exact ties).
         prop_score = base_logits.gather(-1, proposals.unsqueeze(-1))
@@ -96,7 +98,7 @@ class Distance(Criterion):
         return float(self.eps)
 
     def accept(self, base_logits, proposals, argmax=None):
-        best = base_logits.argmax(-1) if argmax is None else argmax
+        best = top1(base_logits) if argmax is None else argmax
         vb, vp = best - self.offset, proposals - self.offset
         ordinal = (vb >= 0) & (vb < self.n_values) & (vp >= 0) & (vp < self.n_values)
         return (best == proposals) | (ordinal & ((vb - vp).abs() <= self.eps))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from bpd.decoding.criteria import top1
 from bpd.decoding.result import DecodeResult
 
 
@@ -69,7 +70,7 @@ def greedy_decode(model, src: torch.Tensor, max_len: int | None = None) -> Decod
     while rows.active and max_len > 0:
         h = model.decode(inp, enc, cache)
         invocations += 1
-        nxt = model.heads.base_logits(h[:, 0]).argmax(-1)
+        nxt = top1(model.heads.base_logits(h[:, 0]))
         finished = [s for s, tok in enumerate(nxt.tolist()) if rows.accept(s, [tok])]
         keep = rows.drop(finished)
         if keep is not None and rows.active:
@@ -92,7 +93,7 @@ def naive_greedy_decode(model, src: torch.Tensor, max_len: int | None = None) ->
     while rows.active and max_len > 0:
         h = model.decode(prefix, enc)
         invocations += 1
-        nxt = model.heads.base_logits(h[:, -1]).argmax(-1)
+        nxt = top1(model.heads.base_logits(h[:, -1]))
         finished = [s for s, tok in enumerate(nxt.tolist()) if rows.accept(s, [tok])]
         keep = rows.drop(finished)
         if keep is not None and rows.active:

@@ -283,7 +283,9 @@ class Transformer(nn.Module):
         return self.dec_ln(x)
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, hidden_only: bool = False) -> torch.Tensor:
-        """Teacher-forced logits of all k heads: (B, T, k, V) (or the decoder states with ``hidden_only``)."""
+        """Teacher-forced logits of all k heads: (B, T, k, V) (or the decoder states with ``hidden_only``).
+        Recurrent heads chain their own argmax here, as when decoding; training feeds them the target
+        tokens instead (``bpd.training.losses.head_losses``)."""
         h = self.decode(tgt_in, self.encode(src))
         return h if hidden_only else self.heads(h)
 

@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 
 from bpd.training.checkpoint import load_checkpoint, save_checkpoint
 from bpd.training.distributed import all_reduce_sum
-from bpd.training.losses import combine, head_losses, shifted_targets
+from bpd.training.losses import combine, head_losses, shifted_targets, teacher_tokens
 
 Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
@@ -36,6 +36,7 @@ class TrainConfig:
     stage: str = "base"  # base | heads
     heads_training: str = "frozen"  # frozen | finetune (stage=heads)
     heads_loss: str = "mean"  # mean | sampled (paper: one random head per batch)
+    p1_weight: float = 1.0  # mean loss: weight of p_1 relative to one proposal head (fine-tuning)
     lr: float = 1e-3  # peak learning rate
     base_lr_scale: float = 1.0  # fine-tuning: base parameters learn at lr * base_lr_scale
     warmup_steps: int = 400
@@ -65,6 +66,8 @@ class TrainConfig:
             raise ValueError(f"unknown heads.training {self.heads_training!r}; use frozen or finetune.")
         if self.heads_loss not in ("mean", "sampled"):
             raise ValueError(f"unknown heads.loss {self.heads_loss!r}; use mean or sampled.")
+        if self.p1_weight <= 0:
+            raise ValueError(f"heads.p1_weight must be > 0 (got {self.p1_weight}); 1 is the plain mean.")
 
 
 def lr_at(step: int, cfg: TrainConfig) -> float:
@@ -144,7 +147,7 @@ def evaluate_heads(model, batches: Iterable[Batch], heads: list[int], device, bf
         with torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16, enabled=bf16):
             h = model.decode(tgt_in, model.encode(src))
             losses = head_losses(model, h, tgt_out, heads)
-            logits = model.heads(h)
+            logits = model.heads(h, tokens=teacher_tokens(tgt_out, model.k, model.pad_id))
         for i in heads:
             tgt = shifted_targets(tgt_out, i, model.pad_id)
             mask = tgt != model.pad_id
@@ -292,7 +295,7 @@ def train(
                         # Weight micro-batches by their token share so accumulation equals one big batch
                         # (x world: DDP averages the ranks' gradients, and we want their token-weighted sum).
                         w = int((tgt_out != model.pad_id).sum()) / max(1, n_tok)
-                        loss = combine(losses) * (w * world)
+                        loss = combine(losses, cfg.p1_weight) * (w * world)
                     loss.backward()
                 total += float(loss.detach()) / world
                 for i, v in losses.items():
@@ -327,8 +330,12 @@ def train(
                 if cfg.keep_best:
                     metric = next((v for k, v in row.items() if k.endswith("/loss_head1")), None)
                     if metric is not None and (best is None or metric < best["loss"]):
-                        best = {"loss": metric, "step": step, "evals_since": 0,
-                                "state": {k: v.detach().clone() for k, v in model.state_dict().items()}}
+                        best = {
+                            "loss": metric,
+                            "step": step,
+                            "evals_since": 0,
+                            "state": {k: v.detach().clone() for k, v in model.state_dict().items()},
+                        }
                     elif best is not None:
                         best["evals_since"] += 1
                 if is_main and progress:

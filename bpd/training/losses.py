@@ -19,6 +19,11 @@ def shifted_targets(tgt_out: torch.Tensor, i: int, pad_id: int) -> torch.Tensor:
     return torch.cat([tgt_out[:, i:], pad], dim=1)
 
 
+def teacher_tokens(tgt_out: torch.Tensor, k: int, pad_id: int) -> torch.Tensor:
+    """(B, T, k-1): at position t, the tokens recurrent slots 1..k-1 read, i.e. tgt_out[t .. t+k-2]."""
+    return torch.stack([shifted_targets(tgt_out, j, pad_id) for j in range(max(1, k - 1))], dim=-1)
+
+
 def head_losses(
     model,
     h: torch.Tensor,
@@ -29,9 +34,15 @@ def head_losses(
     """Cross-entropy of each requested head (index 0 = p_1) from decoder states ``h`` (B, T, d)."""
     out: dict[int, torch.Tensor] = {}
     pad = model.pad_id
+    top = max(heads)
+    if model.heads.arch == "recurrent" and top > 0:
+        # Recurrent slots are computed in sequence once, reading the target tokens (teacher forcing).
+        states = model.heads._slots(h, top + 1, tokens=teacher_tokens(tgt_out, top + 1, pad))
     for i in heads:
         if i == 0:
             logits = model.heads.base_logits(h)
+        elif model.heads.arch == "recurrent":
+            logits = model.heads.output(states[..., i, :])
         else:
             logits = model.heads.output(model.heads._slots(h, i + 1, start=i)[..., 0, :])
         tgt = shifted_targets(tgt_out, i, pad)
@@ -41,5 +52,12 @@ def head_losses(
     return out
 
 
-def combine(losses: dict[int, torch.Tensor]) -> torch.Tensor:
-    return torch.stack(list(losses.values())).mean()
+def combine(losses: dict[int, torch.Tensor], p1_weight: float = 1.0) -> torch.Tensor:
+    """Weighted mean of the head losses, p_1 (index 0) counting ``p1_weight`` times a proposal head.
+
+    ``p1_weight`` = 1 is the plain mean. When the base is fine-tuned jointly, a larger weight keeps the
+    shared decoder serving p_1 (what decides quality) rather than the k - 1 proposal heads, in the spirit
+    of Medusa-2's weighted joint loss."""
+    weights = [p1_weight if i == 0 else 1.0 for i in losses]
+    total = sum(w * v for w, v in zip(weights, losses.values()))
+    return total / sum(weights)
