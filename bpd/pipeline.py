@@ -554,6 +554,11 @@ def decode_specs(cfg: dict, model_k: int) -> list[DecodeSpec]:
         raise ValueError(
             f"decode.ks {bad} not in 1..{model_k} (the trained heads.k); lower decode.ks or raise heads.k."
         )
+    pv = d.get("proposal_vocab")
+    if pv is not None and (cfg["task"].get("kind") != "translation" or int(pv) < 1):
+        raise ValueError(
+            f"decode.proposal_vocab={pv}: use a positive number of tokens for a translation task, or null."
+        )
     for crit in d.get("criteria", [{"name": "exact"}]):
         name, param = crit["name"], crit.get("param")
         for l in crit.get("min_block_sizes", [1]):
@@ -618,8 +623,39 @@ class ImageScorer:
 
 
 def run_id(cfg: dict, model_path: Path) -> str:
-    d = cfg["decode"]
+    # Options added later are left out at their default, so finished runs keep their ids.
+    d = {k: v for k, v in cfg["decode"].items() if not (k == "proposal_vocab" and v is None)}
     return config_hash(model_path.name, d, cfg["task"].get("name"), cfg.get("device"))
+
+
+def frequent_targets(data: TaskData, n: int) -> torch.Tensor:
+    """The ``n`` most frequent target tokens of the training data (EOS always included): the proposal
+    vocabulary of ``decode.proposal_vocab`` (ties broken by token id, so the list is deterministic)."""
+    if data.kind != "translation":
+        raise ValueError("decode.proposal_vocab restricts a translation vocabulary; leave it null for image tasks.")
+    if n < 1:
+        raise ValueError(f"decode.proposal_vocab must be a positive number of tokens or null (got {n}).")
+    counts = np.zeros(data.vocab_size, dtype=np.int64)
+    for _, tgt in data.train:
+        np.add.at(counts, np.asarray(tgt, dtype=np.int64), 1)
+    counts[data.eos_id] = np.iinfo(np.int64).max  # a row must always be able to end inside a block
+    order = np.lexsort((np.arange(len(counts)), -counts))[: min(n, len(counts))]
+    return torch.from_numpy(np.sort(order))
+
+
+def apply_proposal_vocab(model, cfg: dict, data: TaskData) -> int | None:
+    """Set ``decode.proposal_vocab`` (null = the whole vocabulary) on the model's heads; returns it."""
+    n = cfg["decode"].get("proposal_vocab")
+    model.heads.set_proposal_vocab(None if n is None else frequent_targets(data, int(n)))
+    return None if n is None else int(n)
+
+
+def same_weights(row: dict, payload: dict) -> bool:
+    """Whether a result row was produced by the checkpoint in ``payload`` (same training steps and time:
+    a retrained model never matches both)."""
+    return row.get("train_steps") == payload.get("step") and row.get("train_minutes") == round(
+        payload.get("elapsed", 0.0) / 60, 2
+    )
 
 
 def evaluate(cfg: dict, data: TaskData, model_path: Path, setting: dict[str, Any] | None = None) -> list[dict]:
@@ -629,17 +665,20 @@ def evaluate(cfg: dict, data: TaskData, model_path: Path, setting: dict[str, Any
     results_dir = resolve_path(cfg.get("paths", {}).get("results_dir", f"results/{cfg.get('name', 'adhoc')}"))
     rows_path = results_dir / "rows.jsonl"
     rid = run_id(cfg, model_path)
-    if d.get("skip_existing", True):
-        done = [r for r in read_rows(rows_path) if r.get("run_id") == rid]
-        if done:
-            print(f"results for run {rid} already in {rows_path}; skipping (decode.skip_existing=false to redo)")
-            return done
     info = _dist(cfg)
     device = info.device if info.distributed else pick_device(cfg.get("device"))
     model, payload = load_model(model_path, device)
+    if d.get("skip_existing", True):
+        # The same run id *and* the same trained weights: a model file retrained under the same config
+        # (e.g. a fresh clone, whose results/ already holds our committed rows) is evaluated anew.
+        done = [r for r in read_rows(rows_path) if r.get("run_id") == rid and same_weights(r, payload)]
+        if done:
+            print(f"results for run {rid} already in {rows_path}; skipping (decode.skip_existing=false to redo)")
+            return done
     check_vocab(model, data, model_path)
     if d.get("dtype", "float32") == "bfloat16":
         model = model.to(torch.bfloat16)
+    proposal_vocab = apply_proposal_vocab(model, cfg, data)
     threads = d.get("threads")
     if threads:
         torch.set_num_threads(int(threads))
@@ -700,6 +739,7 @@ def evaluate(cfg: dict, data: TaskData, model_path: Path, setting: dict[str, Any
         "distilled": (setting or {}).get("distilled", cfg.get("base_targets", "gold") == "distilled"),
         "setting": (setting or {}).get("setting", cfg.get("setting")),
         "batch_size": bs,
+        "proposal_vocab": proposal_vocab,
         "dtype": d.get("dtype", "float32"),
         "device": device_name(device),
         "threads": torch.get_num_threads(),

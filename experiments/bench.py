@@ -23,7 +23,14 @@ def run(cfg: dict) -> list[dict]:
 
     from bpd.bench import format_bench, run_bench, write_jsonl
     from bpd.evaluation import DecodeSpec
-    from bpd.pipeline import ensure_heads, load_task, pick_device, resolve_path, translation_max_len
+    from bpd.pipeline import (
+        apply_proposal_vocab,
+        ensure_heads,
+        load_task,
+        pick_device,
+        resolve_path,
+        translation_max_len,
+    )
     from bpd.tracking import append_rows, device_name, git_sha
     from bpd.training.checkpoint import load_model
 
@@ -56,6 +63,7 @@ def run(cfg: dict) -> list[dict]:
         model, payload = load_model(path, device)
         if b.get("dtype") == "bfloat16":
             model = model.to(torch.bfloat16)
+        proposal_vocab = apply_proposal_vocab(model, cfg, data)  # the experiment's decode setting
         if b.get("compile"):
             model.decode = torch.compile(model.decode, dynamic=True)
         ks = [k for k in b["ks"] if k <= model.k]
@@ -72,6 +80,7 @@ def run(cfg: dict) -> list[dict]:
             "model": path.name,
             "heads_arch": arch,
             "trained_k": model.k,
+            "proposal_vocab": proposal_vocab,
             "heads_training": payload["train_config"].get("heads_training"),
             "device": device_name(device),
             "dtype": b.get("dtype", "float32"),

@@ -299,3 +299,37 @@ def test_finished_rows_stop_costing():
     if its[0] < its[-1]:
         assert min(calls) < 4
         assert sum(calls) == 4 + sum(b.iterations)
+
+
+@pytest.mark.parametrize("arch", HEAD_ARCHS)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_proposal_vocab_keeps_exactness_and_limits_proposals(arch, seed):
+    """A restricted proposal vocabulary changes what is proposed, never what exact decoding returns."""
+    model = random_model(30, 5, seed, arch=arch, head_noise=0.05, identity_p1=True)
+    src = random_src(3, 6, 30, seed)
+    ids = torch.tensor([model.eos_id, 3, 5, 7, 11, 13, 17])
+    ref = greedy_decode(model, src, max_len=20)
+    h = torch.randn(4, model.cfg.d_model, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
+    with torch.inference_mode():
+        free = model.heads.propose(h, torch.full((4, 1), 3), 5)
+    model.heads.set_proposal_vocab(ids)
+    res = blockwise_decode(model, src, k=5, max_len=20)
+    assert res.tokens == ref.tokens
+    with torch.inference_mode():
+        props = model.heads.propose(h, torch.full((4, 1), 3), 5)
+    assert props.shape == (4, 4) and torch.isin(props, ids).all()
+    model.heads.set_proposal_vocab(None)
+    with torch.inference_mode():
+        assert torch.equal(model.heads.propose(h, torch.full((4, 1), 3), 5), free), "None lifts the restriction"
+
+
+def test_frequent_targets():
+    from types import SimpleNamespace
+
+    from bpd.pipeline import frequent_targets
+
+    train = [([4], [5, 5, 6, 2]), ([4], [5, 7, 7, 2])]
+    data = SimpleNamespace(kind="translation", vocab_size=10, eos_id=2, train=train)
+    assert frequent_targets(data, 3).tolist() == [2, 5, 7]  # EOS first, then by count, ties by id
+    with pytest.raises(ValueError, match="proposal_vocab"):
+        frequent_targets(SimpleNamespace(kind="image"), 3)

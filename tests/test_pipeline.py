@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 from toy import toy_config
 
 from bpd import pipeline
@@ -85,6 +86,13 @@ def test_full_pipeline_rows(toy):
     assert len(on_disk) == len(rows)
     again = pipeline.evaluate(cfg, data, path)
     assert len(read_rows(tmp / "results" / "rows.jsonl")) == len(rows) and len(again) == len(rows)
+    # A model retrained under the same config (same file name, other weights: e.g. a fresh clone whose
+    # results/ holds committed rows) is evaluated anew, not skipped.
+    ckpt = torch.load(path, weights_only=False)
+    ckpt["step"] = ckpt["step"] + 1
+    torch.save(ckpt, path)
+    pipeline.evaluate(cfg, data, path)
+    assert len(read_rows(tmp / "results" / "rows.jsonl")) == 2 * len(rows)
     json.dumps(rows)  # tidy: serialisable
 
 

@@ -62,6 +62,8 @@ class ProposalHeads(nn.Module):
         self._output = [output]
         # Inference-only tensors derived from the weights (see ``_derived``), rebuilt when they change.
         self._derived_cache: dict[str, tuple[tuple, torch.Tensor]] = {}
+        # Decoding option: proposal heads choose among these token ids only (``set_proposal_vocab``).
+        self.proposal_ids: torch.Tensor | None = None
         # A plain base model (k == 1 with identity p_1) has no extra parameters at all.
         n_learned = k - 1 if identity_p1 else k
         self.n_learned = n_learned
@@ -174,16 +176,37 @@ class ProposalHeads(nn.Module):
         """Logits of slots 1 .. k-1 only (p_1 comes from ``base_logits``): (..., k-1, V)."""
         return self.project(self._slots(h, k, start=1))
 
+    def set_proposal_vocab(self, ids: torch.Tensor | None) -> None:
+        """Restrict what the proposal heads may propose to ``ids`` (e.g. the most frequent target tokens),
+        or lift the restriction with None. Proposals are only guesses: verification still scores p_1 over
+        the whole vocabulary, so exact decoding stays identical to greedy; a smaller projection makes each
+        proposal slot cheaper (FR-Spec, Zhao et al. 2025), at the price of never proposing a rare token."""
+        dev = self.output.weight.device
+        self.proposal_ids = None if ids is None else torch.as_tensor(ids, dtype=torch.long, device=dev)
+
+    def _propose_top1(self, x: torch.Tensor) -> torch.Tensor:
+        """Proposed token ids (argmax over the allowed proposal vocabulary)."""
+        ids = self.proposal_ids
+        if ids is None:
+            return top1(self.project(x))
+        w, b = self.output.weight, self.output.bias
+        if w.device.type == "cpu" and torch.is_inference_mode_enabled():
+            wt = self._derived("wt_proposal", [w, ids], lambda: w[ids].t().contiguous())
+            logits = x @ wt if b is None else torch.addmm(b[ids], x, wt)
+        else:
+            logits = F.linear(x, w[ids], None if b is None else b[ids])
+        return ids[top1(logits)]
+
     def propose(self, h: torch.Tensor, first: torch.Tensor, k: int) -> torch.Tensor:
         """Proposal tokens of slots 1..k-1 (B, k-1) at one position ``h`` (B, d), given p_1's argmax
         ``first`` (B, 1). Recurrent slots are chained, each projected once."""
         if self.arch != "recurrent" or self.n_learned == 0:
-            return top1(self.proposal_logits(h, k))
+            return self._propose_top1(self._slots(h, k, start=1))
         out, s, tok = [], h, first[:, 0]
         if not (torch.is_inference_mode_enabled() and h.dim() == 2):
             for i in range(1, min(k, self.k)):
                 s = self._recurrent_step(s, tok, i)
-                tok = top1(self.project(s))
+                tok = self._propose_top1(s)
                 out.append(tok)
             return torch.stack(out, dim=-1)
         # Decoding: the same function in fewer small ops (on a CPU each op costs ~10 us whatever its size).
@@ -193,7 +216,7 @@ class ProposalHeads(nn.Module):
         slots = self._derived("recurrent", params, self._recurrent_tables)
         for table, w_s, w_o, b_o in slots[: min(k, self.k) - 1]:
             s = s + torch.addmm(b_o, torch.relu(torch.addmm(table[tok], s, w_s)), w_o)
-            tok = top1(self.project(s))
+            tok = self._propose_top1(s)
             out.append(tok)
         return torch.stack(out, dim=-1)
 
