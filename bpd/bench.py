@@ -28,17 +28,20 @@ from bpd.decoding.criteria import make_criterion, top1
 from bpd.evaluation import DecodeSpec, RunOutput, decode_and_time, pad_rows
 
 
-def _median_ms(fn, repeats: int, device: torch.device) -> float:
-    times = []
+def _median_ms(fns: dict[str, Any], repeats: int, device: torch.device) -> dict[str, float]:
+    """Median milliseconds of each function, timed round-robin (one call of each per repetition), so a
+    drift in machine speed (shared CPUs, clock changes) affects every ratio's numerator and denominator alike."""
+    times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeats):
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        t0 = time.perf_counter()
-        fn()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
+        for name, fn in fns.items():
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            t0 = time.perf_counter()
+            fn()
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            times[name].append(time.perf_counter() - t0)
+    return {name: statistics.median(t) * 1e3 for name, t in times.items()}
 
 
 @torch.inference_mode()
@@ -72,9 +75,7 @@ def step_costs(
         top1(model.heads.base_logits(h[:, 0])).tolist()
         cache.truncate(base_len, base_host)
 
-    for _ in range(5):
-        greedy_step()
-    out = {"t1": _median_ms(greedy_step, repeats, device)}
+    fns: dict[str, Any] = {"t1": greedy_step}
     crit = make_criterion(criterion, criterion_param, **(criterion_kwargs or {}))
     for k in ks:
         props = torch.full((b, k), model.bos_id, dtype=torch.long, device=device)
@@ -87,10 +88,11 @@ def step_costs(
             propose(model, h_last, first, k)
             cache.truncate(base_len, base_host)
 
+        fns[f"t{k}"] = round_k
+    for fn in fns.values():  # warm-up
         for _ in range(5):
-            round_k()
-        out[f"t{k}"] = _median_ms(round_k, repeats, device)
-    return out
+            fn()
+    return _median_ms(fns, repeats, device)
 
 
 def peak_memory_mb(device: torch.device) -> float:
