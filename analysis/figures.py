@@ -54,6 +54,14 @@ def _scatter_settings(ax: plt.Axes, df: pd.DataFrame, x: str, y: str, settings: 
     return drawn
 
 
+def _frame(ax, xlabel: str, ylabel: str, title: str) -> None:
+    """Axis labels, a small title and a light grid: the frame every panel of the report shares."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+
+
 def table1_scatter(t1: pd.DataFrame, out_dir: Path) -> list[Path]:
     """The paper's Table 1 figure: BLEU against mean accepted block size, ours and the paper's side by side."""
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
@@ -65,10 +73,7 @@ def table1_scatter(t1: pd.DataFrame, out_dir: Path) -> list[Path]:
             _no_data(ax, "no rows yet: make reproduce-mt-small")
         else:
             ax.legend(fontsize=8)
-        ax.set_xlabel("mean accepted block size k̂")
-        ax.set_ylabel("BLEU")
-        ax.set_title(title, fontsize=10)
-        ax.grid(alpha=0.3)
+        _frame(ax, "mean accepted block size k̂", "BLEU", title)
     fig.suptitle("BLEU against mean accepted block size (numbers: k)", fontsize=11)
     return save(fig, out_dir, "table1_bleu_vs_block")
 
@@ -87,10 +92,7 @@ def table2_lines(t2: pd.DataFrame, out_dir: Path) -> list[Path]:
                     mfc="none", label=f"{LABELS[s]} (paper)")
     if t2["block_ours"].notna().sum() == 0:
         _no_data(ax, "no rows of ours yet: make reproduce-sr-small")
-    ax.set_xlabel("k")
-    ax.set_ylabel("mean accepted block size k̂")
-    ax.set_title("Super-resolution: k̂ against k (solid: ours, dashed: paper)", fontsize=10)
-    ax.grid(alpha=0.3)
+    _frame(ax, "k", "mean accepted block size k̂", "Super-resolution: k̂ against k (solid: ours, dashed: paper)")
     ax.legend(fontsize=7, ncol=2)
     return save(fig, out_dir, "table2_block_vs_k")
 
@@ -121,10 +123,7 @@ def speedup_vs_block(points: pd.DataFrame, peaks: pd.DataFrame, out_dir: Path) -
         ax.axhline(1.0, color="0.7", lw=0.8, ls=":")
         if pts.empty:
             _no_data(ax, "no rows of ours yet")
-        ax.set_xlabel("mean accepted block size k̂")
-        ax.set_ylabel("wall-clock speedup over greedy")
-        ax.set_title(TASK_TITLES[task], fontsize=10)
-        ax.grid(alpha=0.3)
+        _frame(ax, "mean accepted block size k̂", "wall-clock speedup over greedy", TASK_TITLES[task])
         ax.legend(fontsize=7)
     fig.suptitle("Wall-clock speedup against mean accepted block size (numbers: k)", fontsize=11)
     return save(fig, out_dir, "figure4_speedup_vs_block")
@@ -144,10 +143,7 @@ def acceptance_by_position(acc: pd.DataFrame, out_dir: Path) -> list[Path]:
                     label=f"{LABELS.get(s, s)} (k={g['k'].iloc[0]:g}, {g['criterion'].iloc[0]})")
         ax.set_ylim(0, 1.05)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_xlabel("head position i (proposes token j+i)")
-        ax.set_ylabel("P(accept | earlier heads accepted)")
-        ax.set_title(TASK_TITLES[task], fontsize=10)
-        ax.grid(alpha=0.3)
+        _frame(ax, "head position i (proposes token j+i)", "P(accept | earlier heads accepted)", TASK_TITLES[task])
         ax.legend(fontsize=7)
     fig.suptitle("Per-position acceptance rate per head", fontsize=11)
     return save(fig, out_dir, "acceptance_per_position")

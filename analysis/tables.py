@@ -107,6 +107,28 @@ def _paper(paper: pd.DataFrame, table: str) -> pd.DataFrame:
     return paper[paper["table"].eq(table)]
 
 
+def _cell_frame(cells: pd.DataFrame, **columns: str) -> pd.DataFrame:
+    """One line per table cell: its setting and k, then ``name=row column`` pairs (empty-safe: a missing
+    column reads as an empty float column, so merges on it keep working when there are no rows yet)."""
+    return pd.DataFrame(
+        {
+            "setting": cells.get("table_setting", pd.Series(dtype=object)),
+            "k": cells.get("k", pd.Series(dtype=float)),
+            **{name: cells.get(col, pd.Series(dtype=float)) for name, col in columns.items()},
+        }
+    )
+
+
+def _against_exact(ours: pd.DataFrame, exact: pd.DataFrame) -> pd.DataFrame:
+    """``ours`` plus dbleu_ours / dblock_ours: each cell's change against exact acceptance (``exact``: our
+    Table 1 cells) at the same setting and k."""
+    ex = _cell_frame(exact, bleu_exact="bleu", block_exact="mean_block_size")
+    out = ours.merge(ex, on=["setting", "k"], how="left")
+    out["dbleu_ours"] = out["bleu_ours"] - out["bleu_exact"]
+    out["dblock_ours"] = out["block_ours"] - out["block_exact"]
+    return out.drop(columns=["bleu_exact", "block_exact"])
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Translation
 # ---------------------------------------------------------------------------------------------------------------
@@ -124,18 +146,15 @@ def table1_cells(rows: pd.DataFrame, prefer: tuple[str, ...] = PREFER_MT) -> pd.
 def table1(rows: pd.DataFrame, paper: pd.DataFrame, prefer: tuple[str, ...] = PREFER_MT) -> Table:
     """Table 1: BLEU / mean accepted block size per setting and k, ours beside the paper's."""
     cells = table1_cells(rows, prefer)
-    ours = pd.DataFrame(
-        {
-            "setting": cells.get("table_setting", pd.Series(dtype=object)),
-            "k": cells.get("k", pd.Series(dtype=float)),
-            "bleu_ours": cells.get("bleu"),
-            "block_ours": cells.get("mean_block_size"),
-            "identical_to_greedy": cells.get("identical_to_greedy"),
-            "speedup": cells.get("speedup"),
-            "n_examples": cells.get("n_examples"),
-            "experiment": cells.get("experiment"),
-            "dataset": cells.get("dataset"),
-        }
+    ours = _cell_frame(
+        cells,
+        bleu_ours="bleu",
+        block_ours="mean_block_size",
+        identical_to_greedy="identical_to_greedy",
+        speedup="speedup",
+        n_examples="n_examples",
+        experiment="experiment",
+        dataset="dataset",
     )
     ref = _paper(paper, "table1")[["setting", "k", "bleu", "mean_block_size"]].rename(
         columns={"bleu": "bleu_paper", "mean_block_size": "block_paper"}
@@ -166,35 +185,16 @@ def topn_table(rows: pd.DataFrame, paper: pd.DataFrame, prefer: tuple[str, ...] 
             mt["method"].eq("blockwise") & mt["criterion"].eq("topk") & mt["min_block_size"].fillna(1).eq(1)
         ]
         cells = pick_latest(cand, ["table_setting", "k", "criterion_param"])
-    ours = pd.DataFrame(
-        {
-            "setting": cells.get("table_setting", pd.Series(dtype=object)),
-            "k": cells.get("k", pd.Series(dtype=float)),
-            "n": cells.get("criterion_param", pd.Series(dtype=float)),
-            "bleu_ours": cells.get("bleu"),
-            "block_ours": cells.get("mean_block_size"),
-        }
+    ours = _against_exact(
+        _cell_frame(cells, n="criterion_param", bleu_ours="bleu", block_ours="mean_block_size"), exact
     )
-    ex = pd.DataFrame(
-        {
-            "setting": exact.get("table_setting", pd.Series(dtype=object)),
-            "k": exact.get("k", pd.Series(dtype=float)),
-            "bleu_exact": exact.get("bleu"),
-            "block_exact": exact.get("mean_block_size"),
-        }
-    )
-    ours = ours.merge(ex, on=["setting", "k"], how="left")
-    ours["dbleu_ours"] = ours["bleu_ours"] - ours["bleu_exact"]
-    ours["dblock_ours"] = ours["block_ours"] - ours["block_exact"]
     ref = _paper(paper, "topn")[["setting", "k", "criterion_param", "bleu", "mean_block_size"]].rename(
         columns={"criterion_param": "n", "bleu": "bleu_paper", "mean_block_size": "block_paper"}
     )
     ref_exact = _paper(paper, "table1")[["setting", "k", "bleu"]].rename(columns={"bleu": "bleu_paper_exact"})
     ref = ref.merge(ref_exact, on=["setting", "k"], how="left")
     ref["dbleu_paper"] = ref["bleu_paper"] - ref["bleu_paper_exact"]
-    data = ours.drop(columns=["bleu_exact", "block_exact"]).merge(
-        ref.drop(columns=["bleu_paper_exact"]), on=["setting", "k", "n"], how="outer"
-    )
+    data = ours.merge(ref.drop(columns=["bleu_paper_exact"]), on=["setting", "k", "n"], how="outer")
     data["bleu_diff"] = data["bleu_ours"] - data["bleu_paper"]
     data["block_diff"] = data["block_ours"] - data["block_paper"]
     data = _order(data, MT_SETTINGS, ["n"])
@@ -219,28 +219,11 @@ def min_block_table(rows: pd.DataFrame, paper: pd.DataFrame, prefer: tuple[str, 
     else:
         cand = mt[mt["method"].eq("blockwise") & mt["criterion"].eq("exact") & mt["min_block_size"].gt(1)]
         cells = pick_latest(cand, ["table_setting", "k", "min_block_size"])
-    data = pd.DataFrame(
-        {
-            "setting": cells.get("table_setting", pd.Series(dtype=object)),
-            "k": cells.get("k", pd.Series(dtype=float)),
-            "l": cells.get("min_block_size", pd.Series(dtype=float)),
-            "bleu_ours": cells.get("bleu"),
-            "block_ours": cells.get("mean_block_size"),
-            "identical_to_greedy": cells.get("identical_to_greedy"),
-        }
+    ours = _cell_frame(
+        cells, l="min_block_size", bleu_ours="bleu", block_ours="mean_block_size",
+        identical_to_greedy="identical_to_greedy",
     )
-    ex = pd.DataFrame(
-        {
-            "setting": exact.get("table_setting", pd.Series(dtype=object)),
-            "k": exact.get("k", pd.Series(dtype=float)),
-            "bleu_exact": exact.get("bleu"),
-            "block_exact": exact.get("mean_block_size"),
-        }
-    )
-    data = data.merge(ex, on=["setting", "k"], how="left")
-    data["dbleu_ours"] = data["bleu_ours"] - data["bleu_exact"]
-    data["dblock_ours"] = data["block_ours"] - data["block_exact"]
-    data = _order(data.drop(columns=["bleu_exact", "block_exact"]), MT_SETTINGS, ["l"])
+    data = _order(_against_exact(ours, exact), MT_SETTINGS, ["l"])
     missing = None
     if cells.empty:
         missing = (
@@ -318,18 +301,15 @@ def table2_cells(rows: pd.DataFrame, prefer: tuple[str, ...] = PREFER_SR) -> pd.
 def table2(rows: pd.DataFrame, paper: pd.DataFrame, prefer: tuple[str, ...] = PREFER_SR) -> Table:
     """Table 2: SR mean accepted block size per setting and k beside the paper's, with our PSNR."""
     cells = table2_cells(rows, prefer)
-    ours = pd.DataFrame(
-        {
-            "setting": cells.get("table_setting", pd.Series(dtype=object)),
-            "k": cells.get("k", pd.Series(dtype=float)),
-            "block_ours": cells.get("mean_block_size"),
-            "psnr": cells.get("psnr"),
-            "psnr_vs_greedy": cells.get("psnr_vs_greedy"),
-            "pixel_agreement_with_greedy": cells.get("pixel_agreement_with_greedy"),
-            "speedup": cells.get("speedup"),
-            "n_examples": cells.get("n_examples"),
-            "dataset": cells.get("dataset"),
-        }
+    ours = _cell_frame(
+        cells,
+        block_ours="mean_block_size",
+        psnr="psnr",
+        psnr_vs_greedy="psnr_vs_greedy",
+        pixel_agreement_with_greedy="pixel_agreement_with_greedy",
+        speedup="speedup",
+        n_examples="n_examples",
+        dataset="dataset",
     )
     ref = _paper(paper, "table2")[["setting", "k", "mean_block_size"]].rename(
         columns={"mean_block_size": "block_paper"}
