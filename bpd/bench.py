@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from bpd.decoding.blockwise import accept_lengths, gather_last, propose, rollback, verify
+from bpd.decoding.blockwise import propose, verify_and_accept
 from bpd.decoding.criteria import make_criterion, top1
 from bpd.evaluation import DecodeSpec, RunOutput, decode_and_time, pad_rows
 
@@ -81,10 +81,7 @@ def step_costs(
         props = torch.full((b, k), model.bos_id, dtype=torch.long, device=device)
 
         def round_k(k: int = k, props: torch.Tensor = props) -> None:
-            h, best, ok = verify(model, props, enc, cache, crit)
-            _, khat_h = accept_lengths(torch.cat([props, ok.to(props.dtype)], dim=1).tolist(), k, 1)
-            rollback(cache, k, khat_h)
-            h_last, first = gather_last(h, best, khat_h)
+            *_, h_last, first = verify_and_accept(model, props, enc, cache, crit, k, 1)
             propose(model, h_last, first, k)
             cache.truncate(base_len, base_host)
 

@@ -554,11 +554,7 @@ def decode_specs(cfg: dict, model_k: int) -> list[DecodeSpec]:
         raise ValueError(
             f"decode.ks {bad} not in 1..{model_k} (the trained heads.k); lower decode.ks or raise heads.k."
         )
-    pv = d.get("proposal_vocab")
-    if pv is not None and (cfg["task"].get("kind") != "translation" or int(pv) < 1):
-        raise ValueError(
-            f"decode.proposal_vocab={pv}: use a positive number of tokens for a translation task, or null."
-        )
+    check_proposal_vocab(cfg.get("task", {}).get("kind"), d.get("proposal_vocab"))
     for crit in d.get("criteria", [{"name": "exact"}]):
         name, param = crit["name"], crit.get("param")
         for l in crit.get("min_block_sizes", [1]):
@@ -628,13 +624,19 @@ def run_id(cfg: dict, model_path: Path) -> str:
     return config_hash(model_path.name, d, cfg["task"].get("name"), cfg.get("device"))
 
 
+def check_proposal_vocab(kind: str | None, n: Any) -> int | None:
+    """``decode.proposal_vocab`` validated: null, or a positive number of tokens for a translation task."""
+    if n is None:
+        return None
+    if kind != "translation" or int(n) < 1:
+        raise ValueError(f"decode.proposal_vocab={n}: use a positive number of tokens for a translation task, or null.")
+    return int(n)
+
+
 def frequent_targets(data: TaskData, n: int) -> torch.Tensor:
     """The ``n`` most frequent target tokens of the training data (EOS always included): the proposal
     vocabulary of ``decode.proposal_vocab`` (ties broken by token id, so the list is deterministic)."""
-    if data.kind != "translation":
-        raise ValueError("decode.proposal_vocab restricts a translation vocabulary; leave it null for image tasks.")
-    if n < 1:
-        raise ValueError(f"decode.proposal_vocab must be a positive number of tokens or null (got {n}).")
+    n = check_proposal_vocab(data.kind, n)
     counts = np.zeros(data.vocab_size, dtype=np.int64)
     for _, tgt in data.train:
         np.add.at(counts, np.asarray(tgt, dtype=np.int64), 1)

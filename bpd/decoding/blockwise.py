@@ -72,6 +72,19 @@ def rollback(cache, k: int, khat: list[int]) -> None:
         cache.truncate(cache.lengths - k + torch.tensor(khat, device=cache.lengths.device), host_max=cache.host_max)
 
 
+def verify_and_accept(model, props: torch.Tensor, enc, cache, criterion: Criterion, k: int, floor: int):
+    """A round up to its next proposals: verify, learn each row's k_hat on the host, roll the cache back
+    and read the last accepted position. Returns the host rows ``[proposals | accept flags]``, the leading
+    accepted runs, k_hat per row, and the decoder state and p_1's argmax at the last accepted position."""
+    h, best, ok = verify(model, props, enc, cache, criterion)
+    # The single host synchronisation of the round: proposed tokens and accept flags together.
+    host = torch.cat([props, ok.to(props.dtype)], dim=1).tolist()
+    leads, khat = accept_lengths(host, k, floor)
+    rollback(cache, k, khat)
+    h_last, first = gather_last(h, best, khat)
+    return host, leads, khat, h_last, first
+
+
 @torch.inference_mode()
 def blockwise_decode(
     model,
@@ -110,18 +123,12 @@ def blockwise_decode(
     invocations = 1
     counts = [0] * k  # rounds whose leading accepted run reached slot i
     while rows.active:
-        h, best, ok = verify(model, props, enc, cache, criterion)
+        host, leads, khat_h, h_last, first = verify_and_accept(model, props, enc, cache, criterion, k, floor)
         invocations += 1
-        # The single host synchronisation of the round: proposed tokens and accept flags together.
-        host = torch.cat([props, ok.to(props.dtype)], dim=1).tolist()
-        leads, khat_h = accept_lengths(host, k, floor)
         for n in leads:
             for i in range(n + 1):
                 counts[i] += 1
         finished = [s for s, row in enumerate(host) if rows.accept(s, row[: khat_h[s]])]
-        # Roll each row's cache back to its accepted length; read the next proposals there.
-        rollback(cache, k, khat_h)
-        h_last, first = gather_last(h, best, khat_h)
         keep = rows.drop(finished)
         if keep is not None:
             if not rows.active:
