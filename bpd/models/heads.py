@@ -172,10 +172,6 @@ class ProposalHeads(nn.Module):
         """Logits of the first ``k`` slots (default all): (..., k, V). ``tokens``: see ``_slots``."""
         return self.project(self._slots(h, self.k if k is None else k, tokens=tokens))
 
-    def proposal_logits(self, h: torch.Tensor, k: int) -> torch.Tensor:
-        """Logits of slots 1 .. k-1 only (p_1 comes from ``base_logits``): (..., k-1, V)."""
-        return self.project(self._slots(h, k, start=1))
-
     def set_proposal_vocab(self, ids: torch.Tensor | None) -> None:
         """Restrict what the proposal heads may propose to ``ids`` (e.g. the most frequent target tokens),
         or lift the restriction with None. Proposals are only guesses: verification still scores p_1 over
