@@ -31,13 +31,15 @@ EXPECTED_COLUMNS = (
     "criterion criterion_param min_block_size beam_size n_examples output_tokens iterations mean_block_size "
     "identical_to_greedy wallclock_s greedy_wallclock_s speedup acceptance_rate_per_position bleu psnr "
     "psnr_vs_greedy pixel_agreement_with_greedy grid_file source_experiment t1_ms tk_ms step_cost_ratio "
-    "ideal_speedup efficiency tokens_per_s speedup_min speedup_max peak_mem_mb"
+    "ideal_speedup efficiency predicted_speedup efficiency_vs_predicted tokens_per_s speedup_min speedup_max "
+    "peak_mem_mb"
 ).split()
 
 NUMERIC_COLUMNS = (
     "k trained_k batch_size min_block_size beam_size n_examples criterion_param bleu psnr psnr_vs_greedy "
     "pixel_agreement_with_greedy mean_block_size identical_to_greedy speedup wallclock_s greedy_wallclock_s "
-    "t1_ms tk_ms step_cost_ratio ideal_speedup efficiency tokens_per_s speedup_min speedup_max peak_mem_mb"
+    "t1_ms tk_ms step_cost_ratio ideal_speedup efficiency predicted_speedup efficiency_vs_predicted tokens_per_s "
+    "speedup_min speedup_max peak_mem_mb"
 ).split()
 
 #: What makes two rows "the same configuration": re-runs of it differ only in run_id, git_sha and time. The model

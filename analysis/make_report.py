@@ -127,6 +127,7 @@ SPECS: dict[str, list[tuple[str, str, str]]] = {
         ("mean_block_size", "k̂", "f2"), ("tokens_per_s", "tokens/s", "f1"), ("speedup", "speedup", "x"),
         ("speedup_range", "[min, max]", "s"), ("step_cost_ratio", "t_k/t_1", "f2"),
         ("ideal_speedup", "ideal", "x"), ("efficiency", "efficiency", "pct"),
+        ("predicted_speedup", "predicted", "x"), ("efficiency_vs_predicted", "vs predicted", "pct"),
         ("identical_to_greedy", "= greedy", "pct"), ("peak_mem_mb", "peak MB", "f1"),
     ],
 }

@@ -25,12 +25,18 @@ def bench():
 
 
 def test_rows_ratios_from_measured_parts(bench):
-    _, _, _, rows, _ = bench
+    _, sources, _, rows, _ = bench
+    greedy = {r["batch_size"]: r for r in rows if r["method"] == "greedy"}
     for r in rows:
         if r["method"] != "blockwise":
             continue
         assert r["ideal_speedup"] == pytest.approx(r["mean_block_size"] * r["t1_ms"] / r["tk_ms"])
         assert r["efficiency"] == pytest.approx(r["speedup"] / r["ideal_speedup"])
+        n_b = -(-len(sources) // r["batch_size"])
+        greedy_ms = n_b * r["t_enc_ms"] + greedy[r["batch_size"]]["invocations"] * r["t1_ms"]
+        block_ms = n_b * (r["t_enc_ms"] + r["t_start_ms"]) + (r["invocations"] - n_b) * r["tk_ms"]
+        assert r["predicted_speedup"] == pytest.approx(greedy_ms / block_ms)
+        assert r["efficiency_vs_predicted"] == pytest.approx(r["speedup"] / r["predicted_speedup"])
         assert r["step_cost_ratio"] == pytest.approx(r["tk_ms"] / r["t1_ms"])
         assert r["speedup_min"] <= r["speedup"] <= r["speedup_max"]
         assert r["tokens_per_s"] == pytest.approx(r["output_tokens"] / r["wallclock_s"])
@@ -61,7 +67,7 @@ def test_specbench_records_consistent_with_rows(bench):
 def test_step_costs_measure_each_k():
     model = random_model(24, 4, 1, dtype=torch.float32)
     costs = step_costs(model, random_src(2, 5, 24, 1), [2, 4], repeats=5)
-    assert set(costs) == {"t1", "t2", "t4"} and all(v > 0 for v in costs.values())
+    assert set(costs) == {"t1", "t2", "t4", "enc", "s2", "s4"} and all(v > 0 for v in costs.values())
 
 
 def test_bench_rows_from_synthetic_runs():
@@ -70,11 +76,16 @@ def test_bench_rows_from_synthetic_runs():
     b = RunOutput([[5] * 10], [4], [[3, 3, 2, 2]], invocations=5, wallclock_s=0.5,
                   position_reached=[4, 4], position_accepted=[4, 2])
     specs = [DecodeSpec("greedy"), DecodeSpec("blockwise", k=3)]
-    rows = bench_rows([{"greedy": g, specs[1].name: b}], specs, {"t1": 2.0, "t3": 4.0}, {"batch_size": 1})
+    costs = {"t1": 2.0, "t3": 4.0, "enc": 1.0, "s3": 3.0}
+    rows = bench_rows([{"greedy": g, specs[1].name: b}], specs, costs, {"batch_size": 1, "n_batches": 1})
     r = rows[1]
     assert r["mean_block_size"] == 2.5 and r["speedup"] == 2.0
     assert r["ideal_speedup"] == pytest.approx(2.5 * 2.0 / 4.0)
     assert r["efficiency"] == pytest.approx(2.0 / 1.25)
+    # Whole run from the step costs: greedy 1 + 10 * 2 = 21 ms; blockwise 1 + 3 (start) + 4 rounds * 4 = 20 ms.
+    assert r["predicted_speedup"] == pytest.approx(21 / 20)
+    assert r["efficiency_vs_predicted"] == pytest.approx(2.0 / (21 / 20))
+    assert rows[0]["predicted_speedup"] is None  # greedy is the reference
     assert r["acceptance_rate_per_position"] == [1.0, 0.5]
     rec = specbench_records({"greedy": g, specs[1].name: b}, specs, "m")
     assert rec[1]["choices"][0]["accept_lengths"] == [3, 3, 2, 2]

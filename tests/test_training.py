@@ -204,3 +204,18 @@ def test_recurrent_heads_teacher_forcing_and_proposals():
         from bpd.models import build_translation_model
 
         build_translation_model(30, 4, "micro", heads_arch="recurrent", identity_p1=False)
+
+
+def test_head_losses_finite_when_a_head_has_no_targets():
+    """Short sentences leave a far head nothing to predict: its loss is 0 (not NaN), the others are the mean."""
+    import torch.nn.functional as F
+
+    model = fresh_model(k=4)
+    tgt_out = torch.tensor([[5, 6, 2, 0, 0], [7, 2, 0, 0, 0]])  # at most 3 tokens: head 3 sees only padding
+    h = torch.randn(2, 5, model.cfg.d_model)
+    losses = head_losses(model, h, tgt_out, [0, 1, 3])
+    assert float(losses[3].detach()) == 0.0
+    ref = F.cross_entropy(model.heads.base_logits(h).flatten(0, 1), tgt_out.flatten(), ignore_index=0)
+    assert float(losses[0].detach()) == pytest.approx(float(ref.detach()), rel=1e-5)
+    combine(losses).backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)

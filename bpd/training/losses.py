@@ -45,10 +45,13 @@ def head_losses(
             logits = model.heads.output(states[..., i, :])
         else:
             logits = model.heads.output(model.heads._slots(h, i + 1, start=i)[..., 0, :])
-        tgt = shifted_targets(tgt_out, i, pad)
-        out[i] = F.cross_entropy(
-            logits.flatten(0, 1).float(), tgt.flatten(), ignore_index=pad, label_smoothing=label_smoothing
+        tgt = shifted_targets(tgt_out, i, pad).flatten()
+        # Sum over the counted targets: a batch of short sentences has none i positions ahead for a far
+        # head, and the plain mean would then log NaN (its gradient is zero either way).
+        ce = F.cross_entropy(
+            logits.flatten(0, 1).float(), tgt, ignore_index=pad, label_smoothing=label_smoothing, reduction="sum"
         )
+        out[i] = ce / (tgt != pad).sum().clamp(min=1)
     return out
 
 
