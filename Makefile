@@ -13,7 +13,7 @@ export PYTHONHASHSEED := 0
         reproduce-mt reproduce-sr reproduce-paper clean-results help
 
 help:
-	@echo "make demo     - the main job on embedded data (CPU, ~11 min after setup)"
+	@echo "make demo     - the main job on embedded data (CPU, ~10 min after setup)"
 	@echo "make test     - the test suite (CPU, <10 min)"
 	@echo "make lint     - ruff"
 	@echo "see README.md for the reproduction and benchmark targets"
