@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from bpd.decoding.blockwise import propose, verify_and_accept
+from bpd.decoding.blockwise import propose, start, verify_and_accept
 from bpd.decoding.criteria import make_criterion, top1
 from bpd.evaluation import DecodeSpec, RunOutput, decode_and_time, pad_rows
 
@@ -96,8 +96,7 @@ def step_costs(
             cache.truncate(base_len, base_host)
 
         def start_k(k: int = k) -> None:  # blockwise_decode's first call, before any round
-            h = model.decode(tok, enc, cache)
-            propose(model, h[:, 0], top1(model.heads.base_logits(h[:, 0]))[:, None], k)
+            start(model, tok, enc, cache, k)
             cache.truncate(base_len, base_host)
 
         fns[f"t{k}"], fns[f"s{k}"] = round_k, start_k

@@ -25,6 +25,12 @@ def propose(model, h_last: torch.Tensor, first: torch.Tensor, k: int) -> torch.T
     return torch.cat([first, model.heads.propose(h_last, first, k)], dim=-1)
 
 
+def start(model, bos: torch.Tensor, enc, cache, k: int) -> torch.Tensor:
+    """The propose-only first call: decode ``bos`` (B, 1) and read the first block's k proposals there."""
+    h = model.decode(bos, enc, cache)[:, 0]
+    return propose(model, h, top1(model.heads.base_logits(h))[:, None], k)
+
+
 def verify(model, props: torch.Tensor, enc, cache, criterion: Criterion):
     """One parallel verify pass over the k proposals of every row.
 
@@ -117,9 +123,7 @@ def blockwise_decode(
     if max_len <= 0:
         return rows.result(0, position_reached=[0] * (k - 1), position_accepted=[0] * (k - 1))
 
-    # Propose-only first call on BOS.
-    h = model.decode(torch.full((b, 1), model.bos_id, dtype=torch.long, device=dev), enc, cache)
-    props = propose(model, h[:, 0], top1(model.heads.base_logits(h[:, 0]))[:, None], k)
+    props = start(model, torch.full((b, 1), model.bos_id, dtype=torch.long, device=dev), enc, cache, k)
     invocations = 1
     counts = [0] * k  # rounds whose leading accepted run reached slot i
     while rows.active:
