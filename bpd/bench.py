@@ -16,6 +16,13 @@ every batch pays once: the encoder (t_enc, the same for both) and blockwise's pr
 
 (n_b batches, rounds = blockwise calls - n_b), and speedup / predicted is the share of that prediction
 the decoding loop delivers: what is left is bookkeeping between calls and rows finishing inside a batch.
+predicted / ideal is the efficiency ceiling those once-per-batch costs leave, so that
+efficiency = ceiling * (speedup / predicted).
+
+Each step is also split into its parts, timed in a second round-robin with its own totals: the decoder
+layers alone over 1 and over k new tokens (d_1, d_k) and the proposal chain at one position (p_k); the
+rest of a step is scoring (p_1's vocabulary projection at 1 or k positions, argmax, accept test, host
+sync, cache rollback). The parts say where t_k / t_1 comes from (``format_breakdown``).
 """
 
 from __future__ import annotations
@@ -62,7 +69,10 @@ def step_costs(
     criterion_kwargs: dict | None = None,
 ) -> dict[str, float]:
     """Median milliseconds of one greedy step (``t1``), one blockwise round per k (``t<k>``), the
-    encoder (``enc``) and blockwise's propose-only start call per k (``s<k>``).
+    encoder (``enc``) and blockwise's propose-only start call per k (``s<k>``), and the parts of the
+    steps, timed in a second rotation and keyed ``part_*``: the whole steps again (``part_t1``,
+    ``part_t<k>``), the decoder layers alone over 1 and k tokens (``part_d1``, ``part_d<k>``) and the
+    proposal chain at one position (``part_p<k>``).
 
     The cache is filled with ``prefix_len`` tokens first and rolled back after every timed step, so
     every step and round sees the same cache length.
@@ -85,7 +95,14 @@ def step_costs(
     def encode() -> None:
         model.encode(src)
 
+    def decoder_only(toks: torch.Tensor) -> None:
+        model.decode(toks, enc, cache)
+        cache.truncate(base_len, base_host)
+
+    h_one = model.decode(tok, enc, cache)[:, 0]
+    cache.truncate(base_len, base_host)
     fns: dict[str, Any] = {"t1": greedy_step, "enc": encode}
+    parts: dict[str, Any] = {"t1": greedy_step, "d1": lambda: decoder_only(tok)}
     crit = make_criterion(criterion, criterion_param, **(criterion_kwargs or {}))
     for k in ks:
         props = torch.full((b, k), model.bos_id, dtype=torch.long, device=device)
@@ -100,16 +117,36 @@ def step_costs(
             cache.truncate(base_len, base_host)
 
         fns[f"t{k}"], fns[f"s{k}"] = round_k, start_k
-    for fn in fns.values():  # warm-up
+        parts[f"t{k}"], parts[f"d{k}"] = round_k, lambda props=props: decoder_only(props)
+        parts[f"p{k}"] = lambda k=k: propose(model, h_one, tok, k)
+    for fn in [*fns.values(), *parts.values()]:  # warm-up
         for _ in range(5):
             fn()
-    return _median_ms(fns, repeats, device)
+    costs = _median_ms(fns, repeats, device)
+    # The parts get their own round-robin, with their own totals: timing more functions in one rotation
+    # leaves each with colder caches, which would change the t_1 and t_k that the ideal is built on.
+    costs |= {f"part_{name}": ms for name, ms in _median_ms(parts, repeats, device).items()}
+    return costs
 
 
 def peak_memory_mb(device: torch.device) -> float:
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**20
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+
+
+def step_parts(costs: dict[str, float], spec: DecodeSpec) -> dict[str, float | None]:
+    """A step's cost split into decoder layers, scoring (the rest of the step) and, for a blockwise
+    round, the proposal chain; None where the parts were not timed or do not apply."""
+    keys = ("total", "decoder", "scoring", "propose")
+    c = {name[5:]: ms for name, ms in costs.items() if name.startswith("part_")}
+    if spec.method == "greedy" and "d1" in c:
+        return dict(zip((f"step_{p}_ms" for p in keys), (c["t1"], c["d1"], c["t1"] - c["d1"], None)))
+    k = spec.k
+    if spec.method == "blockwise" and f"d{k}" in c:
+        t, d, pr = c[f"t{k}"], c[f"d{k}"], c[f"p{k}"]
+        return dict(zip((f"step_{p}_ms" for p in keys), (t, d, t - d - pr, pr)))
+    return {f"step_{p}_ms": None for p in keys}
 
 
 def bench_rows(
@@ -166,8 +203,12 @@ def bench_rows(
                 "efficiency": speedup / ideal if (speedup and ideal) else None,
                 "t_enc_ms": t_enc,
                 "t_start_ms": t_start,
+                **step_parts(costs, spec),
                 "predicted_speedup": predicted,
                 "efficiency_vs_predicted": speedup / predicted if (speedup and predicted) else None,
+                # What efficiency a loop with no overhead of its own would reach: the ideal ignores the start
+                # call and the encoder, the prediction does not (efficiency = ceiling * vs predicted).
+                "efficiency_ceiling": predicted / ideal if (predicted and ideal) else None,
                 "acceptance_rate_per_position": [
                     a / r if r else None for a, r in zip(outs[0].position_accepted, outs[0].position_reached)
                 ],
@@ -259,6 +300,27 @@ def write_jsonl(path: Path, recs: list[dict[str, Any]]) -> None:
     with open(path, "w") as f:
         for r in recs:
             f.write(json.dumps(r) + "\n")
+
+
+def format_breakdown(rows: list[dict[str, Any]]) -> str:
+    """Where a step's time goes, per batch size: greedy's step and each k's exact round, in ms and as
+    multiples of the greedy step's parts (decoder layers, scoring, proposal chain)."""
+    cols = f"{'total':>7} {'decoder':>8} {'scoring':>8} {'propose':>8} {'t/t_1':>6} {'dec/d_1':>7}"
+    head = f"{'bs':>3} {'step':<8} {cols}"
+    lines = [head, "-" * len(head)]
+    g = {r["batch_size"]: r for r in rows if r["method"] == "greedy"}
+    for r in rows:
+        if r.get("step_decoder_ms") is None or (r["method"] == "blockwise" and r["criterion"] != "exact"):
+            continue
+        name = "greedy" if r["method"] == "greedy" else f"k={r['k']}"
+        prop = r["step_propose_ms"]
+        lines.append(
+            f"{r['batch_size']:>3} {name:<8} {r['step_total_ms']:7.3f} {r['step_decoder_ms']:8.3f} "
+            f"{r['step_scoring_ms']:8.3f} {'-' if prop is None else format(prop, '.3f'):>8} "
+            f"{r['step_total_ms'] / g[r['batch_size']]['step_total_ms']:6.2f} "
+            f"{r['step_decoder_ms'] / g[r['batch_size']]['step_decoder_ms']:7.2f}"
+        )
+    return "\n".join(lines)
 
 
 def format_bench(rows: list[dict[str, Any]]) -> str:

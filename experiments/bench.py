@@ -21,7 +21,7 @@ from omegaconf import DictConfig
 def run(cfg: dict) -> list[dict]:
     import torch
 
-    from bpd.bench import format_bench, run_bench, write_jsonl
+    from bpd.bench import format_bench, format_breakdown, run_bench, write_jsonl
     from bpd.evaluation import DecodeSpec
     from bpd.pipeline import (
         apply_proposal_vocab,
@@ -98,6 +98,8 @@ def run(cfg: dict) -> list[dict]:
         append_rows(out_dir / "rows.jsonl", rows)
         write_jsonl(out_dir / "specbench" / f"{stamp}_{arch}.jsonl", records)
         print(format_bench(rows), flush=True)
+        print("\nwhere a step's time goes (ms; exact rounds; scoring = p_1 projection, argmax, accept, sync, rollback)")
+        print(format_breakdown(rows), flush=True)
         all_rows += rows
     print(f"\nrows: {Path(out_dir) / 'rows.jsonl'}; Spec-Bench records: {Path(out_dir) / 'specbench'}/")
     return all_rows

@@ -6,7 +6,7 @@ import pytest
 import torch
 from conftest import random_model, random_src
 
-from bpd.bench import bench_rows, format_bench, run_bench, specbench_records, step_costs
+from bpd.bench import bench_rows, format_bench, format_breakdown, run_bench, specbench_records, step_costs
 from bpd.evaluation import DecodeSpec, RunOutput
 
 
@@ -37,11 +37,20 @@ def test_rows_ratios_from_measured_parts(bench):
         block_ms = n_b * (r["t_enc_ms"] + r["t_start_ms"]) + (r["invocations"] - n_b) * r["tk_ms"]
         assert r["predicted_speedup"] == pytest.approx(greedy_ms / block_ms)
         assert r["efficiency_vs_predicted"] == pytest.approx(r["speedup"] / r["predicted_speedup"])
+        assert r["efficiency"] == pytest.approx(r["efficiency_ceiling"] * r["efficiency_vs_predicted"])
         assert r["step_cost_ratio"] == pytest.approx(r["tk_ms"] / r["t1_ms"])
         assert r["speedup_min"] <= r["speedup"] <= r["speedup_max"]
         assert r["tokens_per_s"] == pytest.approx(r["output_tokens"] / r["wallclock_s"])
         if r["criterion"] == "exact":
             assert r["identical_to_greedy"] == 1.0
+        # The parts of a round add up to the round: decoder layers + scoring + proposal chain.
+        parts = r["step_decoder_ms"] + r["step_scoring_ms"] + r["step_propose_ms"]
+        assert parts == pytest.approx(r["step_total_ms"]) and r["step_decoder_ms"] > 0 and r["step_propose_ms"] > 0
+    for g in greedy.values():
+        assert g["step_decoder_ms"] + g["step_scoring_ms"] == pytest.approx(g["step_total_ms"])
+        assert g["step_propose_ms"] is None
+    n_exact = sum(r["criterion"] == "exact" for r in rows)
+    assert format_breakdown(rows).count("\n") == n_exact + len(greedy) + 1
     assert {r["batch_size"] for r in rows} == {1, 4}
     assert "naive_greedy" not in {r["decoder"] for r in rows if r["batch_size"] == 4}  # batch 1 only
     assert format_bench(rows).count("\n") == len(rows) + 1
@@ -67,7 +76,9 @@ def test_specbench_records_consistent_with_rows(bench):
 def test_step_costs_measure_each_k():
     model = random_model(24, 4, 1, dtype=torch.float32)
     costs = step_costs(model, random_src(2, 5, 24, 1), [2, 4], repeats=5)
-    assert set(costs) == {"t1", "t2", "t4", "enc", "s2", "s4"} and all(v > 0 for v in costs.values())
+    main = {"t1", "enc", "t2", "t4", "s2", "s4"}
+    assert set(costs) == main | {f"part_{p}{k}" for p in "td" for k in (1, 2, 4)} | {"part_p2", "part_p4"}
+    assert all(v > 0 for v in costs.values())
 
 
 def test_bench_rows_from_synthetic_runs():
@@ -77,6 +88,7 @@ def test_bench_rows_from_synthetic_runs():
                   position_reached=[4, 4], position_accepted=[4, 2])
     specs = [DecodeSpec("greedy"), DecodeSpec("blockwise", k=3)]
     costs = {"t1": 2.0, "t3": 4.0, "enc": 1.0, "s3": 3.0}
+    costs |= {"part_t1": 2.2, "part_t3": 4.4, "part_d1": 1.5, "part_d3": 2.5, "part_p3": 1.0}
     rows = bench_rows([{"greedy": g, specs[1].name: b}], specs, costs, {"batch_size": 1, "n_batches": 1})
     r = rows[1]
     assert r["mean_block_size"] == 2.5 and r["speedup"] == 2.0
@@ -85,7 +97,16 @@ def test_bench_rows_from_synthetic_runs():
     # Whole run from the step costs: greedy 1 + 10 * 2 = 21 ms; blockwise 1 + 3 (start) + 4 rounds * 4 = 20 ms.
     assert r["predicted_speedup"] == pytest.approx(21 / 20)
     assert r["efficiency_vs_predicted"] == pytest.approx(2.0 / (21 / 20))
+    assert r["efficiency_ceiling"] == pytest.approx((21 / 20) / 1.25)  # start call and encoder cost 16%
     assert rows[0]["predicted_speedup"] is None  # greedy is the reference
     assert r["acceptance_rate_per_position"] == [1.0, 0.5]
+    # Step parts, from their own timing: the 4.4 ms round is 2.5 ms of decoder layers, 1.0 ms of
+    # proposals and 0.9 ms of scoring; the 2.2 ms greedy step 1.5 ms of decoder and 0.7 ms of scoring.
+    assert (r["step_total_ms"], r["step_decoder_ms"], r["step_propose_ms"]) == (4.4, 2.5, 1.0)
+    assert r["step_scoring_ms"] == pytest.approx(0.9)
+    assert (rows[0]["step_total_ms"], rows[0]["step_decoder_ms"], rows[0]["step_propose_ms"]) == (2.2, 1.5, None)
+    assert rows[0]["step_scoring_ms"] == pytest.approx(0.7)
+    line = format_breakdown(rows).splitlines()[-1].split()
+    assert line[1] == "k=3" and line[-2:] == ["2.00", "1.67"]  # 4.4 / 2.2 and 2.5 / 1.5
     rec = specbench_records({"greedy": g, specs[1].name: b}, specs, "m")
     assert rec[1]["choices"][0]["accept_lengths"] == [3, 3, 2, 2]
