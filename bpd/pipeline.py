@@ -619,8 +619,11 @@ class ImageScorer:
 
 
 def run_id(cfg: dict, model_path: Path) -> str:
-    # Options added later are left out at their default, so finished runs keep their ids.
+    # Options added later are left out at their default, so finished runs keep their ids. skip_existing
+    # says whether to redo a run, not what the run is: a redo keeps the id (and output folder) it redoes.
     d = {k: v for k, v in cfg["decode"].items() if not (k == "proposal_vocab" and v is None)}
+    if "skip_existing" in d:
+        d["skip_existing"] = True
     return config_hash(model_path.name, d, cfg["task"].get("name"), cfg.get("device"))
 
 

@@ -93,6 +93,9 @@ def test_full_pipeline_rows(toy):
     torch.save(ckpt, path)
     pipeline.evaluate(cfg, data, path)
     assert len(read_rows(tmp / "results" / "rows.jsonl")) == 2 * len(rows)
+    # decode.skip_existing=false redoes the same run: same run id, so the same output folder.
+    redo = {**cfg, "decode": {**cfg["decode"], "skip_existing": False}}
+    assert pipeline.run_id(redo, path) == pipeline.run_id(cfg, path) == rows[0]["run_id"]
     json.dumps(rows)  # tidy: serialisable
 
 
