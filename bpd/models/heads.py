@@ -27,6 +27,8 @@ with k even with a frozen base).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -106,14 +108,31 @@ class ProposalHeads(nn.Module):
     def _recurrent_states(self, h: torch.Tensor, k: int, tokens: torch.Tensor | None) -> list[torch.Tensor]:
         """States of slots 1..k-1. Slot i reads ``tokens[..., i-1]`` (teacher forcing) or, without
         ``tokens``, the argmax of slot i-1 (p_1 for slot 1)."""
-        states, s = [], h
         tok = None if tokens is not None else top1(self.output(h))
+        return self._recurrent_chain(h, tok, k, tokens)[0]
+
+    def _recurrent_chain(
+        self,
+        h: torch.Tensor,
+        tok: torch.Tensor | None,
+        k: int,
+        tokens: torch.Tensor | None = None,
+        pick: Callable[[torch.Tensor], torch.Tensor] | None = None,
+        last_token: bool = False,
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """States of slots 1..k-1 and the tokens chosen from them. Slot 1 reads ``tok`` and slot i the token
+        slot i-1 chose with ``pick`` (default: argmax over the whole vocabulary), unless teacher ``tokens``
+        are given. The last slot's token is only chosen with ``last_token`` (decoding needs it, the
+        teacher-forced logits do not)."""
+        pick = pick or (lambda s: top1(self.output(s)))
+        states, chosen, s = [], [], h
         for i in range(1, k):
             s = self._recurrent_step(s, tokens[..., i - 1] if tokens is not None else tok, i)
             states.append(s)
-            if tokens is None and i < k - 1:
-                tok = top1(self.output(s))
-        return states
+            if tokens is None and (i < k - 1 or last_token):
+                tok = pick(s)
+                chosen.append(tok)
+        return states, chosen
 
     def _slots(self, h: torch.Tensor, k: int, start: int = 0, tokens: torch.Tensor | None = None) -> torch.Tensor:
         """Hidden vectors of slots ``start .. k-1``: (..., k - start, d_model). ``tokens`` (..., >= k-1)
@@ -198,13 +217,10 @@ class ProposalHeads(nn.Module):
         ``first`` (B, 1). Recurrent slots are chained, each projected once."""
         if self.arch != "recurrent" or self.n_learned == 0:
             return self._propose_top1(self._slots(h, k, start=1))
-        out, s, tok = [], h, first[:, 0]
         if not (torch.is_inference_mode_enabled() and h.dim() == 2):
-            for i in range(1, min(k, self.k)):
-                s = self._recurrent_step(s, tok, i)
-                tok = self._propose_top1(s)
-                out.append(tok)
-            return torch.stack(out, dim=-1)
+            chosen = self._recurrent_chain(h, first[:, 0], min(k, self.k), pick=self._propose_top1, last_token=True)[1]
+            return torch.stack(chosen, dim=-1)
+        out, s, tok = [], h, first[:, 0]
         # Decoding: the same function in fewer small ops (on a CPU each op costs ~10 us whatever its size).
         # The token half of each slot's first layer is a per-vocabulary table (V, d_ff) computed once, and
         # the second layer's bias rides inside its matrix product (a constant-1 column on the table, a bias
