@@ -139,7 +139,7 @@ def step_parts(costs: dict[str, float], spec: DecodeSpec) -> dict[str, float | N
     """A step's cost split into decoder layers, scoring (the rest of the step) and, for a blockwise
     round, the proposal chain; None where the parts were not timed or do not apply."""
     keys = ("total", "decoder", "scoring", "propose")
-    c = {name[5:]: ms for name, ms in costs.items() if name.startswith("part_")}
+    c = {name.removeprefix("part_"): ms for name, ms in costs.items() if name.startswith("part_")}
     if spec.method == "greedy" and "d1" in c:
         return dict(zip((f"step_{p}_ms" for p in keys), (c["t1"], c["d1"], c["t1"] - c["d1"], None)))
     k = spec.k

@@ -206,8 +206,8 @@ class ProposalHeads(nn.Module):
             return top1(self.project(x))
         w, b = self.output.weight, self.output.bias
         if w.device.type == "cpu" and torch.is_inference_mode_enabled():
-            wt = self._derived("wt_proposal", [w, ids], lambda: w[ids].t().contiguous())
-            logits = x @ wt if b is None else torch.addmm(b[ids], x, wt)
+            wt, b_p = self._proposal_projection()
+            logits = x @ wt if b_p is None else torch.addmm(b_p, x, wt)
         else:
             logits = F.linear(x, w[ids], None if b is None else b[ids])
         return ids[top1(logits)]
