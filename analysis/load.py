@@ -31,22 +31,22 @@ EXPECTED_COLUMNS = (
     "criterion criterion_param min_block_size beam_size n_examples output_tokens iterations mean_block_size "
     "identical_to_greedy wallclock_s greedy_wallclock_s speedup acceptance_rate_per_position bleu psnr "
     "psnr_vs_greedy pixel_agreement_with_greedy grid_file source_experiment t1_ms tk_ms step_cost_ratio "
-    "ideal_speedup efficiency predicted_speedup efficiency_vs_predicted tokens_per_s speedup_min speedup_max "
-    "peak_mem_mb"
+    "ideal_speedup efficiency predicted_speedup efficiency_vs_predicted efficiency_ceiling tokens_per_s speedup_min "
+    "speedup_max peak_mem_mb compile"
 ).split()
 
 NUMERIC_COLUMNS = (
     "k trained_k batch_size min_block_size beam_size n_examples criterion_param bleu psnr psnr_vs_greedy "
     "pixel_agreement_with_greedy mean_block_size identical_to_greedy speedup wallclock_s greedy_wallclock_s "
-    "t1_ms tk_ms step_cost_ratio ideal_speedup efficiency predicted_speedup efficiency_vs_predicted tokens_per_s "
-    "speedup_min speedup_max peak_mem_mb"
+    "t1_ms tk_ms step_cost_ratio ideal_speedup efficiency predicted_speedup efficiency_vs_predicted efficiency_ceiling "
+    "tokens_per_s speedup_min speedup_max peak_mem_mb"
 ).split()
 
 #: What makes two rows "the same configuration": re-runs of it differ only in run_id, git_sha and time. The model
 #: file name carries a hash of its training config, so differently trained models never collapse into one.
 CONFIG_KEY = (
     "experiment source_experiment task dataset split table_setting model heads_arch trained_k model_preset identity_p1 "
-    "heads_targets batch_size dtype device decoder method k criterion criterion_param min_block_size beam_size "
+    "heads_targets batch_size dtype device compile decoder method k criterion criterion_param min_block_size beam_size "
     "n_examples is_bench"
 ).split()
 
@@ -178,6 +178,8 @@ def load_rows(results_dir: Path) -> pd.DataFrame:
             df[c] = None
     for c in NUMERIC_COLUMNS:
         df[c] = pd.to_numeric(df[c], errors="coerce")
+    # Rows from before the bench recorded it ran eagerly: a compiled run must not replace them as "the same".
+    df["compile"] = df["compile"].map(lambda v: False if _is_missing(v) else bool(v)).astype(bool)
     if df.empty:
         for c in ("table_setting", "source_file"):
             df[c] = pd.Series(dtype=object)

@@ -123,10 +123,11 @@ SPECS: dict[str, list[tuple[str, str, str]]] = {
     ],
     "bench": [
         ("source_experiment", "Model of", "s"), ("heads_arch", "heads", "s"), ("device", "device", "s"),
-        ("dtype", "dtype", "s"), ("batch_size", "batch", "d"), ("decoder", "decoder", "s"),
+        ("dtype", "dtype", "s"), ("compiled", "compiled", "s"), ("batch_size", "batch", "d"),
+        ("decoder", "decoder", "s"),
         ("mean_block_size", "k̂", "f2"), ("tokens_per_s", "tokens/s", "f1"), ("speedup", "speedup", "x"),
         ("speedup_range", "[min, max]", "s"), ("step_cost_ratio", "t_k/t_1", "f2"),
-        ("ideal_speedup", "ideal", "x"), ("efficiency", "efficiency", "pct"),
+        ("ideal_speedup", "ideal", "x"), ("efficiency", "efficiency", "pct"), ("efficiency_ceiling", "ceiling", "pct"),
         ("predicted_speedup", "predicted", "x"), ("efficiency_vs_predicted", "vs predicted", "pct"),
         ("identical_to_greedy", "= greedy", "pct"), ("peak_mem_mb", "peak MB", "f1"),
     ],
@@ -307,6 +308,7 @@ def build_report(results_dir: Path, out_dir: Path, report_path: Path, paper_csv:
     if not bench.empty:
         lo_hi = zip(bench["speedup_min"], bench["speedup_max"])
         bench["speedup_range"] = ["—" if _missing(lo) else f"[{lo:.2f}, {hi:.2f}]" for lo, hi in lo_hi]
+        bench["compiled"] = ["yes" if c else "no" for c in bench["compile"]]
     sections.append(_section(t["bench"], [md_table(bench, SPECS["bench"])] if not bench.empty else [], rd))
 
     files = result_files(results_dir)

@@ -102,6 +102,10 @@ def make_results(root: Path) -> Path:
     ]
     write_rows(res / "table1_small" / "rows.jsonl", mt, extra_lines=['{"run_id": "cut', "not json"])
     write_rows(res / "adhoc" / "rows.jsonl", [mt_row("finetune", 2, 55.0, 5.0, experiment="adhoc")])
+    # A later re-run of the same experiment written to a side folder (paths.results_dir=results/exp_*), on another
+    # device: a side study, not the sweep, so it must not replace the sweep's Both cell in the paper's tables.
+    side = mt_row(None, 4, 77.0, 7.0, training="finetune", distilled=True, time="2026-01-09T00:00:00")
+    write_rows(res / "exp_side" / "rows.jsonl", [{**side, "device": "cpu:other"}])
 
     grid = res / "table2_small" / "outputs" / "x" / "grid.png"
     grid.parent.mkdir(parents=True, exist_ok=True)
@@ -138,7 +142,12 @@ def make_results(root: Path) -> Path:
         {**bench_common, "decoder": "blockwise_k4_exact", "method": "blockwise", "k": 4, "criterion": "exact",
          "min_block_size": 1, "mean_block_size": 2.5, "speedup": 1.8, "speedup_min": 1.7, "speedup_max": 1.9,
          "tk_ms": 2.5, "step_cost_ratio": 1.25, "ideal_speedup": 2.0, "efficiency": 0.9, "tokens_per_s": 180.0,
-         "identical_to_greedy": 1.0, "acceptance_rate_per_position": [0.7, 0.6, 0.5]},
+         "identical_to_greedy": 1.0, "acceptance_rate_per_position": [0.7, 0.6, 0.5], "efficiency_ceiling": 0.95},
+        # The same configuration with a compiled decoder, run later: a separate row, not a re-run of the first.
+        {**bench_common, "decoder": "blockwise_k4_exact", "method": "blockwise", "k": 4, "criterion": "exact",
+         "min_block_size": 1, "mean_block_size": 2.5, "speedup": 0.9, "tk_ms": 2.5, "step_cost_ratio": 1.25,
+         "ideal_speedup": 2.0, "efficiency": 0.45, "identical_to_greedy": 1.0, "compile": True,
+         "time": "2026-01-07T00:00:00"},
     ]
     write_rows(res / "bench" / "rows.jsonl", bench)
     return res
@@ -183,7 +192,7 @@ def test_reader_skips_malformed_lines_and_keeps_latest(report) -> None:
     res, rows, _ = report
     assert len(read_jsonl(res / "table1_small" / "rows.jsonl")) == 14  # 2 malformed lines skipped
     both4 = rows[(rows["experiment"] == "table1_small") & (rows["table_setting"] == "both") & (rows["k"] == 4)
-                 & (rows["criterion"] == "exact")]
+                 & (rows["criterion"] == "exact") & ~rows["source_file"].str.contains("exp_side")]
     assert len(both4) == 1 and both4.iloc[0]["mean_block_size"] == 3.0  # newer run, earlier in the file
     reg2 = rows[(rows["task"] == "translation") & (rows["table_setting"] == "regular") & (rows["k"] == 2)
                 & (rows["split"] == "test") & (rows["criterion"] == "exact")]
@@ -216,6 +225,7 @@ def test_table1_values(report) -> None:
     assert d["setting"].isin(["finetune"]).sum() == 5 and d.loc[d["setting"] == "finetune", "bleu_ours"].isna().all()
     assert t["table1"].missing is None
     assert set(t["table1"].source["experiment"]) == {"table1_small"}
+    assert not t["table1"].source["source_file"].str.contains("exp_side").any()
 
 
 def test_topn_and_min_block(report) -> None:
@@ -258,7 +268,10 @@ def test_table4_figure4_acceptance_bench(report) -> None:
     img = acc[(acc["task"] == "image") & (acc["setting"] == "both")]
     assert list(img["rate"]) == [0.9, 0.8, 0.7]
     bench = t["bench"].data
-    assert len(bench) == 2 and _cell(bench, k=4)["efficiency"] == 0.9 and t["bench"].missing is None
+    assert len(bench) == 3 and t["bench"].missing is None
+    assert _cell(bench, k=4, compile=False)["efficiency"] == 0.9  # rows without the field ran eagerly
+    assert _cell(bench, k=4, compile=False)["efficiency_ceiling"] == 0.95
+    assert _cell(bench, k=4, compile=True)["efficiency"] == 0.45
 
 
 def test_files_and_report(report) -> None:
