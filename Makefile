@@ -10,7 +10,7 @@ export WANDB_MODE ?= offline
 export PYTHONHASHSEED := 0
 
 .PHONY: setup test test-all lint demo demo-sr bench figures reproduce reproduce-mt-small reproduce-sr-small \
-        reproduce-mt reproduce-sr reproduce-paper clean-results help
+        reproduce-mt reproduce-sr reproduce-paper clean-results help bench-gpu-prep
 
 help:
 	@echo "make demo     - the main job on embedded data (CPU, ~10 min after setup)"
@@ -39,7 +39,7 @@ test-all: setup
 	WANDB_MODE=disabled $(PY) -m pytest tests
 
 lint: setup
-	$(VENV)/bin/ruff check bpd experiments analysis tests
+	$(VENV)/bin/ruff check bpd experiments analysis tests bench
 
 # ---- experiments ---------------------------------------------------------------------------------
 RUN := $(PY) experiments/run.py
@@ -89,6 +89,10 @@ reproduce-paper: setup
 
 bench: setup
 	$(PY) experiments/bench.py experiment=demo
+
+# For an offline GPU machine: wheels it may lack and the demo's model, to send along with bench/gpu.sh.
+bench-gpu-prep: setup
+	$(PY) bench/gpu_prep.py
 
 # ---- clusters: SLURM via hydra-submitit-launcher (README 'Running on a cluster') -----------------------------
 # make reproduce-mt-slurm DATA_DIR=/path/to/wmt14 PARTITION=gpu [GPUS=8 NODES=1 SLURM_TIME=2880 SLURM_ARRAY=8]

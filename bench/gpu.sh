@@ -1,15 +1,67 @@
 #!/usr/bin/env bash
-# The whole wall-clock benchmark on one CUDA GPU, in under ~8 minutes on a modern GPU:
-# trains the demo model on the GPU if it is missing (time-budgeted), then times greedy vs blockwise
-# (exact, top-2; k = 2..8) at batch 1, 8 and 32 in float32 and bfloat16, for all three head architectures.
-# Rows: results/bench-gpu/rows.jsonl; Spec-Bench records: results/bench-gpu/specbench/.
+# The wall-clock benchmark on one CUDA GPU: greedy vs blockwise (exact, top-2; k = 2..8) at batch 1, 8
+# and 32, in float32 and bfloat16, on the demo's model. About 6 minutes on a modern GPU when the model
+# comes along (see below); without it the demo's model is trained there first.
+#
+#   bash bench/gpu.sh                        # on a CUDA machine
+#   ARCHS=1 bash bench/gpu.sh                # also Medusa / block-diagonal / paper heads (1-min trainings)
+#   COMPILE=1 bash bench/gpu.sh              # also torch.compile'd decoder layers, for both decoders
+#   DEVICE=cpu QUICK=1 bash bench/gpu.sh     # a 2-minute dry run of this script on a CPU, before spending GPU time
+#
+# Offline GPU machines: run `make bench-gpu-prep` here first and send the paths it prints along: wheels of
+# the few pure-Python packages a PyTorch image lacks, the demo's trained model and its tokenised data, so
+# the GPU times the very model the CPU table measured. Rows: results/bench-gpu/rows.jsonl (and $OUT/, when
+# set, for a remote runner to bring back); Spec-Bench records: results/bench-gpu/specbench/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PY:-.venv/bin/python}
-if [ ! -x "$PY" ]; then python3 -m venv .venv && .venv/bin/pip install -q -e ".[dev]"; PY=.venv/bin/python; fi
-export WANDB_MODE=${WANDB_MODE:-offline}
-COMMON=(experiment=demo device=cuda logger=none bench.results_dir=results/bench-gpu
-        train.max_minutes=2 heads_train.max_minutes=1 bench.arch_train_minutes=1
-        'bench.batch_sizes=[1,8,32]' 'bench.n_examples={1: 200, 8: 500, 32: 1000}')
-"$PY" experiments/bench.py "${COMMON[@]}" 'bench.archs=[medusa,blockdiag,paper]' bench.dtype=float32
-"$PY" experiments/bench.py "${COMMON[@]}" 'bench.archs=[medusa]' bench.dtype=bfloat16
+DEVICE=${DEVICE:-cuda}
+RESULTS=${RESULTS:-results/bench-gpu}
+export WANDB_MODE=${WANDB_MODE:-offline} PYTHONUNBUFFERED=1
+
+# Python: the project's venv if there is one; else a python3 that has torch (a GPU image), with the missing
+# pure-Python packages installed from .whl/ (offline) or the index; else a new venv.
+if [ -n "${PY:-}" ]; then :
+elif [ -x .venv/bin/python ]; then PY=.venv/bin/python
+elif python3 -c "import torch" 2>/dev/null; then
+    PY=python3
+    if ! python3 -c "import hydra, omegaconf" 2>/dev/null; then
+        if compgen -G ".whl/*.whl" >/dev/null; then
+            python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/bpd-site .whl/*.whl
+        else
+            python3 -m pip install -q --target /tmp/bpd-site "hydra-core>=1.3,<1.4" "omegaconf>=2.3"
+        fi
+        export PYTHONPATH=/tmp/bpd-site${PYTHONPATH:+:$PYTHONPATH}
+    fi
+    export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+else
+    python3 -m venv .venv && .venv/bin/pip install -q -e ".[dev]"
+    PY=.venv/bin/python
+fi
+"$PY" - "$DEVICE" <<'EOF' || exit 2
+import importlib.util, sys
+missing = [m for m in ("torch", "hydra", "omegaconf", "sacrebleu", "sentencepiece", "tqdm", "numpy", "bpd")
+           if importlib.util.find_spec(m) is None]
+if missing:
+    sys.exit(f"bench/gpu.sh: missing Python packages {missing}: run `make bench-gpu-prep` and send .whl/ along.")
+import torch
+if sys.argv[1].startswith("cuda") and not torch.cuda.is_available():
+    sys.exit("bench/gpu.sh: torch sees no CUDA GPU; run it on a GPU machine (or DEVICE=cpu QUICK=1 for a dry run).")
+print(f"torch {torch.__version__} on {torch.cuda.get_device_name() if torch.cuda.is_available() else 'cpu'}")
+EOF
+
+COMMON=(experiment=demo device="$DEVICE" logger=none bench.results_dir="$RESULTS" 'bench.batch_sizes=[1,8,32]')
+if [ -n "${QUICK:-}" ]; then  # plumbing check: few inputs, one repeat, two k
+    COMMON+=('bench.n_examples={1: 6, 8: 16, 32: 32}' bench.repeats=1 bench.step_repeats=10 'bench.ks=[2,4]')
+fi
+run() { echo "+ bench.py $*"; "$PY" experiments/bench.py "${COMMON[@]}" "$@"; }
+run bench.dtype=float32
+run bench.dtype=bfloat16 bench.naive_greedy=false
+if [ -n "${COMPILE:-}" ]; then run bench.dtype=float32 bench.compile=true bench.naive_greedy=false; fi
+if [ -n "${ARCHS:-}" ]; then
+    run 'bench.archs=[medusa,blockdiag,paper]' 'bench.batch_sizes=[1]' bench.arch_train_minutes=1 bench.naive_greedy=false
+fi
+if [ -n "${OUT:-}" ]; then  # a remote runner brings back what is under $OUT: the rows and the records, 2 files
+    cp "$RESULTS/rows.jsonl" "$OUT/rows.jsonl"
+    tar -czf "$OUT/specbench.tar.gz" -C "$RESULTS" specbench
+fi
+echo "rows: $RESULTS/rows.jsonl"

@@ -342,14 +342,20 @@ def _train_stage(cfg, data, model, pairs, tcfg: TrainConfig, path: Path, name: s
     return path
 
 
+def base_path_for(cfg: dict, data: TaskData, targets: str = "gold", seed: int | None = None) -> Path:
+    """Where the base model of this config is cached (whether or not it has been trained yet)."""
+    seed = int(cfg.get("seed", 0)) if seed is None else seed
+    key = config_hash(data.key, cfg["model"], cfg["train"], targets, seed, "base")
+    return cache_root(cfg) / "models" / f"base_{targets}_s{seed}_{key}.pt"
+
+
 def ensure_base(cfg: dict, data: TaskData, targets: str = "gold", seed: int | None = None) -> Path:
     """Train (or reuse) the base model p_1 on gold or distilled targets."""
     seed = int(cfg.get("seed", 0)) if seed is None else seed
-    pairs = data.train if targets == "gold" else distilled_pairs(cfg, data)
-    key = config_hash(data.key, cfg["model"], cfg["train"], targets, seed, "base")
-    path = cache_root(cfg) / "models" / f"base_{targets}_s{seed}_{key}.pt"
+    path = base_path_for(cfg, data, targets, seed)
     if finished(path):
         return path
+    pairs = data.train if targets == "gold" else distilled_pairs(cfg, data)
     model = build_model(cfg, data, 1, seed)
     tcfg = train_config(cfg["train"], "base", seed)
     dev = {"dev": dev_batches(data, data.dev, int(cfg["train"]["max_tokens"]))}
@@ -460,32 +466,44 @@ def self_pairs(cfg: dict, data: TaskData, base_path: Path) -> Pairs:
     return decode_targets(cfg, data, base_path, cache_root(cfg) / "distill" / f"{base_path.stem}_greedy", 1, 0.0)
 
 
-def ensure_heads(cfg: dict, data: TaskData) -> Path:
-    """Train (or reuse) k proposal heads on top of the base model (frozen or fine-tuned)."""
+def heads_path_for(cfg: dict, data: TaskData) -> Path:
+    """Where the heads model of this config is cached (the base model's path when k = 1 needs no heads),
+    whether or not it has been trained yet; also validates ``heads.k`` and ``heads.targets``."""
     h = cfg["heads"]
     k = int(h["k"])
     if k < 1:
         raise ValueError(f"heads.k must be >= 1 (got {k}).")
-    base_targets = cfg.get("base_targets", "gold")
-    base_path = ensure_base(cfg, data, base_targets)
+    targets = h.get("targets", "gold")
+    if targets not in ("gold", "distilled", "self"):
+        raise ValueError(f"unknown heads.targets {targets!r}; use gold, distilled or self.")
+    base_path = base_path_for(cfg, data, cfg.get("base_targets", "gold"))
     if k == 1 and h.get("identity_p1", True):
         return base_path  # nothing to train: k=1 with p_1 = base is the base model itself
-    targets = h.get("targets", "gold")
-    if targets == "gold":
-        pairs = data.train
-    elif targets == "distilled":
-        pairs = distilled_pairs(cfg, data)
-    elif targets == "self":
-        pairs = self_pairs(cfg, data, base_path)
-    else:
-        raise ValueError(f"unknown heads.targets {targets!r}; use gold, distilled or self.")
     seed = int(cfg.get("seed", 0))
     # Options added later are left out of the key at their default, so existing caches stay valid.
     hs = {kk: v for kk, v in h.items() if kk not in ("decode_ks",) and not (kk == "p1_weight" and v == 1.0)}
     key = config_hash(base_path.stem, hs, cfg.get("heads_train", {}), seed)
-    path = cache_root(cfg) / "models" / f"heads_k{k}_{h['training']}_{targets}_{key}.pt"
+    return cache_root(cfg) / "models" / f"heads_k{k}_{h['training']}_{targets}_{key}.pt"
+
+
+def ensure_heads(cfg: dict, data: TaskData) -> Path:
+    """Train (or reuse) k proposal heads on top of the base model (frozen or fine-tuned)."""
+    h = cfg["heads"]
+    path = heads_path_for(cfg, data)
+    # A finished heads model is all decoding needs: neither its base nor its training targets are rebuilt.
     if finished(path):
         return path
+    base_path = ensure_base(cfg, data, cfg.get("base_targets", "gold"))
+    if path == base_path:
+        return base_path
+    k, targets = int(h["k"]), h.get("targets", "gold")
+    if targets == "gold":
+        pairs = data.train
+    elif targets == "distilled":
+        pairs = distilled_pairs(cfg, data)
+    else:
+        pairs = self_pairs(cfg, data, base_path)
+    seed = int(cfg.get("seed", 0))
     base, _ = load_model(base_path)
     check_vocab(base, data, base_path)
     model = build_model(cfg, data, k, seed)
@@ -905,8 +923,10 @@ __all__ = [
     "build_model",
     "decode_specs",
     "distilled_pairs",
+    "base_path_for",
     "ensure_base",
     "ensure_heads",
+    "heads_path_for",
     "evaluate",
     "load_task",
     "self_pairs",

@@ -116,6 +116,27 @@ def test_distillation_and_self_targets(toy):
     assert 0 < len(s) <= len(data.train)
 
 
+def test_finished_heads_need_nothing_else(toy, tmp_path, monkeypatch):
+    """A heads checkpoint copied alone into a cache (e.g. carried to a GPU machine) is reused as is: neither its
+    base model nor its self-distilled targets are rebuilt, and the path is known without training anything."""
+    _, cfg, data = toy
+    cfg = {**cfg, "heads": {**cfg["heads"], "targets": "self"}}
+    trained = pipeline.ensure_heads(cfg, data)
+    assert pipeline.heads_path_for(cfg, data) == trained
+    other = {**cfg, "paths": {**cfg["paths"], "cache_dir": str(tmp_path / "cache")}}
+    target = pipeline.heads_path_for(other, data)
+    assert target.name == trained.name and not target.exists()
+    target.parent.mkdir(parents=True)
+    target.write_bytes(trained.read_bytes())
+
+    def no(*_a, **_k):
+        raise AssertionError("a finished heads model must not rebuild its base or targets")
+
+    monkeypatch.setattr(pipeline, "ensure_base", no)
+    monkeypatch.setattr(pipeline, "self_pairs", no)
+    assert pipeline.ensure_heads(other, data) == target
+
+
 def test_clear_errors(toy, tmp_path):
     tmp, cfg, data = toy
     with pytest.raises(ValueError, match="decode.ks"):
