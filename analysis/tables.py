@@ -373,9 +373,17 @@ def speedup_points(rows: pd.DataFrame, prefer_mt: tuple[str, ...] = PREFER_MT,
         parts.append(c.assign(task=task, series=c["table_setting"]))
     if not rows.empty:
         bench = rows[rows["is_bench"].astype(bool) & rows["method"].eq("blockwise") & rows["k"].gt(1)
-                     & rows["batch_size"].fillna(1).eq(1)]
+                     & rows["batch_size"].fillna(1).eq(1) & ~rows["compile"].astype(bool)]
         if not bench.empty:
-            parts.append(bench.assign(series="bench " + bench["heads_arch"].fillna("?").astype(str)))
+            # One line per head architecture and criterion, from the machine of the newest bench run only:
+            # points from other CPUs or a compiled decoder would make one line zigzag between machines.
+            when = pd.to_datetime(bench["time"], errors="coerce")
+            if when.notna().any():
+                bench = bench[bench["device"].eq(bench.loc[when.idxmax(), "device"])]
+            crit = [c if c == "exact" else f"top-{p:g}" if c == "topk" else f"{c} {p:g}"
+                    for c, p in zip(bench["criterion"].astype(str), bench["criterion_param"].fillna(0))]
+            label = "bench " + bench["heads_arch"].fillna("?").astype(str) + " " + pd.Series(crit, index=bench.index)
+            parts.append(bench.assign(series=label))
     if not parts:
         return pd.DataFrame(columns=["task", "series", "k", "mean_block_size", "speedup"])
     pts = pd.concat(parts, ignore_index=True)
