@@ -39,6 +39,26 @@ import torch
 from bpd.decoding.blockwise import propose, start, verify_and_accept
 from bpd.decoding.criteria import make_criterion, top1
 from bpd.evaluation import DecodeSpec, RunOutput, decode_and_time, pad_rows
+from bpd.models.heads import HEAD_ARCHS
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def check_options(batch_sizes: list[int], ks: list[int], dtype: str, archs: list[str],
+                  criteria: list[dict[str, Any]]) -> None:
+    """Refuse bad benchmark options with one sentence naming the fix, before any model is trained or timed
+    (a float16 request must not run, and be recorded as, float32)."""
+    if not batch_sizes or any(int(b) < 1 for b in batch_sizes):
+        raise ValueError(f"bench.batch_sizes must be a non-empty list of sizes >= 1 (got {list(batch_sizes)}).")
+    if not ks or any(int(k) < 1 for k in ks):
+        raise ValueError(f"bench.ks must be a non-empty list of block sizes >= 1 (got {list(ks)}).")
+    if dtype not in DTYPES:
+        raise ValueError(f"unknown bench.dtype {dtype!r}; choose one of {', '.join(DTYPES)}.")
+    bad = [a for a in archs if a not in HEAD_ARCHS]
+    if bad:
+        raise ValueError(f"unknown head architecture {bad[0]!r} in bench.archs; choose from {', '.join(HEAD_ARCHS)}.")
+    for crit in criteria:
+        make_criterion(crit.get("name"), crit.get("param"))
 
 
 def _median_ms(fns: dict[str, Any], repeats: int, device: torch.device) -> dict[str, float]:

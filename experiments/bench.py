@@ -21,7 +21,7 @@ from omegaconf import DictConfig
 def run(cfg: dict) -> list[dict]:
     import torch
 
-    from bpd.bench import format_bench, format_breakdown, run_bench, write_jsonl
+    from bpd.bench import DTYPES, check_options, format_bench, format_breakdown, run_bench, write_jsonl
     from bpd.evaluation import DecodeSpec
     from bpd.pipeline import (
         apply_proposal_vocab,
@@ -35,6 +35,9 @@ def run(cfg: dict) -> list[dict]:
     from bpd.training.checkpoint import load_model
 
     b = cfg["bench"]
+    archs = b.get("archs") or [cfg["heads"]["arch"]]
+    dtype = b.get("dtype") or "float32"
+    check_options(b["batch_sizes"], b["ks"], dtype, archs, b["criteria"])
     data = load_task(cfg)
     device = pick_device(cfg.get("device"))
     split = cfg["decode"].get("split", "test")
@@ -50,7 +53,6 @@ def run(cfg: dict) -> list[dict]:
             return seq
 
         crit_kw = {"offset": 0, "n_values": 256}
-    archs = b.get("archs") or [cfg["heads"]["arch"]]
     out_dir = resolve_path(b.get("results_dir", "results/bench"))
     all_rows = []
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -61,8 +63,8 @@ def run(cfg: dict) -> list[dict]:
             c["heads_train"] = {**(c.get("heads_train") or {}), "max_minutes": float(b["arch_train_minutes"])}
         path = ensure_heads(c, data)
         model, payload = load_model(path, device)
-        if b.get("dtype") == "bfloat16":
-            model = model.to(torch.bfloat16)
+        if dtype != "float32":
+            model = model.to(DTYPES[dtype])
         proposal_vocab = apply_proposal_vocab(model, cfg, data)  # the experiment's decode setting
         if b.get("compile"):
             model.decode = torch.compile(model.decode, dynamic=True)
@@ -83,7 +85,7 @@ def run(cfg: dict) -> list[dict]:
             "proposal_vocab": proposal_vocab,
             "heads_training": payload["train_config"].get("heads_training"),
             "device": device_name(device),
-            "dtype": b.get("dtype", "float32"),
+            "dtype": dtype,
             "threads": torch.get_num_threads(),
             "compile": bool(b.get("compile")),
             "git_sha": git_sha(),

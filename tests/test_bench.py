@@ -6,7 +6,15 @@ import pytest
 import torch
 from conftest import random_model, random_src
 
-from bpd.bench import bench_rows, format_bench, format_breakdown, run_bench, specbench_records, step_costs
+from bpd.bench import (
+    bench_rows,
+    check_options,
+    format_bench,
+    format_breakdown,
+    run_bench,
+    specbench_records,
+    step_costs,
+)
 from bpd.evaluation import DecodeSpec, RunOutput
 
 
@@ -110,3 +118,22 @@ def test_bench_rows_from_synthetic_runs():
     assert line[1] == "k=3" and line[-2:] == ["2.00", "1.67"]  # 4.4 / 2.2 and 2.5 / 1.5
     rec = specbench_records({"greedy": g, specs[1].name: b}, specs, "m")
     assert rec[1]["choices"][0]["accept_lengths"] == [3, 3, 2, 2]
+
+
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        ({"batch_sizes": [0]}, "bench.batch_sizes"),
+        ({"batch_sizes": []}, "bench.batch_sizes"),
+        ({"ks": [0, 2]}, "bench.ks"),
+        ({"dtype": "float8"}, "bench.dtype"),
+        ({"archs": ["medusa", "foo"]}, "bench.archs"),
+        ({"criteria": [{"name": "vibes"}]}, "unknown acceptance criterion"),
+    ],
+)
+def test_bad_options_are_refused_before_any_work(kw, match):
+    opts = {"batch_sizes": [1, 8], "ks": [2, 4], "dtype": "float32", "archs": ["recurrent"],
+            "criteria": [{"name": "exact"}, {"name": "topk", "param": 2}]}
+    check_options(**opts)  # the defaults pass
+    with pytest.raises(ValueError, match=match):
+        check_options(**{**opts, **kw})
