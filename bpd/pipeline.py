@@ -96,6 +96,8 @@ class TaskData:
         return self.dev_refs if split == "dev" else self.test_refs
 
     def pairs(self, split: str) -> Pairs:
+        if split not in ("train", "dev", "test"):
+            raise ValueError(f"unknown split {split!r}; use train, dev or test.")
         return {"train": self.train, "dev": self.dev, "test": self.test}[split]
 
 
@@ -573,6 +575,12 @@ def decode_specs(cfg: dict, model_k: int) -> list[DecodeSpec]:
             f"decode.ks {bad} not in 1..{model_k} (the trained heads.k); lower decode.ks or raise heads.k."
         )
     check_proposal_vocab(cfg.get("task", {}).get("kind"), d.get("proposal_vocab"))
+    if d.get("split", "test") not in ("train", "dev", "test"):
+        raise ValueError(f"unknown decode.split {d.get('split')!r}; use test, dev or train.")
+    if int(d.get("batch_size", 1)) < 1:
+        raise ValueError(f"decode.batch_size must be >= 1 (got {d.get('batch_size')}).")
+    if d.get("n_examples") is not None and int(d["n_examples"]) < 1:
+        raise ValueError(f"decode.n_examples must be >= 1, or null for the whole split (got {d['n_examples']}).")
     for crit in d.get("criteria", [{"name": "exact"}]):
         name, param = crit["name"], crit.get("param")
         for l in crit.get("min_block_sizes", [1]):

@@ -141,6 +141,12 @@ def test_clear_errors(toy, tmp_path):
     tmp, cfg, data = toy
     with pytest.raises(ValueError, match="decode.ks"):
         pipeline.decode_specs({"decode": {"ks": [5]}}, model_k=3)
+    for bad, match in (({"split": "foo"}, "decode.split"), ({"batch_size": 0}, "decode.batch_size"),
+                       ({"n_examples": 0}, "decode.n_examples")):
+        with pytest.raises(ValueError, match=match):
+            pipeline.decode_specs({"decode": {"ks": [2], **bad}}, model_k=3)
+    with pytest.raises(ValueError, match="unknown split"):
+        data.pairs("validation")
     with pytest.raises(ValueError, match="unknown acceptance criterion"):
         pipeline.decode_specs({"decode": {"ks": [2], "criteria": [{"name": "vibes"}]}}, model_k=3)
     with pytest.raises(FileNotFoundError, match="task.data_dir"):
