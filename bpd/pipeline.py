@@ -70,6 +70,16 @@ def train_config(section: dict, stage: str, seed: int, heads: dict | None = None
     return TrainConfig(**kw)
 
 
+def check_train_options(cfg: dict) -> None:
+    """Build both stages' training configs once, so that a bad value fails before anything is trained
+    (a bad heads_train value would otherwise surface only after the base model's training)."""
+    seed = int(cfg.get("seed", 0))
+    train_config(cfg["train"], "base", seed)
+    if cfg.get("heads"):
+        overrides = {k: v for k, v in (cfg.get("heads_train") or {}).items() if v is not None}
+        train_config({**cfg["train"], **overrides}, "heads", seed, cfg["heads"])
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Data
 # ---------------------------------------------------------------------------------------------------------------
@@ -929,6 +939,7 @@ def make_tracker(cfg: dict, name: str, job_type: str, extra: dict | None = None)
 __all__ = [
     "TaskData",
     "build_model",
+    "check_train_options",
     "decode_specs",
     "distilled_pairs",
     "base_path_for",

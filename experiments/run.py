@@ -14,9 +14,10 @@ from omegaconf import DictConfig
 
 
 def pipeline(cfg: dict) -> list[dict]:
-    from bpd.pipeline import decode_specs, ensure_heads, evaluate, load_task
+    from bpd.pipeline import check_train_options, decode_specs, ensure_heads, evaluate, load_task
 
-    decode_specs(cfg, int(cfg["heads"]["k"]))  # bad decoding options fail now, not after training
+    decode_specs(cfg, int(cfg["heads"]["k"]))  # bad decoding and training options fail now, not after training
+    check_train_options(cfg)
     data = load_task(cfg)
     model_path = ensure_heads(cfg, data)
     return evaluate(cfg, data, model_path)

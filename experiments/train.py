@@ -20,9 +20,10 @@ from omegaconf import DictConfig
 
 
 def run(cfg: dict) -> str:
-    from bpd.pipeline import ensure_base, ensure_heads, load_task
+    from bpd.pipeline import check_train_options, ensure_base, ensure_heads, load_task
     from bpd.training.distributed import init_distributed, main_first
 
+    check_train_options(cfg)  # a bad heads_train value fails now, not after the base model's training
     dc = cfg.get("dist") or {}
     info = init_distributed(dc.get("backend"), cfg.get("device"), dc.get("timeout_min"))
     data = main_first(lambda: load_task(cfg))  # rank 0 tokenizes and caches; the others then read its files

@@ -147,6 +147,9 @@ def test_clear_errors(toy, tmp_path):
             pipeline.decode_specs({"decode": {"ks": [2], **bad}}, model_k=3)
     with pytest.raises(ValueError, match="unknown split"):
         data.pairs("validation")
+    pipeline.check_train_options(cfg)  # the toy config is fine
+    with pytest.raises(ValueError, match=r"heads_train \(or train\)\.max_steps"):
+        pipeline.check_train_options({**cfg, "heads_train": {**(cfg.get("heads_train") or {}), "max_steps": 0}})
     with pytest.raises(ValueError, match="unknown acceptance criterion"):
         pipeline.decode_specs({"decode": {"ks": [2], "criteria": [{"name": "vibes"}]}}, model_k=3)
     with pytest.raises(FileNotFoundError, match="task.data_dir"):

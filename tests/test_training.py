@@ -139,6 +139,13 @@ def test_bad_train_config_values():
         TrainConfig(stage="middle")
     with pytest.raises(ValueError, match="frozen or finetune"):
         TrainConfig(heads_training="thawed")
+    # A run of no steps would write a "finished" untrained checkpoint that later stages build on.
+    with pytest.raises(ValueError, match=r"train\.max_steps must be >= 1"):
+        TrainConfig(max_steps=0)
+    with pytest.raises(ValueError, match=r"heads_train \(or train\)\.max_minutes"):
+        TrainConfig(stage="heads", max_minutes=0)
+    with pytest.raises(ValueError, match=r"train\.lr must be > 0"):
+        TrainConfig(lr=-1.0)
 
 
 def test_keep_best_and_patience(tmp_path):

@@ -68,6 +68,17 @@ class TrainConfig:
             raise ValueError(f"unknown heads.loss {self.heads_loss!r}; use mean or sampled.")
         if self.p1_weight <= 0:
             raise ValueError(f"heads.p1_weight must be > 0 (got {self.p1_weight}); 1 is the plain mean.")
+        # A run that takes no step would still write a "finished" checkpoint that later stages build on.
+        where = "train" if self.stage == "base" else "heads_train (or train)"
+        if self.max_steps < 1:
+            raise ValueError(f"{where}.max_steps must be >= 1 (got {self.max_steps}).")
+        if self.max_minutes is not None and self.max_minutes <= 0:
+            raise ValueError(f"{where}.max_minutes must be > 0, or null for no time cap (got {self.max_minutes}).")
+        if self.lr <= 0:
+            raise ValueError(f"{where}.lr must be > 0 (got {self.lr}).")
+        if self.warmup_steps < 0 or self.grad_accum < 1:
+            raise ValueError(f"{where}.warmup_steps must be >= 0 and grad_accum >= 1 "
+                             f"(got {self.warmup_steps} and {self.grad_accum}).")
 
 
 def lr_at(step: int, cfg: TrainConfig) -> float:
