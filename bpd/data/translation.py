@@ -124,7 +124,7 @@ def find_ding_file(
         if p.is_file():
             return p
         raise FileNotFoundError(
-            f"data.ding_path={p} does not exist: point it at the ding de-en dictionary file "
+            f"task.ding_path={p} does not exist: point it at the ding de-en dictionary file "
             f"(Debian's {DING_DEB_PACKAGE} installs it as {DING_SYSTEM_PATH})"
         )
     cache_dir = Path(cache_dir)
@@ -139,7 +139,7 @@ def find_ding_file(
     raise FileNotFoundError(
         f"The ding German-English dictionary was not found (tried {', '.join(str(c) for c in candidates)}, "
         f"apt-get download {DING_DEB_PACKAGE} and {DING_URL}): install Debian's {DING_DEB_PACKAGE} "
-        f"(apt-get install {DING_DEB_PACKAGE}) or pass data.ding_path=/path/to/de-en."
+        f"(apt-get install {DING_DEB_PACKAGE}) or pass task.ding_path=/path/to/de-en."
     )
 
 
