@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The wall-clock benchmark on one CUDA GPU: greedy vs blockwise (exact, top-2; k = 2..8) at batch 1, 8
-# and 32, in float32 and bfloat16, on the demo's model. About 6 minutes on a modern GPU when the model
-# comes along (see below); without it the demo's model is trained there first.
+# and 32, in float32 and bfloat16, on the demo's model (100 / 256 / 512 test sentences, 3 repeats, per
+# dtype; not yet timed on a GPU by us). Without the demo's model at hand it is trained there first.
 #
 #   bash bench/gpu.sh                        # on a CUDA machine
 #   ARCHS=1 bash bench/gpu.sh                # also Medusa / block-diagonal / paper heads (1-min trainings)
 #   COMPILE=1 bash bench/gpu.sh              # also torch.compile'd decoder layers, for both decoders
-#   DEVICE=cpu QUICK=1 bash bench/gpu.sh     # a 2-minute dry run of this script on a CPU, before spending GPU time
+#   DEVICE=cpu QUICK=1 bash bench/gpu.sh     # a half-minute dry run of this script on a CPU, before spending GPU time
 #
 # Offline GPU machines: run `make bench-gpu-prep` here first and send the paths it prints along: wheels of
 # the few pure-Python packages a PyTorch image lacks, the demo's trained model and its tokenised data, so
