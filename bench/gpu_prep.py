@@ -30,6 +30,7 @@ def main(overrides: list[str]) -> int:
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
+    from bpd.data.translation import ding_folder
     from bpd.pipeline import cache_root, heads_path_for, load_task
 
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
@@ -41,7 +42,7 @@ def main(overrides: list[str]) -> int:
         return 2
     data_dir, t = cache_root(cfg) / "data", cfg["task"]
     if str(t["name"]).startswith("ding"):  # the tokenised corpus; the raw dictionary (pkg/) is not needed
-        folders = [data_dir / f"ding_{t.get('direction', 'en-de')}"]
+        folders = [ding_folder(data_dir, t.get("direction", "en-de"), t.get("include_phrases", False))]
     else:
         folders = [p for p in data_dir.iterdir() if p.name != "pkg"] if data_dir.is_dir() else []
     wheel_dir = ROOT / ".whl"

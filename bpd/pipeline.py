@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from bpd.data.translation import SPLITS
 from bpd.evaluation import DecodeSpec, decode_and_time, format_table, make_rows
 from bpd.tracking import REPO_ROOT, Tracker, append_rows, command_line, device_name, git_sha, read_rows
 from bpd.training import distributed as dist
@@ -70,14 +71,18 @@ def train_config(section: dict, stage: str, seed: int, heads: dict | None = None
     return TrainConfig(**kw)
 
 
+def heads_train_config(cfg: dict) -> TrainConfig:
+    """The heads stage's training config: ``train`` with the non-null ``heads_train`` values over it."""
+    overrides = {k: v for k, v in (cfg.get("heads_train") or {}).items() if v is not None}
+    return train_config({**cfg["train"], **overrides}, "heads", int(cfg.get("seed", 0)), cfg["heads"])
+
+
 def check_train_options(cfg: dict) -> None:
     """Build both stages' training configs once, so that a bad value fails before anything is trained
     (a bad heads_train value would otherwise surface only after the base model's training)."""
-    seed = int(cfg.get("seed", 0))
-    train_config(cfg["train"], "base", seed)
+    train_config(cfg["train"], "base", int(cfg.get("seed", 0)))
     if cfg.get("heads"):
-        overrides = {k: v for k, v in (cfg.get("heads_train") or {}).items() if v is not None}
-        train_config({**cfg["train"], **overrides}, "heads", seed, cfg["heads"])
+        heads_train_config(cfg)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -106,7 +111,7 @@ class TaskData:
         return self.dev_refs if split == "dev" else self.test_refs
 
     def pairs(self, split: str) -> Pairs:
-        if split not in ("train", "dev", "test"):
+        if split not in SPLITS:
             raise ValueError(f"unknown split {split!r}; use train, dev or test.")
         return {"train": self.train, "dev": self.dev, "test": self.test}[split]
 
@@ -522,8 +527,7 @@ def ensure_heads(cfg: dict, data: TaskData) -> Path:
     missing, unexpected = model.load_state_dict(base.state_dict(), strict=False)
     if unexpected or any(not m.startswith("heads.") for m in missing):
         raise CheckpointError(f"base checkpoint {base_path} does not match the model config; delete it and retrain.")
-    overrides = {kk: v for kk, v in (cfg.get("heads_train") or {}).items() if v is not None}
-    tcfg = train_config({**cfg["train"], **overrides}, "heads", seed, h)
+    tcfg = heads_train_config(cfg)
     mt = int(cfg["train"]["max_tokens"])
     dev = {"dev": dev_batches(data, data.dev, mt)}
     if targets == "self" or h.get("eval_vs_self", True):
@@ -585,7 +589,7 @@ def decode_specs(cfg: dict, model_k: int) -> list[DecodeSpec]:
             f"decode.ks {bad} not in 1..{model_k} (the trained heads.k); lower decode.ks or raise heads.k."
         )
     check_proposal_vocab(cfg.get("task", {}).get("kind"), d.get("proposal_vocab"))
-    if d.get("split", "test") not in ("train", "dev", "test"):
+    if d.get("split", "test") not in SPLITS:
         raise ValueError(f"unknown decode.split {d.get('split')!r}; use test, dev or train.")
     if int(d.get("batch_size", 1)) < 1:
         raise ValueError(f"decode.batch_size must be >= 1 (got {d.get('batch_size')}).")

@@ -326,6 +326,11 @@ def count_lines(path: Path) -> int:
     return n + (last != b"\n")
 
 
+def ding_folder(cache_dir: Path, direction: str = "en-de", include_phrases: bool = False) -> Path:
+    """Where ``prepare_ding`` keeps the split corpus of these options."""
+    return Path(cache_dir) / f"ding_{direction}{'_phrases' if include_phrases else ''}"
+
+
 def prepare_ding(
     cache_dir: Path,
     ding_path: str | Path | None = None,
@@ -345,7 +350,7 @@ def prepare_ding(
     """
     src_lang, _ = _check_direction(direction)
     cache_dir = Path(cache_dir)
-    folder = cache_dir / f"ding_{direction}{'_phrases' if include_phrases else ''}"
+    folder = ding_folder(cache_dir, direction, include_phrases)
     files = _split_files(folder)
     if all(f.is_file() for f in files):
         counts = {s: count_lines(folder / f"{s}.src") for s in SPLITS}
