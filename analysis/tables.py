@@ -375,14 +375,22 @@ def speedup_points(rows: pd.DataFrame, prefer_mt: tuple[str, ...] = PREFER_MT,
         bench = rows[rows["is_bench"].astype(bool) & rows["method"].eq("blockwise") & rows["k"].gt(1)
                      & rows["batch_size"].fillna(1).eq(1) & ~rows["compile"].astype(bool)]
         if not bench.empty:
-            # One line per head architecture and criterion, from the machine of the newest bench run only:
-            # points from other CPUs or a compiled decoder would make one line zigzag between machines.
+            # One line per benchmarked experiment, head architecture and criterion, from the machine of the
+            # newest bench run only and, per experiment and architecture, its newest model only: points from
+            # other CPUs, other models or a compiled decoder would make one line zigzag between them.
             when = pd.to_datetime(bench["time"], errors="coerce")
             if when.notna().any():
                 bench = bench[bench["device"].eq(bench.loc[when.idxmax(), "device"])]
+                when = when.loc[bench.index]
+                src = bench["source_experiment"].fillna("?").astype(str)
+                arch = bench["heads_arch"].fillna("?").astype(str)
+                newest = bench.assign(_t=when, _s=src, _a=arch).sort_values("_t", kind="mergesort")
+                latest_model = newest.groupby(["_s", "_a"])["model"].last()
+                bench = bench[[latest_model.get((s, a)) == m for s, a, m in zip(src, arch, bench["model"])]]
             crit = [c if c == "exact" else f"top-{p:g}" if c == "topk" else f"{c} {p:g}"
                     for c, p in zip(bench["criterion"].astype(str), bench["criterion_param"].fillna(0))]
-            label = "bench " + bench["heads_arch"].fillna("?").astype(str) + " " + pd.Series(crit, index=bench.index)
+            label = ("bench " + bench["source_experiment"].fillna("?").astype(str) + " "
+                     + bench["heads_arch"].fillna("?").astype(str) + " " + pd.Series(crit, index=bench.index))
             parts.append(bench.assign(series=label))
     if not parts:
         return pd.DataFrame(columns=["task", "series", "k", "mean_block_size", "speedup"])

@@ -84,6 +84,9 @@ def run(cfg: dict) -> list[dict]:
             "trained_k": model.k,
             "proposal_vocab": proposal_vocab,
             "heads_training": payload["train_config"].get("heads_training"),
+            "heads_targets": c["heads"].get("targets"),  # what the heads were trained on (gold, distilled, self)
+            "setting": cfg.get("setting"),
+            "train_steps": payload.get("step"),
             "device": device_name(device),
             "dtype": dtype,
             "threads": torch.get_num_threads(),
