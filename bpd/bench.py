@@ -344,9 +344,11 @@ def format_breakdown(rows: list[dict[str, Any]]) -> str:
 
 
 def format_bench(rows: list[dict[str, Any]]) -> str:
+    """The printed table: eff = speedup / ideal, ceil = the efficiency the once-per-batch costs leave,
+    pred = the speedup the step costs predict, eff_p = speedup / pred (the loop's own share)."""
     head = (
         f"{'arch':<9} {'bs':>3} {'decoder':<24} {'k_hat':>5} {'tok/s':>8} {'speedup':>15} {'t_k/t_1':>7} "
-        f"{'ideal':>6} {'eff':>5} {'pred':>5} {'eff_p':>5} {'=greedy':>7}"
+        f"{'ideal':>6} {'eff':>5} {'ceil':>5} {'pred':>5} {'eff_p':>5} {'=greedy':>7}"
     )
     lines = [head, "-" * len(head)]
     for r in rows:
@@ -356,7 +358,8 @@ def format_bench(rows: list[dict[str, Any]]) -> str:
         lines.append(
             f"{str(r.get('heads_arch')):<9} {r['batch_size']:>3} {r['decoder']:<24} {r['mean_block_size']:5.2f} "
             f"{f(r['tokens_per_s'], '8.0f')} {rng:>15} {f(r['step_cost_ratio'], '7.2f')} "
-            f"{f(r['ideal_speedup'], '6.2f')} {f(r['efficiency'], '5.2f')} {f(r.get('predicted_speedup'), '5.2f')} "
+            f"{f(r['ideal_speedup'], '6.2f')} {f(r['efficiency'], '5.2f')} {f(r.get('efficiency_ceiling'), '5.2f')} "
+            f"{f(r.get('predicted_speedup'), '5.2f')} "
             f"{f(r.get('efficiency_vs_predicted'), '5.2f')} {r['identical_to_greedy']:7.2f}"
         )
     return "\n".join(lines)
