@@ -384,7 +384,7 @@ def speedup_points(rows: pd.DataFrame, prefer_mt: tuple[str, ...] = PREFER_MT,
                 when = when.loc[bench.index]
                 src = bench["source_experiment"].fillna("?").astype(str)
                 arch = bench["heads_arch"].fillna("?").astype(str)
-                newest = bench.assign(_t=when, _s=src, _a=arch).sort_values("_t", kind="mergesort")
+                newest = bench.assign(_t=when, _s=src, _a=arch).sort_values("_t", na_position="first", kind="mergesort")
                 latest_model = newest.groupby(["_s", "_a"])["model"].last()
                 bench = bench[[latest_model.get((s, a)) == m for s, a, m in zip(src, arch, bench["model"])]]
             crit = [c if c == "exact" else f"top-{p:g}" if c == "topk" else f"{c} {p:g}"

@@ -193,6 +193,28 @@ def test_distance_criterion_on_pixel_vocabulary():
     assert criteria.Distance(eps=3).accept(logits, props).tolist()[0][:3] == [True, True, True]
 
 
+@pytest.mark.parametrize("crit", [criteria.Exact(), criteria.Distance(eps=0), criteria.Distance(eps=2),
+                                  criteria.Distance(eps=3.5, offset=4, n_values=20)])
+def test_host_verdicts_equal_device_verdicts(crit):
+    """A ``by_argmax`` criterion decides acceptance on the host (``accept_ids``): it must agree with its device
+    test on every pair of ids, in and out of the ordinal range, and decode to the same tokens and blocks."""
+    ids = torch.arange(-2, 30)
+    best, props = torch.meshgrid(ids, ids, indexing="ij")
+    logits = torch.zeros(*best.shape, 40)  # unused when the argmax is given
+    device = crit.accept(logits, props, best)
+    host = torch.tensor([[crit.accept_ids(int(b), int(q)) for b, q in zip(br, qr)] for br, qr in zip(best, props)])
+    assert crit.by_argmax and torch.equal(device, host)
+
+    on_device = type("OnDevice", (type(crit),), {"by_argmax": False})(**crit.__dict__)
+    for seed in range(6):
+        model = random_model(30, 5, seed, head_noise=0.05 if seed % 2 else 0.5)
+        src = random_src(3, 6, 30, seed)
+        for l in (1, 2):
+            a = blockwise_decode(model, src, k=5, criterion=crit, min_block_size=l, max_len=20)
+            b = blockwise_decode(model, src, k=5, criterion=on_device, min_block_size=l, max_len=20)
+            assert a.tokens == b.tokens and a.block_sizes == b.block_sizes
+
+
 def test_topk_criterion():
     logits = torch.tensor([[0.0, 3.0, 2.0, 1.0]])
     assert criteria.TopK(1).accept(logits, torch.tensor([1])).tolist() == [True]

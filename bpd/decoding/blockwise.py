@@ -34,27 +34,38 @@ def start(model, bos: torch.Tensor, enc, cache, k: int) -> torch.Tensor:
 def verify(model, props: torch.Tensor, enc, cache, criterion: Criterion):
     """One parallel verify pass over the k proposals of every row.
 
-    Returns the decoder states (B, k, d), p_1's argmax after each proposal (B, k), and per row whether
-    the criterion accepts proposal slots 1..k-1 (B, k-1) (slot i is checked by p_1 after slot i-1).
+    Returns the decoder states (B, k, d), p_1's argmax after each proposal (B, k), and the (B, k') ids the
+    round sends to the host after the proposals: for a ``by_argmax`` criterion p_1's argmax itself (k' = k;
+    slot i is judged against the argmax after slot i-1 on the host), else the criterion's accept flags for
+    proposal slots 1..k-1 (k' = k - 1), computed on the device from the logits.
     """
     h = model.decode(props, enc, cache)  # appends k entries per row to the cache
     base = model.heads.base_logits(h)  # (B, k, V): p_1 after each proposed token
     best = top1(base)
-    ok = criterion.accept(base[:, :-1], props[:, 1:], best[:, :-1])
-    return h, best, ok
+    if criterion.by_argmax:
+        return h, best, best
+    return h, best, criterion.accept(base[:, :-1], props[:, 1:], best[:, :-1]).to(props.dtype)
 
 
-def accept_lengths(host_rows: list[list[int]], k: int, floor: int) -> tuple[list[int], list[int]]:
-    """From host rows ``[proposals (k) | accepted flags (k-1)]``: the leading accepted run per row and the
-    accepted block size k_hat = max(1 + run, floor). Done on the host: the round synchronises once anyway,
-    and at batch 1 a few Python comparisons cost less than a chain of tiny device ops."""
+def accept_lengths(host_rows: list[list[int]], k: int, floor: int,
+                   criterion: Criterion | None = None) -> tuple[list[int], list[int]]:
+    """From host rows ``[proposals (k) | verdicts]``: the leading accepted run per row and the accepted block
+    size k_hat = max(1 + run, floor). The verdicts are accept flags for slots 1..k-1, or, for a ``by_argmax``
+    ``criterion``, p_1's argmax at slots 0..k-1, judged slot by slot up to the first rejection. Done on the
+    host: the round synchronises once anyway, and a few Python comparisons cost less than a chain of tiny
+    device ops."""
     leads, khats = [], []
+    judge = criterion.accept_ids if criterion is not None and criterion.by_argmax else None
     for row in host_rows:
         n = 0
-        for flag in row[k:]:
-            if not flag:
-                break
-            n += 1
+        if judge is not None:
+            while n < k - 1 and judge(row[k + n], row[n + 1]):
+                n += 1
+        else:
+            for flag in row[k:]:
+                if not flag:
+                    break
+                n += 1
         leads.append(n)
         khats.append(max(1 + n, floor))
     return leads, khats
@@ -80,12 +91,12 @@ def rollback(cache, k: int, khat: list[int]) -> None:
 
 def verify_and_accept(model, props: torch.Tensor, enc, cache, criterion: Criterion, k: int, floor: int):
     """A round up to its next proposals: verify, learn each row's k_hat on the host, roll the cache back
-    and read the last accepted position. Returns the host rows ``[proposals | accept flags]``, the leading
+    and read the last accepted position. Returns the host rows ``[proposals | verdicts]``, the leading
     accepted runs, k_hat per row, and the decoder state and p_1's argmax at the last accepted position."""
-    h, best, ok = verify(model, props, enc, cache, criterion)
-    # The single host synchronisation of the round: proposed tokens and accept flags together.
-    host = torch.cat([props, ok.to(props.dtype)], dim=1).tolist()
-    leads, khat = accept_lengths(host, k, floor)
+    h, best, verdicts = verify(model, props, enc, cache, criterion)
+    # The single host synchronisation of the round: proposed tokens and verdicts together.
+    host = torch.cat([props, verdicts], dim=1).tolist()
+    leads, khat = accept_lengths(host, k, floor, criterion)
     rollback(cache, k, khat)
     h_last, first = gather_last(h, best, khat)
     return host, leads, khat, h_last, first
