@@ -391,7 +391,11 @@ def speedup_points(rows: pd.DataFrame, prefer_mt: tuple[str, ...] = PREFER_MT,
                     for c, p in zip(bench["criterion"].astype(str), bench["criterion_param"].fillna(0))]
             label = ("bench " + bench["source_experiment"].fillna("?").astype(str) + " "
                      + bench["heads_arch"].fillna("?").astype(str) + " " + pd.Series(crit, index=bench.index))
-            parts.append(bench.assign(series=label))
+            # Rows from before a column was recorded count as another configuration for dedupe_latest; a line
+            # still gets one point per k, the newest.
+            line = bench.assign(series=label, _t=pd.to_datetime(bench["time"], errors="coerce"))
+            line = line.sort_values("_t", na_position="first", kind="mergesort")
+            parts.append(line.drop_duplicates(["series", "k"], keep="last").drop(columns="_t"))
     if not parts:
         return pd.DataFrame(columns=["task", "series", "k", "mean_block_size", "speedup"])
     pts = pd.concat(parts, ignore_index=True)
