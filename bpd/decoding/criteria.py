@@ -25,7 +25,8 @@ class Criterion:
     name = "criterion"
     # True where acceptance depends on p_1's argmax and the proposal alone (``accept_ids``): the verify round
     # then decides it on the host from the argmax ids it synchronises anyway, instead of in a chain of tiny
-    # device ops (a distance test is ~10 of them, ~35 us a round on a CPU, 2-3% of a round).
+    # device ops (a distance test is ~10 of them: 37 us alone on a 2-core CPU; moving it to the host took the
+    # SR demo's eps = 2 rounds from 0.94 to 1.03 of the speed their step costs predict, README "Benchmark").
     by_argmax = False
 
     @property
