@@ -393,7 +393,7 @@ def speedup_points(rows: pd.DataFrame, prefer_mt: tuple[str, ...] = PREFER_MT,
                      + bench["heads_arch"].fillna("?").astype(str) + " " + pd.Series(crit, index=bench.index))
             # Rows from before a column was recorded count as another configuration for dedupe_latest; a line
             # still gets one point per k, the newest.
-            line = bench.assign(series=label, _t=pd.to_datetime(bench["time"], errors="coerce"))
+            line = bench.assign(series=label, _t=when.loc[bench.index])
             line = line.sort_values("_t", na_position="first", kind="mergesort")
             parts.append(line.drop_duplicates(["series", "k"], keep="last").drop(columns="_t"))
     if not parts:

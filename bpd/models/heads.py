@@ -170,11 +170,15 @@ class ProposalHeads(nn.Module):
         about 2x faster that way than against the (V, d) weight (measured at V=4000, d=128: 34 vs 74 us
         for 4 rows, 15 vs 28 us for 1), and that projection is most of a tiny model's step. The copy is
         rebuilt whenever the weight changes (training steps and loads bump its version)."""
-        w = self.output.weight
-        if w.device.type != "cpu" or not torch.is_inference_mode_enabled():
+        if self.output.weight.device.type != "cpu" or not torch.is_inference_mode_enabled():
             return self.output(x)
-        wt = self._derived("wt", [w], lambda: w.detach().t().contiguous())
+        wt = self._output_t()
         return x @ wt if self.output.bias is None else torch.addmm(self.output.bias, x, wt)
+
+    def _output_t(self) -> torch.Tensor:
+        """The output weight as a cached contiguous (d, V) transpose (inference on a CPU, see ``project``)."""
+        w = self.output.weight
+        return self._derived("wt", [w], lambda: w.detach().t().contiguous())
 
     def _derived(self, name: str, sources: list[torch.Tensor], make):
         """A tensor computed from ``sources`` once, cached until any of them changes (an optimizer step
@@ -244,7 +248,7 @@ class ProposalHeads(nn.Module):
         """The (d, P) transposed projection onto the proposal vocabulary and its bias (P = V unrestricted)."""
         w, b, ids = self.output.weight, self.output.bias, self.proposal_ids
         if ids is None:
-            return self._derived("wt", [w], lambda: w.detach().t().contiguous()), b
+            return self._output_t(), b
         wt = self._derived("wt_proposal", [w, ids], lambda: w[ids].t().contiguous())
         return wt, None if b is None else self._derived("b_proposal", [b, ids], lambda: b[ids])
 
