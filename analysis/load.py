@@ -19,6 +19,9 @@ REPO_ROOT = ANALYSIS_DIR.parent
 PAPER_CSV = ANALYSIS_DIR / "paper_reference.csv"
 PAPER_SOURCE = "paper (Stern et al. 2018)"
 
+#: Side studies live in ``results/studies/<name>/`` (at any depth): read, but never a sweep's own folder.
+STUDIES_DIR = "studies"
+
 MT_SETTINGS = ("regular", "distillation", "finetune", "both")
 SR_SETTINGS = ("regular", "approximate", "finetune", "both")
 #: The epsilon of the paper's "approximate" (distance) acceptance for images.
@@ -43,11 +46,12 @@ NUMERIC_COLUMNS = (
 ).split()
 
 #: What makes two rows "the same configuration": re-runs of it differ only in run_id, git_sha and time. The model
-#: file name carries a hash of its training config, so differently trained models never collapse into one.
+#: file name carries a hash of its training config, so differently trained models never collapse into one. A
+#: study's re-run (``is_study``) never replaces a sweep's row.
 CONFIG_KEY = (
     "experiment source_experiment task dataset split table_setting model heads_arch trained_k model_preset identity_p1 "
     "heads_targets batch_size dtype device compile decoder method k criterion criterion_param min_block_size beam_size "
-    "n_examples is_bench"
+    "n_examples is_bench is_study"
 ).split()
 
 
@@ -76,11 +80,22 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def result_files(results_dir: Path) -> list[Path]:
-    """``results/<experiment>/rows.jsonl`` plus any ``results/<dir>/bench*.jsonl`` (benchmark rows)."""
+    """``results/<experiment>/rows.jsonl``, any ``results/<dir>/bench*.jsonl`` (benchmark rows) and every
+    ``rows.jsonl`` under ``results/studies/`` (side studies, grouped in subfolders as needed).
+
+    Other nested files are not read: ``results/bench/<ab>/*.jsonl`` or ``results/<x>/outputs/`` stay out.
+    """
     if not results_dir.is_dir():
         return []
     files = set(results_dir.glob("*/rows.jsonl")) | set(results_dir.glob("*/bench*.jsonl"))
+    studies = results_dir / STUDIES_DIR
+    if studies.is_dir():
+        files |= set(studies.rglob("rows.jsonl"))
     return sorted(files)
+
+
+def _is_study_file(path: Path, results_dir: Path) -> bool:
+    return path.relative_to(results_dir).parts[0] == STUDIES_DIR
 
 
 def _is_bench_file(path: Path) -> bool:
@@ -162,15 +177,19 @@ def load_rows(results_dir: Path) -> pd.DataFrame:
     """All result rows under ``results_dir``, with derived columns, deduplicated.
 
     Added columns: ``table_setting`` (the paper's column), ``is_bench`` (benchmark rows, kept out of the
-    paper's tables), ``source_file`` and ``time_parsed``.
+    paper's tables), ``is_study`` (rows under ``results/studies/``, never a sweep's own folder),
+    ``source_file`` and ``time_parsed``.
     """
     records: list[dict[str, Any]] = []
-    for path in result_files(Path(results_dir)):
+    results_dir = Path(results_dir)
+    for path in result_files(results_dir):
         bench = _is_bench_file(path)
+        study = _is_study_file(path, results_dir)
         for r in read_jsonl(path):
             r = dict(r)
             r["source_file"] = str(path)
             r["is_bench"] = bool(bench or not _is_missing(r.get("t1_ms")))
+            r["is_study"] = study
             records.append(r)
     df = pd.DataFrame.from_records(records)
     for c in EXPECTED_COLUMNS:
@@ -184,6 +203,7 @@ def load_rows(results_dir: Path) -> pd.DataFrame:
         for c in ("table_setting", "source_file"):
             df[c] = pd.Series(dtype=object)
         df["is_bench"] = pd.Series(dtype=bool)
+        df["is_study"] = pd.Series(dtype=bool)
         df["time_parsed"] = pd.Series(dtype="datetime64[ns]")
         return df
     df["table_setting"] = df.apply(table_setting, axis=1)

@@ -328,7 +328,8 @@ def build_report(results_dir: Path, out_dir: Path, report_path: Path, paper_csv:
     if files:
         lines += [f"- `{_display(f)}`" for f in files]
     else:
-        lines.append(f"- none: `{results_dir}` holds no `*/rows.jsonl` or `*/bench*.jsonl` files yet")
+        lines.append(f"- none: `{results_dir}` holds no `*/rows.jsonl`, `*/bench*.jsonl` or `studies/**/rows.jsonl` "
+                     "files yet")
     report_path.write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8")
     return Report(tables=tables, figures=figs, path=report_path, n_rows=len(rows))
 
@@ -394,7 +395,8 @@ def log_wandb(report: Report, wandb_dir: Path, project: str = "bpd") -> str | No
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--results", type=Path, default=REPO_ROOT / "results", help="folder of <experiment>/rows.jsonl")
+    ap.add_argument("--results", type=Path, default=REPO_ROOT / "results",
+                    help="folder of <experiment>/rows.jsonl (and studies/**/rows.jsonl)")
     ap.add_argument("--out", type=Path, default=None, help="figures folder (default: <results>/figures)")
     ap.add_argument("--report", type=Path, default=None, help="markdown report (default: <results>/REPORT.md)")
     ap.add_argument("--paper", type=Path, default=PAPER_CSV, help="the paper's numbers (paper_reference.csv)")

@@ -60,12 +60,15 @@ def pick_latest(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 def _restrict(rows: pd.DataFrame, prefer: tuple[str, ...], dataset_pref: str) -> pd.DataFrame:
     """The first preferred experiment that has rows (else all), from its own folder ``results/<name>/`` when
     that has rows, then one dataset so cells are comparable. Runs of the experiment written elsewhere
-    (``paths.results_dir=results/exp_*``: reruns on another machine, levers) are side studies; letting
-    their later rows win would put two sweeps, with different base models, in one table."""
+    (``paths.results_dir=results/studies/<study>``: reruns on another machine, levers) are side studies;
+    letting their later rows win would put two sweeps, with different base models, in one table. A folder
+    under ``results/studies/`` is never a sweep's own, whatever its name."""
     for name in prefer:
         if rows["experiment"].eq(name).any():
             rows = rows[rows["experiment"].eq(name)]
             home = rows["source_file"].map(lambda f, name=name: Path(str(f)).parent.name == name)
+            if "is_study" in rows.columns:
+                home &= ~rows["is_study"].fillna(False).astype(bool)
             if home.any():
                 rows = rows[home]
             break

@@ -21,7 +21,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from analysis import make_report  # noqa: E402
-from analysis.load import PAPER_SOURCE, load_paper, load_rows, read_jsonl, table_setting  # noqa: E402
+from analysis.load import PAPER_SOURCE, load_paper, load_rows, read_jsonl, result_files, table_setting  # noqa: E402
 from analysis.tables import build_all, speedup_points  # noqa: E402
 
 SETTINGS = {
@@ -102,10 +102,14 @@ def make_results(root: Path) -> Path:
     ]
     write_rows(res / "table1_small" / "rows.jsonl", mt, extra_lines=['{"run_id": "cut', "not json"])
     write_rows(res / "adhoc" / "rows.jsonl", [mt_row("finetune", 2, 55.0, 5.0, experiment="adhoc")])
-    # A later re-run of the same experiment written to a side folder (paths.results_dir=results/exp_*), on another
-    # device: a side study, not the sweep, so it must not replace the sweep's Both cell in the paper's tables.
+    # A later re-run of the same experiment written to a side study (paths.results_dir=results/studies/<name>), on
+    # another device: read, but not the sweep, so it must not replace the sweep's Both cell in the paper's tables.
     side = mt_row(None, 4, 77.0, 7.0, training="finetune", distilled=True, time="2026-01-09T00:00:00")
-    write_rows(res / "exp_side" / "rows.jsonl", [{**side, "device": "cpu:other"}])
+    write_rows(res / "studies" / "rerun_elsewhere" / "rows.jsonl", [{**side, "device": "cpu:other"}])
+    # A study grouped one level deeper, in a folder named like the sweep, re-running a sweep cell on the same
+    # device later: still a study (neither the sweep's folder nor a re-run that replaces its row).
+    write_rows(res / "studies" / "levers" / "table1_small" / "rows.jsonl",
+               [mt_row("regular", 2, 88.0, 8.0, time="2026-01-10T00:00:00")])
 
     grid = res / "table2_small" / "outputs" / "x" / "grid.png"
     grid.parent.mkdir(parents=True, exist_ok=True)
@@ -205,11 +209,29 @@ def test_reader_skips_malformed_lines_and_keeps_latest(report) -> None:
     res, rows, _ = report
     assert len(read_jsonl(res / "table1_small" / "rows.jsonl")) == 14  # 2 malformed lines skipped
     both4 = rows[(rows["experiment"] == "table1_small") & (rows["table_setting"] == "both") & (rows["k"] == 4)
-                 & (rows["criterion"] == "exact") & ~rows["source_file"].str.contains("exp_side")]
+                 & (rows["criterion"] == "exact") & ~rows["is_study"]]
     assert len(both4) == 1 and both4.iloc[0]["mean_block_size"] == 3.0  # newer run, earlier in the file
     reg2 = rows[(rows["task"] == "translation") & (rows["table_setting"] == "regular") & (rows["k"] == 2)
                 & (rows["split"] == "test") & (rows["criterion"] == "exact")]
-    assert list(reg2["bleu"]) == [9.6]
+    # the sweep's newest run, and the study's later re-run of the same cell beside it (not in its place)
+    assert sorted(reg2["bleu"]) == [9.6, 88.0] and list(reg2.loc[reg2["is_study"], "bleu"]) == [88.0]
+
+
+def test_result_files_layout(report, tmp_path) -> None:
+    """Sweeps and bench one level down, studies at any depth under studies/; nothing else nested is read."""
+    res, rows, _ = report
+    found = {f.relative_to(res).as_posix() for f in result_files(res)}
+    assert found == {"table1_small/rows.jsonl", "adhoc/rows.jsonl", "table2_small/rows.jsonl", "bench/rows.jsonl",
+                     "studies/rerun_elsewhere/rows.jsonl", "studies/levers/table1_small/rows.jsonl"}
+    other = tmp_path / "results"
+    write_rows(other / "bench" / "ab_check" / "before.jsonl", [{"experiment": "bench", "t1_ms": 1.0}])
+    write_rows(other / "demo" / "outputs" / "x" / "rows.jsonl", [{"experiment": "stray"}])
+    write_rows(other / "studies" / "a" / "b" / "rows.jsonl", [{"experiment": "deep"}])
+    assert [f.relative_to(other).as_posix() for f in result_files(other)] == ["studies/a/b/rows.jsonl"]
+    studies = rows[rows["is_study"]]
+    assert len(studies) == 2 and set(studies["source_file"].map(lambda f: Path(f).parts[-2])) == {
+        "rerun_elsewhere", "table1_small"}
+    assert not rows.loc[~rows["is_study"], "source_file"].str.contains("studies").any()
 
 
 def test_setting_derivation() -> None:
@@ -238,7 +260,9 @@ def test_table1_values(report) -> None:
     assert d["setting"].isin(["finetune"]).sum() == 5 and d.loc[d["setting"] == "finetune", "bleu_ours"].isna().all()
     assert t["table1"].missing is None
     assert set(t["table1"].source["experiment"]) == {"table1_small"}
-    assert not t["table1"].source["source_file"].str.contains("exp_side").any()
+    assert not t["table1"].source["is_study"].any()  # studies are read but stay out of the paper's tables
+    for key in ("topn", "min_block", "table4", "acceptance"):
+        assert not t[key].source.get("is_study", pd.Series(dtype=bool)).fillna(False).astype(bool).any(), key
 
 
 def test_topn_and_min_block(report) -> None:
@@ -308,6 +332,9 @@ def test_files_and_report(report) -> None:
     assert "python experiments/run.py experiment=table1_small setting=regular" in md
     assert "`abc123`" in md and "`cpu:test`" in md
     assert "**Missing" not in md  # every table has rows here
+    inputs = md.split("## Inputs", 1)[1]
+    assert "studies/levers/table1_small/rows.jsonl`" in inputs and "studies/rerun_elsewhere/rows.jsonl`" in inputs
+    assert "88.00" not in md and "77.00" not in md  # the studies' BLEU appears in no table
 
 
 def test_empty_results_report_says_what_is_missing(tmp_path, monkeypatch) -> None:
