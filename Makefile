@@ -16,7 +16,7 @@ help:
 	@echo "make demo     - the main job on embedded data (CPU, ~10 min after setup)"
 	@echo "make test     - the test suite (CPU, <10 min)"
 	@echo "make lint     - ruff"
-	@echo "see README.md for the reproduction and benchmark targets"
+	@echo "see README.md and docs/ for the reproduction and benchmark targets"
 
 setup: $(STAMP)
 
@@ -69,11 +69,11 @@ reproduce-sr-small: setup
 	$(RUN) -m experiment=table2_small setting=regular,finetune
 
 reproduce-mt: setup
-	@test -n "$(DATA_DIR)" || { echo "set DATA_DIR=/path/to/wmt14 (see README 'WMT14 and CelebA')"; exit 2; }
+	@test -n "$(DATA_DIR)" || { echo "set DATA_DIR=/path/to/wmt14 (see docs/data.md)"; exit 2; }
 	$(RUN) -m experiment=table1 task.data_dir=$(DATA_DIR) setting=regular,distillation,finetune,both
 
 reproduce-sr: setup
-	@test -n "$(DATA_DIR)" || { echo "set DATA_DIR=/path/to/celeba (see README 'WMT14 and CelebA')"; exit 2; }
+	@test -n "$(DATA_DIR)" || { echo "set DATA_DIR=/path/to/celeba (see docs/data.md)"; exit 2; }
 	$(RUN) -m experiment=table2 task.data_dir=$(DATA_DIR) setting=regular,finetune
 
 figures: setup
@@ -94,7 +94,7 @@ bench: setup
 bench-gpu-prep: setup
 	$(PY) bench/gpu_prep.py
 
-# ---- clusters: SLURM via hydra-submitit-launcher (README 'Running on a cluster') -----------------------------
+# ---- clusters: SLURM via hydra-submitit-launcher (docs/cluster.md) -----------------------------
 # make reproduce-mt-slurm DATA_DIR=/path/to/wmt14 PARTITION=gpu [GPUS=8 NODES=1 SLURM_TIME=2880 SLURM_ARRAY=8]
 # Each configuration is one SLURM array task with GPUS processes per node (DDP). The global batch stays that of
 # REF_WORLD GPUs (the paper's 8) whatever GPUS x NODES is, by gradient accumulation; it must divide REF_WORLD.
@@ -118,7 +118,7 @@ setup-slurm: setup
 	$(PY) -m pip install -q -e ".[slurm]"
 
 reproduce-mt-slurm: setup-slurm
-	@test -n "$(DATA_DIR)" || { echo "set DATA_DIR=/path/to/wmt14 (see README 'Running on a cluster')"; exit 2; }
+	@test -n "$(DATA_DIR)" || { echo "set DATA_DIR=/path/to/wmt14 (see docs/cluster.md)"; exit 2; }
 	$(TRAIN) -m $(SLURM_ARGS) experiment=table1 task.data_dir=$(DATA_DIR) stage=base base_targets=gold,distilled
 ifeq ($(PROTOCOL),per_k)
 	$(RUN) -m $(SLURM_ARGS) experiment=table1 task.data_dir=$(DATA_DIR) setting=regular,distillation,finetune,both heads.k=2,4,6,8,10 'decode.ks=[$${heads.k}]' name=table1_per_k
@@ -127,6 +127,6 @@ else
 endif
 
 reproduce-sr-slurm: setup-slurm
-	@test -n "$(DATA_DIR)" || { echo "set DATA_DIR=/path/to/celeba (see README 'Running on a cluster')"; exit 2; }
+	@test -n "$(DATA_DIR)" || { echo "set DATA_DIR=/path/to/celeba (see docs/cluster.md)"; exit 2; }
 	$(TRAIN) -m $(SLURM_ARGS) experiment=table2 task.data_dir=$(DATA_DIR) stage=base
 	$(RUN) -m $(SLURM_ARGS) experiment=table2 task.data_dir=$(DATA_DIR) setting=regular,finetune

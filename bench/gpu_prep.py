@@ -26,23 +26,24 @@ WHEELS = ("hydra-core", "omegaconf", "antlr4-python3-runtime")
 
 
 def main(overrides: list[str]) -> int:
-    from _common import CONF_DIR
+    from _common import CONF_DIR, to_configs
     from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
 
-    from bpd.data.translation import ding_folder
-    from bpd.pipeline import cache_root, heads_path_for, load_task
+    from bpd.data.ding import ding_folder
+    from bpd.runtime import cache_root
+    from bpd.stages import heads_path_for
+    from bpd.tasks import load_task
 
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        cfg = OmegaConf.to_container(compose("config", overrides=overrides or ["experiment=demo"]), resolve=True)
-    data = load_task(cfg)  # reuses the tokenised corpus (the embedded one is prepared offline anyway)
-    model = heads_path_for(cfg, data)
+        cfg, _ = to_configs(compose("config", overrides=overrides or ["experiment=demo"]))
+    task = load_task(cfg)  # reuses the tokenised corpus (the embedded one is prepared offline anyway)
+    model = heads_path_for(cfg, task)
     if not model.exists():
         print(f"no trained model at {model}: run `make demo` (or this experiment) first.", file=sys.stderr)
         return 2
-    data_dir, t = cache_root(cfg) / "data", cfg["task"]
-    if str(t["name"]).startswith("ding"):  # the tokenised corpus; the raw dictionary (pkg/) is not needed
-        folders = [ding_folder(data_dir, t.get("direction", "en-de"), t.get("include_phrases", False))]
+    data_dir, t = cache_root(cfg) / "data", cfg.task
+    if getattr(t, "source", None) == "ding":  # the tokenised corpus; the raw dictionary (pkg/) is not needed
+        folders = [ding_folder(data_dir, t.direction, t.include_phrases)]
     else:
         folders = [p for p in data_dir.iterdir() if p.name != "pkg"] if data_dir.is_dir() else []
     wheel_dir = ROOT / ".whl"

@@ -1,7 +1,7 @@
 """Wall-clock benchmark of greedy vs blockwise decoding, measured side by side in one process.
 
 For each batch size the configurations are decoded on the same inputs, batch by batch, interleaved
-(``bpd.evaluation.decode_and_time``), after a warm-up, and the whole pass is repeated; speedups are
+(``bpd.decoding.timed.decode_and_time``), after a warm-up, and the whole pass is repeated; speedups are
 reported as the median over repeats with min/max. Separately, the cost of one decoding step is timed
 in isolation at a representative cache length: t_1 for a greedy step (decode one token, p_1, argmax,
 host sync) and t_k for a blockwise round (verify k tokens, accept, truncate, propose), so that
@@ -36,29 +36,13 @@ from typing import Any
 
 import torch
 
-from bpd.decoding.blockwise import propose, start, verify_and_accept
-from bpd.decoding.criteria import make_criterion, top1
-from bpd.evaluation import DecodeSpec, RunOutput, decode_and_time, pad_rows
-from bpd.models.heads import HEAD_ARCHS
+from bpd.decoding.blockwise import propose, run_round, start
+from bpd.decoding.common import pad_rows, top1
+from bpd.decoding.criteria import make_criterion
+from bpd.decoding.spec import DecodeSpec
+from bpd.decoding.timed import RunOutput, decode_and_time
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-def check_options(batch_sizes: list[int], ks: list[int], dtype: str, archs: list[str],
-                  criteria: list[dict[str, Any]]) -> None:
-    """Refuse bad benchmark options with one sentence naming the fix, before any model is trained or timed
-    (a float16 request must not run, and be recorded as, float32)."""
-    if not batch_sizes or any(int(b) < 1 for b in batch_sizes):
-        raise ValueError(f"bench.batch_sizes must be a non-empty list of sizes >= 1 (got {list(batch_sizes)}).")
-    if not ks or any(int(k) < 1 for k in ks):
-        raise ValueError(f"bench.ks must be a non-empty list of block sizes >= 1 (got {list(ks)}).")
-    if dtype not in DTYPES:
-        raise ValueError(f"unknown bench.dtype {dtype!r}; choose one of {', '.join(DTYPES)}.")
-    bad = [a for a in archs if a not in HEAD_ARCHS]
-    if bad:
-        raise ValueError(f"unknown head architecture {bad[0]!r} in bench.archs; choose from {', '.join(HEAD_ARCHS)}.")
-    for crit in criteria:
-        make_criterion(crit.get("name"), crit.get("param"))
 
 
 def _median_ms(fns: dict[str, Any], repeats: int, device: torch.device) -> dict[str, float]:
@@ -104,23 +88,23 @@ def step_costs(
     cache = model.new_cache(b, prefix_len + kmax + 2)
     prefix = torch.full((b, prefix_len), model.bos_id, dtype=torch.long, device=device)
     model.decode(prefix, enc, cache)
-    base_len, base_host = cache.lengths.clone(), cache.host_max
+    mark = cache.mark()
     tok = torch.full((b, 1), model.bos_id, dtype=torch.long, device=device)
 
     def greedy_step() -> None:
         h = model.decode(tok, enc, cache)
         top1(model.heads.base_logits(h[:, 0])).tolist()
-        cache.truncate(base_len, base_host)
+        cache.rewind(mark)
 
     def encode() -> None:
         model.encode(src)
 
     def decoder_only(toks: torch.Tensor) -> None:
         model.decode(toks, enc, cache)
-        cache.truncate(base_len, base_host)
+        cache.rewind(mark)
 
     h_one = model.decode(tok, enc, cache)[:, 0]
-    cache.truncate(base_len, base_host)
+    cache.rewind(mark)
     fns: dict[str, Any] = {"t1": greedy_step, "enc": encode}
     parts: dict[str, Any] = {"t1": greedy_step, "d1": lambda: decoder_only(tok)}
     crit = make_criterion(criterion, criterion_param, **(criterion_kwargs or {}))
@@ -128,13 +112,13 @@ def step_costs(
         props = torch.full((b, k), model.bos_id, dtype=torch.long, device=device)
 
         def round_k(k: int = k, props: torch.Tensor = props) -> None:
-            *_, h_last, first = verify_and_accept(model, props, enc, cache, crit, k, 1)
-            propose(model, h_last, first, k)
-            cache.truncate(base_len, base_host)
+            r = run_round(model, props, enc, cache, crit, k, 1)
+            propose(model, r.h_last, r.first, k)
+            cache.rewind(mark)
 
         def start_k(k: int = k) -> None:  # blockwise_decode's first call, before any round
             start(model, tok, enc, cache, k)
-            cache.truncate(base_len, base_host)
+            cache.rewind(mark)
 
         fns[f"t{k}"], fns[f"s{k}"] = round_k, start_k
         parts[f"t{k}"], parts[f"d{k}"] = round_k, lambda props=props: decoder_only(props)

@@ -5,12 +5,11 @@ from __future__ import annotations
 from collections import Counter
 
 import numpy as np
+from sacrebleu.metrics import BLEU
 
 
 def bleu(hyps: list[str], refs: list[str]) -> tuple[float, str]:
     """Detokenized corpus BLEU with sacreBLEU's default 13a tokenization; returns (score, signature)."""
-    from sacrebleu.metrics import BLEU
-
     metric = BLEU()
     score = metric.corpus_score(hyps, [refs])
     return float(score.score), str(metric.get_signature())

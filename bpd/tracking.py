@@ -15,7 +15,8 @@ from typing import Any
 
 import torch
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from bpd.config import ExperimentConfig
+from bpd.runtime import REPO_ROOT, resolve_path
 
 
 def git_sha() -> str:
@@ -37,8 +38,8 @@ def git_sha() -> str:
 
 def cpu_model() -> str:
     """The CPU's model name (Linux: /proc/cpuinfo), else the architecture. Recorded because step-cost
-    ratios depend on it: the same model's blockwise round costs 1.47x a greedy step on one 2-core VM and
-    1.80x on another (small multi-row matrix products are relatively dearer on some CPUs)."""
+    ratios depend on it: small multi-row matrix products are relatively dearer on some CPUs, so the same
+    model's blockwise round costs a different number of greedy steps on another CPU (docs/benchmark.md)."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -161,3 +162,18 @@ class Tracker:
         if self.run is not None:
             self.run.finish()
             self.run = None
+
+
+def make_tracker(cfg: ExperimentConfig, name: str, job_type: str, extra: dict | None = None) -> Tracker:
+    """A W&B run for one stage of the experiment (grouped by the experiment's name)."""
+    lg = cfg.logger
+    return Tracker(
+        enabled=lg.enabled,
+        project=lg.project,
+        name=name,
+        group=lg.group or cfg.name,
+        config={"experiment": cfg.name, **(extra or {})},
+        mode=lg.mode,
+        dir=resolve_path(lg.dir),
+        job_type=job_type,
+    )

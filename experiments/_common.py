@@ -1,41 +1,95 @@
-"""Glue shared by the Hydra entry points: config -> plain dict, friendly errors."""
+"""Glue shared by the Hydra entry points: the typed configs registered as Hydra schemas, composed configs
+turned into the library's dataclasses, and user errors ended with one sentence.
+
+The dataclasses of ``bpd/config.py`` are the schema of every composed config, so ``conf/*.yaml`` only hold
+what differs from their defaults, every option can be overridden on the command line (a misspelt one is
+refused by Hydra), and values are type-checked before anything runs. Each entry point's own options
+(``stage`` of train.py, ``checkpoint`` of evaluate.py, ``bench`` of bench.py) live in its own schema and
+primary config (``conf/<entry>.yaml``), never in the experiment config the library sees.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
+from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 # Jobs started by submitit launchers unpickle the entry point and import this module by name.
 os.environ["PYTHONPATH"] = os.pathsep.join(
     p for p in (str(Path(__file__).resolve().parent), os.environ.get("PYTHONPATH")) if p
 )
 
-CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
+from bpd.config import BenchConfig, ExperimentConfig, ImageTaskConfig, TranslationTaskConfig  # noqa: E402
+
+CONF_DIR = str(ROOT / "conf")
 
 
-def to_dict(cfg: DictConfig) -> dict:
-    d = OmegaConf.to_container(cfg, resolve=True)
-    d.pop("hydra", None)
-    d["_command"] = " ".join(["python", *sys.argv])
-    return d
+@dataclass
+class ExperimentSchema(ExperimentConfig):
+    """``ExperimentConfig`` as Hydra composes it: the task group's file picks the task's schema."""
+
+    task: Any = None
 
 
-def friendly(fn: Callable[[dict], object], cfg: DictConfig) -> object:
-    """Run a stage; user errors (missing data, bad values, corrupt checkpoints) end with one sentence."""
+@dataclass
+class TrainEntry(ExperimentSchema):
+    stage: str = "all"  # base | heads | all (heads and everything they need)
+
+
+@dataclass
+class EvaluateEntry(ExperimentSchema):
+    checkpoint: str | None = None  # evaluate this checkpoint instead of the one the config would train
+
+
+@dataclass
+class DistillEntry(ExperimentSchema):
+    stage: str = "data"  # data (the distilled training set) | all (then base and heads on it)
+
+
+@dataclass
+class BenchEntry(ExperimentSchema):
+    bench: BenchConfig = field(default_factory=BenchConfig)
+
+
+def register() -> None:
+    cs = ConfigStore.instance()
+    for name, node in (("experiment", ExperimentSchema), ("train", TrainEntry), ("evaluate", EvaluateEntry),
+                       ("distill", DistillEntry), ("bench", BenchEntry)):
+        cs.store(group="schema", name=name, node=node, package="_global_")
+    cs.store(group="task", name="translation_schema", node=TranslationTaskConfig)
+    cs.store(group="task", name="image_schema", node=ImageTaskConfig)
+
+
+register()
+
+
+def to_configs(cfg: DictConfig) -> tuple[ExperimentConfig, Any]:
+    """The library's ``ExperimentConfig`` (validated) and the entry point's whole typed config."""
+    entry = OmegaConf.to_object(cfg)
+    experiment = ExperimentConfig(**{f.name: getattr(entry, f.name) for f in fields(ExperimentConfig)})
+    experiment.command = " ".join(["python", *sys.argv])
+    return experiment.validate(), entry
+
+
+def friendly(fn: Callable[[ExperimentConfig, Any], object], cfg: DictConfig) -> object:
+    """Run an entry point; user errors (missing data, bad values, corrupt checkpoints) end with one sentence."""
     from bpd.training.checkpoint import CheckpointError
 
-    d = to_dict(cfg)
-    if d.get("threads"):
-        import torch
-
-        torch.set_num_threads(int(d["threads"]))
     try:
-        return fn(d)
+        experiment, entry = to_configs(cfg)
+        if experiment.threads:
+            import torch
+
+            torch.set_num_threads(experiment.threads)
+        return fn(experiment, entry)
     except (FileNotFoundError, ValueError, CheckpointError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)

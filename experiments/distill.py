@@ -1,5 +1,5 @@
 """Sequence-level distillation: train a teacher (another seed), beam-decode the training sources in
-resumable shards, and write the distilled training set; optionally train base and heads on it.
+resumable shards, and write the distilled training set; with ``stage=all``, then base and heads on it.
 
     python experiments/distill.py                       # teacher + distilled data only
     python experiments/distill.py stage=all heads.k=8   # then base and heads on distilled data
@@ -7,23 +7,30 @@ resumable shards, and write the distilled training set; optionally train base an
 
 from __future__ import annotations
 
+import dataclasses
+
 import hydra
-from _common import CONF_DIR, friendly
+from _common import CONF_DIR, DistillEntry, friendly
 from omegaconf import DictConfig
 
-
-def run(cfg: dict) -> None:
-    from bpd.pipeline import distilled_pairs, ensure_heads, load_task
-
-    data = load_task(cfg)
-    pairs = distilled_pairs(cfg, data)
-    print(f"distilled training set: {len(pairs)} pairs")
-    if cfg.get("stage", "all") == "all" and cfg.get("stage") != "data":
-        cfg = {**cfg, "base_targets": "distilled", "heads": {**cfg["heads"], "targets": "distilled"}}
-        print(f"heads checkpoint: {ensure_heads(cfg, data)}")
+from bpd.config import ExperimentConfig
 
 
-@hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")
+def run(cfg: ExperimentConfig, entry: DistillEntry) -> None:
+    from bpd.stages import distillation_targets, ensure_heads
+    from bpd.tasks import load_task
+
+    if entry.stage not in ("data", "all"):
+        raise ValueError(f"unknown stage {entry.stage!r}; use stage=data or stage=all.")
+    task = load_task(cfg)
+    print(f"distilled training set: {len(distillation_targets(cfg, task))} pairs")
+    if entry.stage == "all":
+        heads = dataclasses.replace(cfg.heads, targets="distilled")
+        cfg = dataclasses.replace(cfg, base_targets="distilled", heads=heads)
+        print(f"heads checkpoint: {ensure_heads(cfg, task)}")
+
+
+@hydra.main(config_path=CONF_DIR, config_name="distill", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     friendly(run, cfg)
 

@@ -1,7 +1,7 @@
 """Evaluate a trained model (the one the config would train, or checkpoint=PATH) and write result rows.
 
-python experiments/evaluate.py heads.k=8 decode.ks=[2,4,8] decode.batch_size=1
-python experiments/evaluate.py checkpoint=outputs/cache/models/heads_....pt decode=blockwise
+    python experiments/evaluate.py heads.k=8 'decode.ks=[2,4,8]' decode.batch_size=1
+    python experiments/evaluate.py checkpoint=outputs/cache/models/heads_....pt decode=blockwise
 """
 
 from __future__ import annotations
@@ -9,20 +9,23 @@ from __future__ import annotations
 from pathlib import Path
 
 import hydra
-from _common import CONF_DIR, friendly
+from _common import CONF_DIR, EvaluateEntry, friendly
 from omegaconf import DictConfig
 
-
-def run(cfg: dict) -> list[dict]:
-    from bpd.pipeline import ensure_heads, evaluate, load_task
-
-    data = load_task(cfg)
-    ckpt = cfg.get("checkpoint")
-    path = Path(ckpt) if ckpt else ensure_heads(cfg, data)
-    return evaluate(cfg, data, path)
+from bpd.config import ExperimentConfig
 
 
-@hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")
+def run(cfg: ExperimentConfig, entry: EvaluateEntry) -> list[dict]:
+    from bpd.evaluate import evaluate
+    from bpd.stages import ensure_heads
+    from bpd.tasks import load_task
+
+    task = load_task(cfg)
+    path = Path(entry.checkpoint) if entry.checkpoint else ensure_heads(cfg, task)
+    return evaluate(cfg, task, path)
+
+
+@hydra.main(config_path=CONF_DIR, config_name="evaluate", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     friendly(run, cfg)
 

@@ -12,20 +12,21 @@ import hydra
 from _common import CONF_DIR, friendly
 from omegaconf import DictConfig
 
+from bpd.config import ExperimentConfig
 
-def pipeline(cfg: dict) -> list[dict]:
-    from bpd.pipeline import check_train_options, decode_specs, ensure_heads, evaluate, load_task
 
-    decode_specs(cfg, int(cfg["heads"]["k"]))  # bad decoding and training options fail now, not after training
-    check_train_options(cfg)
-    data = load_task(cfg)
-    model_path = ensure_heads(cfg, data)
-    return evaluate(cfg, data, model_path)
+def run(cfg: ExperimentConfig, _entry=None) -> list[dict]:
+    from bpd.evaluate import evaluate
+    from bpd.stages import ensure_heads
+    from bpd.tasks import load_task
+
+    task = load_task(cfg)
+    return evaluate(cfg, task, ensure_heads(cfg, task))
 
 
 @hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    friendly(pipeline, cfg)
+    friendly(run, cfg)
 
 
 if __name__ == "__main__":

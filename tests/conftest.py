@@ -7,8 +7,15 @@ import os
 import pytest
 import torch
 
+from bpd.config import ModelConfig
+
 os.environ.setdefault("WANDB_MODE", "disabled")
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+
+#: conf/model/micro.yaml's sizes: unit tests and property checks (a few thousand parameters).
+MICRO = ModelConfig(name="micro", d_model=32, n_heads=2, d_ff=64, n_enc_layers=1, n_dec_layers=2, dropout=0.0)
+IMAGE_MICRO = ModelConfig(name="image_micro", d_model=32, n_heads=2, d_ff=64, n_enc_layers=1, n_dec_layers=1,
+                          dropout=0.0)
 
 
 def random_model(
@@ -30,7 +37,7 @@ def random_model(
 
     torch.manual_seed(seed)
     identity_p1 = identity_p1 or arch == "recurrent"  # recurrent slots read p_1's token
-    model = build_translation_model(vocab, k, "micro", seed=seed, heads_arch=arch, identity_p1=identity_p1, **overrides)
+    model = build_translation_model(vocab, k, MICRO, seed=seed, heads_arch=arch, identity_p1=identity_p1, **overrides)
     g = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
         for p in model.heads.parameters():

@@ -8,14 +8,15 @@ from conftest import random_model, random_src
 
 from bpd.bench import (
     bench_rows,
-    check_options,
     format_bench,
     format_breakdown,
     run_bench,
     specbench_records,
     step_costs,
 )
-from bpd.evaluation import DecodeSpec, RunOutput
+from bpd.config import BenchConfig, from_dict
+from bpd.decoding.spec import DecodeSpec
+from bpd.decoding.timed import RunOutput
 
 
 @pytest.fixture(scope="module")
@@ -134,9 +135,9 @@ def test_bench_rows_from_synthetic_runs():
 def test_bad_options_are_refused_before_any_work(kw, match):
     opts = {"batch_sizes": [1, 8], "ks": [2, 4], "dtype": "float32", "archs": ["recurrent"],
             "criteria": [{"name": "exact"}, {"name": "topk", "param": 2}]}
-    check_options(**opts)  # the defaults pass
+    from_dict(BenchConfig, opts).validate()  # the defaults pass
     with pytest.raises(ValueError, match=match):
-        check_options(**{**opts, **kw})
+        from_dict(BenchConfig, {**opts, **kw}).validate()
 
 
 def test_bench_entry_point_on_a_toy_model(tmp_path, capsys):
@@ -157,12 +158,13 @@ def test_bench_entry_point_on_a_toy_model(tmp_path, capsys):
     spec.loader.exec_module(bench_entry)
 
     out = tmp_path / "bench"
-    cfg = toy_config(tmp_path, name="toy", bench={
+    cfg = toy_config(tmp_path, name="toy")
+    bench = from_dict(BenchConfig, {
         "batch_sizes": [1, 2], "ks": [2, 3, 10], "criteria": [{"name": "exact"}], "repeats": 1,
         "n_examples": {1: 3, 2: 4}, "naive_greedy": True, "archs": None, "arch_train_minutes": 0.1,
         "dtype": "float32", "compile": False, "step_repeats": 3, "results_dir": str(out),
     })
-    rows = bench_entry.run(cfg)
+    rows = bench_entry.run(cfg, bench_entry.BenchEntry(bench=bench))
     assert [(r["batch_size"], r["decoder"]) for r in rows] == [
         (1, "greedy"), (1, "naive_greedy"), (1, "blockwise_k2_exact"), (1, "blockwise_k3_exact"),
         (2, "greedy"), (2, "blockwise_k2_exact"), (2, "blockwise_k3_exact"),

@@ -10,6 +10,7 @@ import pytest
 import torch
 from PIL import Image
 
+from bpd.data import celeba, faces, grid
 from bpd.data import images as I
 
 
@@ -96,7 +97,7 @@ _SMALL = dict(lr_size=4, factor=4, n_train=64, n_dev=8, n_test=16, seed=3)
 
 @pytest.fixture(scope="module")
 def small_embedded() -> dict:
-    return I.build_sr_patches(I.load_embedded_sources(), **_SMALL, return_plans=True)
+    return faces.build_sr_patches(faces.load_embedded_sources(), **_SMALL, return_plans=True)
 
 
 def test_embedded_shapes_and_lr_is_area_of_hr(small_embedded: dict) -> None:
@@ -109,9 +110,9 @@ def test_embedded_shapes_and_lr_is_area_of_hr(small_embedded: dict) -> None:
 
 
 def test_embedded_deterministic_and_test_independent_of_n_train(small_embedded: dict) -> None:
-    again = I.build_embedded_sr(**_SMALL)
-    more_train = I.build_embedded_sr(**{**_SMALL, "n_train": 10})
-    other_seed = I.build_embedded_sr(**{**_SMALL, "seed": 4})
+    again = faces.build_embedded_sr(**_SMALL)
+    more_train = faces.build_embedded_sr(**{**_SMALL, "n_train": 10})
+    other_seed = faces.build_embedded_sr(**{**_SMALL, "seed": 4})
     for split in I.SPLITS:
         for a, b in zip(small_embedded[split], again[split]):
             np.testing.assert_array_equal(a, b)
@@ -135,7 +136,7 @@ def test_embedded_splits_are_region_disjoint(small_embedded: dict) -> None:
 
 
 def test_assign_blocks_partition() -> None:
-    blocks = I.assign_blocks([(100, 60), (48, 48)], block=24, seed=0)
+    blocks = faces.assign_blocks([(100, 60), (48, 48)], block=24, seed=0)
     flat = [b for s in I.SPLITS for b in blocks[s]]
     assert len(flat) == len(set(flat)) == 4 * 2 + 2 * 2
     for s in I.SPLITS:
@@ -144,16 +145,16 @@ def test_assign_blocks_partition() -> None:
 
 def test_prepare_embedded_sr_caches(tmp_path: Path) -> None:
     args = dict(lr_size=2, factor=2, n_train=8, n_dev=2, n_test=3, seed=1)
-    path = I.prepare_embedded_sr(tmp_path, **args)
+    path = faces.prepare_embedded_sr(tmp_path, **args)
     assert path.exists() and path.suffix == ".npz"
     mtime = path.stat().st_mtime_ns
-    assert I.prepare_embedded_sr(tmp_path, **args) == path and path.stat().st_mtime_ns == mtime
-    data = I.load_sr_npz(path)
-    ref = I.build_embedded_sr(**args)
+    assert faces.prepare_embedded_sr(tmp_path, **args) == path and path.stat().st_mtime_ns == mtime
+    data = faces.load_sr_npz(path)
+    ref = faces.build_embedded_sr(**args)
     for split in I.SPLITS:
         np.testing.assert_array_equal(data[split][1], ref[split][1])
     assert not list(tmp_path.glob(".*tmp"))
-    assert I.prepare_embedded_sr(tmp_path, **{**args, "seed": 2}) != path
+    assert faces.prepare_embedded_sr(tmp_path, **{**args, "seed": 2}) != path
 
 
 # --- CelebA ---------------------------------------------------------------------------------------------
@@ -173,23 +174,23 @@ def _write_celeba(root: Path, parts: list[int]) -> None:
 
 def test_load_celeba_sr_crop_resize_and_splits(tmp_path: Path) -> None:
     _write_celeba(tmp_path, [0, 0, 1, 2, 0])
-    lr, hr = I.load_celeba_sr(tmp_path, "train")
+    lr, hr = celeba.load_celeba_sr(tmp_path, "train")
     assert lr.shape == (3, 8, 8, 3) and hr.shape == (3, 32, 32, 3) and lr.dtype == hr.dtype == np.uint8
     # the crop is exactly the flat region: a one-pixel offset would pull an HR edge row ~50 levels to black
     for j, k in enumerate((1, 2, 5)):
         fill = np.array([10 * k, 100, 200])
         assert np.abs(hr[j].astype(int) - fill).max() <= 3
         assert np.abs(lr[j].astype(int) - fill).max() <= 3
-    assert I.load_celeba_sr(tmp_path, "dev")[1].shape[0] == 1
-    lr_t, hr_t = I.load_celeba_sr(tmp_path, "test", lr_size=4, hr_size=16)
+    assert celeba.load_celeba_sr(tmp_path, "dev")[1].shape[0] == 1
+    lr_t, hr_t = celeba.load_celeba_sr(tmp_path, "test", lr_size=4, hr_size=16)
     assert lr_t.shape == (1, 4, 4, 3) and hr_t.shape == (1, 16, 16, 3)
     np.testing.assert_allclose(hr_t[0].reshape(-1, 3).mean(0), (40, 100, 200), atol=4)
-    assert I.load_celeba_sr(tmp_path, "train", limit=2)[0].shape[0] == 2
+    assert celeba.load_celeba_sr(tmp_path, "train", limit=2)[0].shape[0] == 2
 
 
 def test_load_celeba_sr_missing_folder(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="img_align_celeba"):
-        I.load_celeba_sr(tmp_path / "nope", "train")
+        celeba.load_celeba_sr(tmp_path / "nope", "train")
 
 
 # --- batches and figures --------------------------------------------------------------------------------
@@ -217,7 +218,7 @@ def test_save_grid_writes_png(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     hr = rng.integers(0, 256, (3, 16, 16, 3), dtype=np.uint8)
     lr = I.area_downsample(hr, 4)
-    out = I.save_grid([("low-res input", lr), ("greedy", hr), ("ground truth", hr)], tmp_path / "g.png")
+    out = grid.save_grid([("low-res input", lr), ("greedy", hr), ("ground truth", hr)], tmp_path / "g.png")
     with Image.open(out) as im:
         assert im.format == "PNG" and im.mode == "RGB"
         w, h = im.size

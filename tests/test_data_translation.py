@@ -14,19 +14,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from bpd.data import translation as tr
+from bpd.data import ding as tr
+from bpd.data.ding import extract_ding_pairs, find_ding_file, parse_ding, prepare_ding, split_pairs
 from bpd.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 from bpd.data.translation import (
     count_lines,
     encode_corpus,
-    extract_ding_pairs,
-    find_ding_file,
     make_batches,
     pad_batch,
-    parse_ding,
-    prepare_ding,
     prepare_wmt14,
-    split_pairs,
     token_batches,
 )
 

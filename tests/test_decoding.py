@@ -31,7 +31,6 @@ def check_contract(res: DecodeResult, batch: int, max_len: int, eos: int) -> Non
     assert len(res.tokens) == len(res.iterations) == len(res.block_sizes) == batch
     for toks, its, blocks in zip(res.tokens, res.iterations, res.block_sizes):
         assert len(toks) <= max_len
-        assert bos_free(toks)
         if eos in toks:
             assert toks.index(eos) == len(toks) - 1, "nothing may follow EOS"
         else:
@@ -41,8 +40,16 @@ def check_contract(res: DecodeResult, batch: int, max_len: int, eos: int) -> Non
         assert all(b >= 1 for b in blocks)
 
 
-def bos_free(toks: list[int]) -> bool:
-    return True  # BOS is a valid vocabulary id for random models; the decoders never prepend it.
+def check_argmax_chain(model, src: torch.Tensor, tokens: list[list[int]]) -> None:
+    """Each output is p_1's argmax chain, recomputed without a cache from BOS + the output itself: nothing
+    is prepended (no BOS in the output), dropped or reordered, and every token is the argmax after its prefix."""
+    with torch.inference_mode():
+        for r, toks in enumerate(tokens):
+            if not toks:
+                continue
+            prefix = torch.tensor([[model.bos_id, *toks[:-1]]])
+            h = model.decode(prefix, model.encode(src[r : r + 1]))
+            assert model.heads.base_logits(h)[0].argmax(-1).tolist() == toks
 
 
 @SETTINGS
@@ -74,6 +81,7 @@ def test_exact_blockwise_equals_greedy(seed, vocab, k, batch, src_len, max_len, 
             assert b.position_reached[1:] == b.position_accepted[:-1]
             assert b.total_tokens <= sum(b.iterations) + sum(b.position_accepted)
     check_contract(g, batch, max_len, model.eos_id)
+    check_argmax_chain(model, src, g.tokens)
 
 
 def test_property_exercises_long_blocks_eos_and_max_len():
@@ -116,8 +124,8 @@ def test_invocations_equal_iterations_plus_one_at_batch_1(k):
 
 
 @pytest.mark.parametrize("arch", HEAD_ARCHS)
-def test_cache_truncation_matches_recompute(arch):
-    """Logits after verify-then-truncate-then-continue equal a from-scratch teacher-forced pass."""
+def test_cache_rollback_matches_recompute(arch):
+    """Logits after verify-then-rollback-then-continue equal a from-scratch teacher-forced pass."""
     torch.manual_seed(0)
     model = random_model(20, 4, 3, arch=arch)
     src = random_src(3, 6, 20, 3)
@@ -128,7 +136,8 @@ def test_cache_truncation_matches_recompute(arch):
         model.decode(torch.tensor([[model.bos_id, 5]] * 3), enc, cache)  # BOS + 1 token
         junk = torch.randint(3, 20, (3, 4))
         model.decode(junk, enc, cache)  # a verify pass whose proposals get rejected...
-        cache.truncate(torch.tensor([2, 3, 4]))  # ...differently per row: row r keeps r of the junk tokens
+        cache.rollback(4, [0, 1, 2])  # ...differently per row: row r keeps r of the junk tokens
+        assert cache.lengths.tolist() == cache.host_lengths == [2, 3, 4]
         h_inc = model.decode(true, enc, cache)  # each row continues from its own length
         for r in range(3):
             full = torch.cat([torch.tensor([model.bos_id, 5]), junk[r, :r], true[r]])[None]
@@ -196,16 +205,17 @@ def test_distance_criterion_on_pixel_vocabulary():
 @pytest.mark.parametrize("crit", [criteria.Exact(), criteria.Distance(eps=0), criteria.Distance(eps=2),
                                   criteria.Distance(eps=3.5, offset=4, n_values=20)])
 def test_host_verdicts_equal_device_verdicts(crit):
-    """A ``by_argmax`` criterion decides acceptance on the host (``accept_ids``): it must agree with its device
-    test on every pair of ids, in and out of the ordinal range, and decode to the same tokens and blocks."""
+    """An argmax criterion judges on the host (``accept_ids``): it must agree with its device test on every pair
+    of ids, in and out of the ordinal range, and decode to the same tokens and blocks as the device path
+    (``Criterion.judge``, which every other criterion uses)."""
     ids = torch.arange(-2, 30)
     best, props = torch.meshgrid(ids, ids, indexing="ij")
     logits = torch.zeros(*best.shape, 40)  # unused when the argmax is given
     device = crit.accept(logits, props, best)
     host = torch.tensor([[crit.accept_ids(int(b), int(q)) for b, q in zip(br, qr)] for br, qr in zip(best, props)])
-    assert crit.by_argmax and torch.equal(device, host)
+    assert isinstance(crit, criteria.ArgmaxCriterion) and torch.equal(device, host)
 
-    on_device = type("OnDevice", (type(crit),), {"by_argmax": False})(**crit.__dict__)
+    on_device = type("OnDevice", (type(crit),), {"judge": criteria.Criterion.judge})(**crit.__dict__)
     for seed in range(6):
         model = random_model(30, 5, seed, head_noise=0.05 if seed % 2 else 0.5)
         src = random_src(3, 6, 30, seed)
@@ -304,8 +314,8 @@ def test_bad_k_and_criterion_errors():
 
 def test_finished_rows_stop_costing():
     """At batch > 1, a row that finishes early is dropped from later decoder calls."""
-    model = random_model(10, 2, 5, head_noise=0.0)
-    src = random_src(4, 6, 10, 5)
+    model = random_model(8, 2, 0, head_noise=0.3)  # one row ends after 5 rounds, the others after 18
+    src = random_src(4, 6, 8, 0)
     calls: list[int] = []
     orig = model.decode
 
@@ -316,11 +326,11 @@ def test_finished_rows_stop_costing():
     model.decode = spy  # type: ignore[method-assign]
     b = blockwise_decode(model, src, k=2, max_len=25)
     its = sorted(b.iterations)
-    # After the shortest row has finished, later calls carry fewer rows.
-    assert calls[0] == 4
-    if its[0] < its[-1]:
-        assert min(calls) < 4
-        assert sum(calls) == 4 + sum(b.iterations)
+    assert its[0] < its[-1], "the inputs must make rows finish at different rounds"
+    # After the shortest row has finished, later calls carry fewer rows: one start call of 4 rows, then each
+    # round carries only the rows still decoding.
+    assert calls[0] == 4 and min(calls) < 4
+    assert sum(calls) == 4 + sum(b.iterations)
 
 
 @pytest.mark.parametrize("arch", HEAD_ARCHS)
@@ -346,12 +356,12 @@ def test_proposal_vocab_keeps_exactness_and_limits_proposals(arch, seed):
 
 
 def test_frequent_targets():
-    from types import SimpleNamespace
-
-    from bpd.pipeline import frequent_targets
+    from bpd.tasks import ImageTask, Task, TranslationTask
 
     train = [([4], [5, 5, 6, 2]), ([4], [5, 7, 7, 2])]
-    data = SimpleNamespace(kind="translation", vocab_size=10, eos_id=2, train=train)
-    assert frequent_targets(data, 3).tolist() == [2, 5, 7]  # EOS first, then by count, ties by id
+    task = TranslationTask.__new__(TranslationTask)  # the splits alone, no corpus to read
+    Task.__init__(task, "toy", "key", 10, {"train": train, "dev": [], "test": []}, 0, 1, 2)
+    assert task.proposal_vocab(3).tolist() == [2, 5, 7]  # EOS first, then by count, ties by id
+    assert task.proposal_vocab(None) is None
     with pytest.raises(ValueError, match="proposal_vocab"):
-        frequent_targets(SimpleNamespace(kind="image"), 3)
+        ImageTask.__new__(ImageTask).proposal_vocab(3)

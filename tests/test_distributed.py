@@ -14,6 +14,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
+from bpd.config import HeadsConfig, TrainConfig
 from bpd.training.distributed import (
     DistInfo,
     cleanup,
@@ -23,7 +24,7 @@ from bpd.training.distributed import (
     shard_batches,
     wrap_ddp,
 )
-from bpd.training.loop import TrainConfig, resume_position, train
+from bpd.training.loop import configure_params, resume_position, train
 
 REPO = Path(__file__).resolve().parents[1]
 VOCAB = 20
@@ -55,17 +56,18 @@ def rank_batches(rank: int, world: int):
 
 
 def micro_model(k: int = 1, **kw):
+    from conftest import MICRO
+
     from bpd.models import build_translation_model
 
-    return build_translation_model(VOCAB, k, "micro", seed=0, dropout=0.0, identity_p1=True, **kw)
+    return build_translation_model(VOCAB, k, MICRO, seed=0, dropout=0.0, identity_p1=True, **kw)
 
 
 CASES = {
-    "base": dict(stage="base", lr=3e-3, warmup_steps=2, max_steps=4, ckpt_every=100),
+    "base": (None, dict(lr=3e-3, warmup_steps=2, max_steps=4, ckpt_every=100)),
     # p_1 may be drawn: the heads' parameters then get no gradient (DDP's find_unused_parameters path).
-    "sampled": dict(
-        stage="heads", heads_training="finetune", heads_loss="sampled", lr=3e-3, warmup_steps=2, max_steps=5
-    ),
+    "sampled": (HeadsConfig(k=3, arch="medusa", training="finetune", loss="sampled"),
+                dict(lr=3e-3, warmup_steps=2, max_steps=5)),
 }
 
 
@@ -75,15 +77,15 @@ def case_model(name: str):
 
 def run_ranked(name: str, path: Path, world: int, rank: int, info: DistInfo | None = None, **over) -> None:
     """Train case ``name``: one process with grad_accum=2, or one of 2 DDP ranks with grad_accum=1."""
-    cfg = TrainConfig(**{**CASES[name], "grad_accum": 2 // world, "ckpt_every": 2, **over})
+    heads, opts = CASES[name]
+    cfg = TrainConfig(**{**opts, "max_minutes": None, "grad_accum": 2 // world, "ckpt_every": 2, **over})
     model = case_model(name)
     ddp = None
     if info is not None and info.distributed:
-        from bpd.training.loop import configure_params
-
-        configure_params(model, cfg)
-        ddp = wrap_ddp(model, info, find_unused_parameters=cfg.heads_loss == "sampled")
-    train(model, rank_batches(rank, world), cfg, path, progress=False, ddp_model=ddp, is_main=rank == 0)
+        configure_params(model, cfg, heads)
+        ddp = wrap_ddp(model, info, find_unused_parameters=heads is not None and heads.loss == "sampled")
+    train(model, rank_batches(rank, world), cfg, path, heads=heads, progress=False, ddp_model=ddp,
+          is_main=rank == 0)
 
 
 def _ddp_worker(rank: int, world: int, port: int, tmp: str) -> None:
@@ -136,7 +138,7 @@ def assert_same_model(a: Path, b: Path) -> None:
 TIMING = {"wallclock_s", "greedy_wallclock_s", "speedup", "time", "threads", "command", "device"}
 
 
-def _eval_cfg(tmp: Path, results: str, batch_size: int) -> dict:
+def _eval_cfg(tmp: Path, results: str, batch_size: int):
     from toy import toy_config
 
     return toy_config(
@@ -147,16 +149,17 @@ def _eval_cfg(tmp: Path, results: str, batch_size: int) -> dict:
 
 
 def _eval_rows(tmp: Path, results: str, batch_size: int) -> list[dict]:
-    from bpd import pipeline
+    from bpd.evaluate import evaluate
+    from bpd.tasks import load_task
     from bpd.training.checkpoint import save_checkpoint
 
     cfg = _eval_cfg(tmp, results, batch_size)
-    data = main_first(lambda: pipeline.load_task(cfg))
+    task = main_first(lambda: load_task(cfg))
     path = tmp / "cache" / "eval_model.pt"
     if not path.exists():
-        model = pipeline.build_model(cfg, data, 3, seed=0)
+        model = task.build_model(cfg.model, cfg.heads, 3, seed=0)
         save_checkpoint(path, {"model_config": model.config_dict(), "model": model.state_dict(), "step": 0})
-    return pipeline.evaluate(cfg, data, path)
+    return evaluate(cfg, task, path)
 
 
 def _eval_worker(t: Path) -> None:
@@ -227,7 +230,7 @@ def test_two_gloo_ranks_equal_one_process_and_resume_across_world_sizes(tmp_path
     run_ranked("base", tmp_path / "single_then_ddp.pt", 1, 0, max_steps=2)
     state = torch.load(tmp_path / "single_then_ddp.state.pt", weights_only=False)
     assert (state["step"], state["world_size"]) == (2, 1)
-    random.seed(CASES["sampled"].get("seed", 0))
+    random.seed(0)  # train() seeds the python RNG that samples heads with its seed (0)
     assert 0 in [random.choice([0, 1, 2]) for _ in range(5)], "the sampled case should draw p_1 at least once"
     single_rows = {bs: _eval_rows(tmp_path, f"results_single_b{bs}", bs) for bs in (1, 4)}
     (tmp_path / "eval_cfg.json").write_text("{}")
@@ -257,15 +260,16 @@ def test_killed_stage_resumes_to_the_same_checkpoint(tmp_path, monkeypatch, one_
     """Pipeline level: a base model killed between checkpoints, then re-run, equals an uninterrupted one."""
     from toy import toy_config
 
-    from bpd import pipeline
+    from bpd import stages
+    from bpd.tasks import TranslationTask, load_task
     from bpd.training.checkpoint import load_checkpoint
 
     cfg_a = toy_config(tmp_path)
     cfg_b = toy_config(tmp_path, paths={"cache_dir": str(tmp_path / "cache_b"), "results_dir": str(tmp_path / "rb")})
-    data = pipeline.load_task(cfg_a)
-    whole = pipeline.ensure_base(cfg_a, data)
+    task = load_task(cfg_a)
+    whole = stages.ensure_base(cfg_a, task)
 
-    real = pipeline.batch_factory
+    real = TranslationTask.train_batches
 
     def dying(*args, **kw):  # the process is killed at the 17th batch; checkpoints are every 10 steps
         make, seen = real(*args, **kw), [0]
@@ -279,13 +283,13 @@ def test_killed_stage_resumes_to_the_same_checkpoint(tmp_path, monkeypatch, one_
 
         return batches
 
-    monkeypatch.setattr(pipeline, "batch_factory", dying)
+    monkeypatch.setattr(TranslationTask, "train_batches", dying)
     with pytest.raises(KeyboardInterrupt):
-        pipeline.ensure_base(cfg_b, data)
-    monkeypatch.setattr(pipeline, "batch_factory", real)
+        stages.ensure_base(cfg_b, task)
+    monkeypatch.setattr(TranslationTask, "train_batches", real)
     killed = tmp_path / "cache_b" / "models" / whole.name
     assert not killed.exists() and load_checkpoint(killed.with_name(killed.stem + ".state.pt"))["step"] == 10
-    assert pipeline.ensure_base(cfg_b, data) == killed  # the re-run resumes at step 10
+    assert stages.ensure_base(cfg_b, task) == killed  # the re-run resumes at step 10
     assert_same_model(killed, whole)
 
 
@@ -297,7 +301,7 @@ def test_multirun_writes_both_results_and_a_rerun_skips_them(tmp_path):
     corpus = make_corpus(tmp_path / "corpus")
     args = [
         sys.executable, "experiments/run.py", "-m", "name=mr", "task=folder", f"task.data_dir={corpus}",
-        "task.vocab_size=60", "task.max_len=16", "model.preset=micro", "threads=1", "device=cpu", "logger=none",
+        "task.vocab_size=60", "task.max_len=16", "model=micro", "threads=1", "device=cpu", "logger=none",
         "train.max_steps=10", "train.max_minutes=null", "train.max_tokens=256", "train.eval_every=1000",
         "train.ckpt_every=5", "heads_train.max_steps=5", "heads_train.max_minutes=null", "decode.n_examples=4",
         "decode.beam_size=0", "decode.ks=[2]", "decode.max_len_extra=4", "decode.criteria=[{name:exact}]",
@@ -332,6 +336,9 @@ def test_slurm_launcher_config_composes_into_a_valid_sbatch_script(tmp_path, mon
     from hydra import compose, initialize_config_dir
     from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf, LocalQueueConf, SlurmQueueConf
     from omegaconf import OmegaConf
+
+    sys.path.insert(0, str(REPO / "experiments"))
+    import _common  # noqa: F401  (registers the config schemas, as every entry point does)
 
     over = ["hydra/launcher=submitit_slurm", "hydra.launcher.partition=gpu", "hydra.launcher.array_parallelism=4"]
     with warnings.catch_warnings(), initialize_config_dir(str(REPO / "conf"), version_base="1.3"):

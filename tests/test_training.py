@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
-from conftest import random_model
+from conftest import MICRO, random_model
 
+from bpd.config import HeadsConfig, TrainConfig
 from bpd.models import HEAD_ARCHS
 from bpd.training.checkpoint import CheckpointError, load_checkpoint, load_model, save_checkpoint
-from bpd.training.loop import TrainConfig, train, trained_heads
+from bpd.training.loop import train, trained_heads
 from bpd.training.losses import combine, head_losses, shifted_targets, teacher_tokens
 
 
@@ -29,7 +32,7 @@ def toy_batches(vocab: int = 20, n: int = 8, seed: int = 0):
 def fresh_model(k: int = 3, seed: int = 0, **kw):
     from bpd.models import build_translation_model
 
-    return build_translation_model(20, k, "micro", seed=seed, **kw)
+    return build_translation_model(20, k, MICRO, seed=seed, **kw)
 
 
 def test_shifted_targets():
@@ -45,10 +48,10 @@ def test_few_steps_lower_the_loss(tmp_path):
     dev = lambda: toy_batches(n=2)(99)  # noqa: E731
     before = evaluate_heads(model, dev(), [0], "cpu")["loss_head1"]
     cfg = TrainConfig(
-        stage="base",
         lr=1e-2,
         warmup_steps=5,
         max_steps=120,
+        max_minutes=None,
         label_smoothing=0.0,
         ckpt_every=1000,
         eval_every=60,
@@ -65,47 +68,41 @@ def test_frozen_training_keeps_base_bit_identical(tmp_path, arch):
     model = fresh_model(k=3, heads_arch=arch, identity_p1=True)
     before = {n: p.detach().clone() for n, p in model.named_parameters() if not n.startswith("heads.")}
     heads_before = {n: p.detach().clone() for n, p in model.named_parameters() if n.startswith("heads.")}
-    cfg = TrainConfig(stage="heads", heads_training="frozen", lr=3e-3, warmup_steps=2, max_steps=8, ckpt_every=100)
-    train(model, toy_batches(), cfg, tmp_path / "h.pt", progress=False)
+    cfg = TrainConfig(lr=3e-3, warmup_steps=2, max_steps=8, ckpt_every=100)
+    heads = HeadsConfig(k=3, arch=arch, training="frozen")
+    train(model, toy_batches(), cfg, tmp_path / "h.pt", heads=heads, progress=False)
     for n, p in model.named_parameters():
         if n.startswith("heads."):
             continue
         assert torch.equal(p, before[n]), f"frozen base parameter {n} changed"
     assert any(not torch.equal(p, heads_before[n]) for n, p in model.named_parameters() if n.startswith("heads."))
-    assert trained_heads(model, cfg) == [1, 2]  # p_1 is the base itself: no loss on it
+    assert trained_heads(model, heads) == [1, 2]  # p_1 is the base itself: no loss on it
 
 
 def test_finetune_moves_base_parameters(tmp_path):
     model = fresh_model(k=2, identity_p1=True)
     before = model.tgt_embed.weight.detach().clone()
-    cfg = TrainConfig(
-        stage="heads",
-        heads_training="finetune",
-        heads_loss="sampled",
-        lr=3e-3,
-        warmup_steps=2,
-        max_steps=5,
-        base_lr_scale=0.5,
-        ckpt_every=100,
-    )
-    train(model, toy_batches(), cfg, tmp_path / "h.pt", progress=False)
+    cfg = TrainConfig(lr=3e-3, warmup_steps=2, max_steps=5, base_lr_scale=0.5, ckpt_every=100)
+    heads = HeadsConfig(k=2, training="finetune", loss="sampled")
+    train(model, toy_batches(), cfg, tmp_path / "h.pt", heads=heads, progress=False)
     assert not torch.equal(before, model.tgt_embed.weight)
-    assert trained_heads(model, cfg) == [0, 1]
+    assert trained_heads(model, heads) == [0, 1]
+    assert trained_heads(model, None) == [0]  # the base stage: p_1 alone
 
 
 def test_resume_after_interruption_matches_uninterrupted(tmp_path):
-    cfg = TrainConfig(stage="base", lr=3e-3, warmup_steps=3, max_steps=12, ckpt_every=4, label_smoothing=0.1)
+    cfg = TrainConfig(lr=3e-3, warmup_steps=3, max_steps=12, max_minutes=None, ckpt_every=4, label_smoothing=0.1)
     m1 = fresh_model(k=1, identity_p1=True, dropout=0.1)
     train(m1, toy_batches(n=5), cfg, tmp_path / "a.pt", progress=False)
 
     # Interrupted run: stop after 7 steps (the last checkpoint is at step 4), then resume to 12.
     m2 = fresh_model(k=1, identity_p1=True, dropout=0.1)
-    train(m2, toy_batches(n=5), TrainConfig(**{**cfg.__dict__, "max_steps": 7}), tmp_path / "b.pt", progress=False)
+    train(m2, toy_batches(n=5), dataclasses.replace(cfg, max_steps=7), tmp_path / "b.pt", progress=False)
     state = load_checkpoint(tmp_path / "b.state.pt")
     assert state["step"] == 7
     # Simulate a crash between checkpoints: rewind the state file to the step-4 checkpoint.
     m3 = fresh_model(k=1, identity_p1=True, dropout=0.1)
-    train(m3, toy_batches(n=5), TrainConfig(**{**cfg.__dict__, "max_steps": 4}), tmp_path / "c.pt", progress=False)
+    train(m3, toy_batches(n=5), dataclasses.replace(cfg, max_steps=4), tmp_path / "c.pt", progress=False)
     m4 = fresh_model(k=1, identity_p1=True, dropout=0.1)
     out = train(m4, toy_batches(n=5), cfg, tmp_path / "c.pt", resume=True, progress=False)
     assert out["step"] == 12
@@ -134,18 +131,17 @@ def test_checkpoint_round_trip(tmp_path):
     torch.testing.assert_close(loaded(src, tgt), model(src, tgt))
 
 
-def test_bad_train_config_values():
-    with pytest.raises(ValueError, match="stage"):
-        TrainConfig(stage="middle")
+def test_bad_train_config_values(tmp_path):
     with pytest.raises(ValueError, match="frozen or finetune"):
-        TrainConfig(heads_training="thawed")
+        HeadsConfig(training="thawed").validate()
     # A run of no steps would write a "finished" untrained checkpoint that later stages build on.
     with pytest.raises(ValueError, match=r"train\.max_steps must be >= 1"):
-        TrainConfig(max_steps=0)
-    with pytest.raises(ValueError, match=r"heads_train \(or train\)\.max_minutes"):
-        TrainConfig(stage="heads", max_minutes=0)
+        TrainConfig(max_steps=0).validate()
     with pytest.raises(ValueError, match=r"train\.lr must be > 0"):
-        TrainConfig(lr=-1.0)
+        TrainConfig(lr=-1.0).validate()
+    # train() itself refuses them too (library callers), naming the heads stage's section.
+    with pytest.raises(ValueError, match=r"heads_train \(or train\)\.max_minutes"):
+        train(fresh_model(k=2), toy_batches(), TrainConfig(max_minutes=0), tmp_path / "m.pt", heads=HeadsConfig(k=2))
 
 
 def test_keep_best_and_patience(tmp_path):
@@ -156,7 +152,7 @@ def test_keep_best_and_patience(tmp_path):
     dev = lambda: toy_batches(n=2)(99)  # noqa: E731
     # A learning rate this high diverges after a while: the best dev loss is not the last one.
     cfg = TrainConfig(
-        stage="base",
+        max_minutes=None,
         lr=0.3,
         warmup_steps=2,
         max_steps=60,
@@ -172,8 +168,8 @@ def test_keep_best_and_patience(tmp_path):
     ck = load_checkpoint(tmp_path / "m.pt")
     assert ck["best_step"] == out["history"][best_i]["step"]
     assert evaluate_heads(model, dev(), [0], "cpu")["loss_head1"] == pytest.approx(losses[best_i], rel=1e-5)
-    if out["step"] < 60:  # stopped by patience: exactly `patience` evaluations after the best one
-        assert len(losses) - 1 - best_i == 3
+    assert out["step"] < 60, "the run must stop by patience"
+    assert len(losses) - 1 - best_i == 3  # exactly `patience` evaluations after the best one
 
 
 def test_p1_weight_combines_losses():
@@ -181,7 +177,7 @@ def test_p1_weight_combines_losses():
     assert float(combine(losses)) == pytest.approx(4.0)  # the plain mean
     assert float(combine(losses, p1_weight=2.0)) == pytest.approx((2 * 2 + 4 + 6) / 4)
     with pytest.raises(ValueError, match="p1_weight"):
-        TrainConfig(stage="heads", p1_weight=0.0)
+        HeadsConfig(p1_weight=0.0).validate()
 
 
 def test_recurrent_heads_teacher_forcing_and_proposals():
@@ -210,7 +206,7 @@ def test_recurrent_heads_teacher_forcing_and_proposals():
     with pytest.raises(ValueError, match="identity_p1"):
         from bpd.models import build_translation_model
 
-        build_translation_model(30, 4, "micro", heads_arch="recurrent", identity_p1=False)
+        build_translation_model(30, 4, MICRO, heads_arch="recurrent", identity_p1=False)
 
 
 def test_head_losses_finite_when_a_head_has_no_targets():

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from pathlib import Path
+
+from bpd.config import ExperimentConfig, experiment_config
 
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma".split()
 
@@ -22,8 +25,9 @@ def make_corpus(folder: Path, n_train: int = 300, n_dev: int = 20, n_test: int =
     return folder
 
 
-def toy_config(tmp: Path, **over) -> dict:
-    """A complete plain-dict experiment config, as Hydra would resolve it, at micro scale."""
+def toy_config(tmp: Path, **over) -> ExperimentConfig:
+    """An experiment config at micro scale (built from a nested dict, as from a resolved Hydra config);
+    ``over`` replaces whole top-level values or updates sections."""
     cfg = {
         "name": "toy",
         "seed": 0,
@@ -33,11 +37,13 @@ def toy_config(tmp: Path, **over) -> dict:
         "task": {
             "kind": "translation",
             "name": "folder",
+            "source": "folder",
             "data_dir": str(make_corpus(tmp / "corpus")),
             "vocab_size": 60,
             "max_len": 16,
         },
-        "model": {"preset": "micro", "overrides": {}},
+        "model": {"name": "micro", "d_model": 32, "n_heads": 2, "d_ff": 64, "n_enc_layers": 1, "n_dec_layers": 2,
+                  "dropout": 0.0},
         "train": {
             "lr": 3e-3,
             "warmup_steps": 10,
@@ -83,4 +89,14 @@ def toy_config(tmp: Path, **over) -> dict:
             cfg[k] = {**cfg[k], **v}
         else:
             cfg[k] = v
-    return cfg
+    return experiment_config(cfg).validate()
+
+
+def tweak(cfg: ExperimentConfig, **over) -> ExperimentConfig:
+    """``cfg`` with top-level values replaced or sections updated, e.g. ``tweak(cfg, heads={"k": 4})``
+    (not validated: tests of bad values validate themselves)."""
+    kw = {}
+    for k, v in over.items():
+        cur = getattr(cfg, k)
+        kw[k] = dataclasses.replace(cur, **v) if isinstance(v, dict) and dataclasses.is_dataclass(cur) else v
+    return dataclasses.replace(cfg, **kw)

@@ -1,4 +1,5 @@
-"""Decoders (greedy, beam, blockwise), acceptance criteria and the common result type."""
+"""Decoders (greedy, beam, blockwise), acceptance criteria, the common result type, and the timed
+side-by-side runner that evaluation and the benchmark share."""
 
 from bpd.decoding import criteria
 from bpd.decoding.beam import beam_decode

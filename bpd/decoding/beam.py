@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from bpd.decoding.greedy import default_max_len
+from bpd.decoding.common import default_max_len
 from bpd.decoding.result import DecodeResult
 
 
@@ -79,8 +79,7 @@ def beam_decode(
             new_seqs.append(row_seqs)
         seqs = new_seqs
         scores = new_scores.to(dev)
-        rows = (torch.arange(b)[:, None] * w + src_beam).view(-1).to(dev)
-        cache.select(rows)
+        cache.select((torch.arange(b)[:, None] * w + src_beam).view(-1).tolist())
         inp = new_tok.view(-1, 1).to(dev)
     tokens = []
     for r in range(b):

@@ -1,19 +1,27 @@
 """Blockwise parallel decoding (Stern et al. 2018, Section 3) with combined scoring and proposal.
 
-Each round feeds the k proposed tokens y_{j+1..j+k} through the decoder in one call against the KV
-cache. p_1 at the position of y_{j+i} verifies y_{j+i+1}; the longest verified prefix (k_hat >= 1,
-since y_{j+1} came from p_1) is accepted, each row's cache is truncated back to its accepted length,
-and the next round's proposals are read at the last accepted position: slot 0 from the p_1 logits
-already computed for verification, slots 1..k-1 from the proposal heads at that one position only.
-That is one decoder invocation per round plus one initial propose-only call.
+A round has four phases, each a function below (named as in Medusa's propose / verify / accept / update):
+
+* **propose**: at the last accepted position, slot 0 is p_1's argmax (already known from the previous
+  verify pass) and slots 1..k-1 come from the proposal heads at that one position;
+* **verify**: the k proposals y_{j+1..j+k} go through the decoder in one call against the KV cache; p_1 at
+  the position of y_{j+i} scores y_{j+i+1};
+* **accept**: the criterion says how many proposals each row accepts (k_hat >= 1, since y_{j+1} came from
+  p_1; at least the minimum block size);
+* **update**: each row's cache rolls back to its accepted length, and the decoder state and p_1's argmax
+  at the last accepted position are what the next propose reads.
+
+That is one decoder invocation per round plus one initial propose-only call (``start``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
-from bpd.decoding.criteria import Criterion, Exact, top1
-from bpd.decoding.greedy import RowTracker, default_max_len
+from bpd.decoding.common import RowTracker, default_max_len, top1
+from bpd.decoding.criteria import Criterion, Exact, Verdict
 from bpd.decoding.result import DecodeResult
 
 
@@ -31,75 +39,58 @@ def start(model, bos: torch.Tensor, enc, cache, k: int) -> torch.Tensor:
     return propose(model, h, top1(model.heads.base_logits(h))[:, None], k)
 
 
-def verify(model, props: torch.Tensor, enc, cache, criterion: Criterion):
-    """One parallel verify pass over the k proposals of every row.
+@dataclass
+class Verified:
+    """The verify pass over k proposals: decoder states (B, k, d), p_1's logits (B, k, V) and argmax (B, k)
+    after each proposed token."""
 
-    Returns the decoder states (B, k, d), p_1's argmax after each proposal (B, k), and the (B, k') ids the
-    round sends to the host after the proposals: for a ``by_argmax`` criterion p_1's argmax itself (k' = k;
-    slot i is judged against the argmax after slot i-1 on the host), else the criterion's accept flags for
-    proposal slots 1..k-1 (k' = k - 1), computed on the device from the logits.
-    """
-    h = model.decode(props, enc, cache)  # appends k entries per row to the cache
-    base = model.heads.base_logits(h)  # (B, k, V): p_1 after each proposed token
-    best = top1(base)
-    if criterion.by_argmax:
-        return h, best, best
-    return h, best, criterion.accept(base[:, :-1], props[:, 1:], best[:, :-1]).to(props.dtype)
+    states: torch.Tensor
+    logits: torch.Tensor
+    best: torch.Tensor
 
 
-def accept_lengths(host_rows: list[list[int]], k: int, floor: int,
-                   criterion: Criterion | None = None) -> tuple[list[int], list[int]]:
-    """From host rows ``[proposals (k) | verdicts]``: the leading accepted run per row and the accepted block
-    size k_hat = max(1 + run, floor). The verdicts are accept flags for slots 1..k-1, or, for a ``by_argmax``
-    ``criterion``, p_1's argmax at slots 0..k-1, judged slot by slot up to the first rejection. Done on the
-    host: the round synchronises once anyway, and a few Python comparisons cost less than a chain of tiny
-    device ops."""
-    leads, khats = [], []
-    judge = criterion.accept_ids if criterion is not None and criterion.by_argmax else None
-    for row in host_rows:
-        n = 0
-        if judge is not None:
-            while n < k - 1 and judge(row[k + n], row[n + 1]):
-                n += 1
-        else:
-            for flag in row[k:]:
-                if not flag:
-                    break
-                n += 1
-        leads.append(n)
-        khats.append(max(1 + n, floor))
-    return leads, khats
+def verify(model, props: torch.Tensor, enc, cache) -> Verified:
+    """One parallel decoder call over the k proposals of every row (appends k entries per row to the cache)."""
+    h = model.decode(props, enc, cache)
+    logits = model.heads.base_logits(h)
+    return Verified(h, logits, top1(logits))
 
 
-def gather_last(h: torch.Tensor, best: torch.Tensor, khat: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Decoder state and p_1's argmax at each row's last accepted position (``khat`` is on the host)."""
+def accept(criterion: Criterion, verified: Verified, props: torch.Tensor, floor: int) -> tuple[Verdict, list[int]]:
+    """The criterion's verdict (the round's one host synchronisation) and each row's accepted block size
+    k_hat = max(1 + leading accepted run, floor)."""
+    verdict = criterion.judge(verified.logits, props, verified.best)
+    return verdict, [max(1 + n, floor) for n in verdict.runs]
+
+
+def update(cache, verified: Verified, k: int, khat: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Roll each row's cache back to its accepted length; returns the decoder state (B, d) and p_1's argmax
+    (B, 1) at each row's last accepted position."""
+    cache.rollback(k, khat)
+    h, best = verified.states, verified.best
     if len(khat) == 1:  # batch 1: plain views, no index tensor to build
         i = khat[0] - 1
         return h[:, i], best[:, i : i + 1]
     last = torch.tensor(khat, device=h.device)[:, None] - 1
-    h_last = h.gather(1, last[:, :, None].expand(-1, 1, h.shape[-1]))[:, 0]
-    return h_last, best.gather(1, last)
+    return h.gather(1, last[:, :, None].expand(-1, 1, h.shape[-1]))[:, 0], best.gather(1, last)
 
 
-def rollback(cache, k: int, khat: list[int]) -> None:
-    """Forget each row's rejected proposals: the verify pass appended k entries, khat[b] are kept."""
-    if len(khat) == 1:
-        cache.truncate(cache.lengths - (k - khat[0]), host_max=cache.host_max)
-    else:
-        cache.truncate(cache.lengths - k + torch.tensor(khat, device=cache.lengths.device), host_max=cache.host_max)
+@dataclass
+class Round:
+    """A round's outcome: the verdict on the host, each row's accepted block size k_hat, and the decoder state
+    (B, d) and p_1's argmax (B, 1) at the last accepted position, which the next propose reads."""
+
+    verdict: Verdict
+    khat: list[int]
+    h_last: torch.Tensor
+    first: torch.Tensor
 
 
-def verify_and_accept(model, props: torch.Tensor, enc, cache, criterion: Criterion, k: int, floor: int):
-    """A round up to its next proposals: verify, learn each row's k_hat on the host, roll the cache back
-    and read the last accepted position. Returns the host rows ``[proposals | verdicts]``, the leading
-    accepted runs, k_hat per row, and the decoder state and p_1's argmax at the last accepted position."""
-    h, best, verdicts = verify(model, props, enc, cache, criterion)
-    # The single host synchronisation of the round: proposed tokens and verdicts together.
-    host = torch.cat([props, verdicts], dim=1).tolist()
-    leads, khat = accept_lengths(host, k, floor, criterion)
-    rollback(cache, k, khat)
-    h_last, first = gather_last(h, best, khat)
-    return host, leads, khat, h_last, first
+def run_round(model, props: torch.Tensor, enc, cache, criterion: Criterion, k: int, floor: int) -> Round:
+    """Verify, accept and update for one round (what the benchmark times as t_k, with ``propose``)."""
+    verified = verify(model, props, enc, cache)
+    verdict, khat = accept(criterion, verified, props, floor)
+    return Round(verdict, khat, *update(cache, verified, k, khat))
 
 
 @torch.inference_mode()
@@ -138,21 +129,20 @@ def blockwise_decode(
     invocations = 1
     counts = [0] * k  # rounds whose leading accepted run reached slot i
     while rows.active:
-        host, leads, khat_h, h_last, first = verify_and_accept(model, props, enc, cache, criterion, k, floor)
+        r = run_round(model, props, enc, cache, criterion, k, floor)
         invocations += 1
-        for n in leads:
+        for n in r.verdict.runs:
             for i in range(n + 1):
                 counts[i] += 1
-        finished = [s for s, row in enumerate(host) if rows.accept(s, row[: khat_h[s]])]
+        finished = [s for s, row in enumerate(r.verdict.proposals) if rows.accept(s, row[: r.khat[s]])]
+        h_last, first = r.h_last, r.first
         keep = rows.drop(finished)
         if keep is not None:
             if not rows.active:
                 break
-            keep = keep.to(dev)
-            enc, h_last, first = enc.select(keep), h_last.index_select(0, keep), first.index_select(0, keep)
+            idx = torch.tensor(keep, device=dev)
+            enc, h_last, first = enc.select(idx), h_last.index_select(0, idx), first.index_select(0, idx)
             cache.select(keep)
-        # Every live row holds BOS plus its accepted tokens (no cut applies to a live row).
-        cache.host_max = 1 + max(len(rows.tokens[r]) for r in rows.active)
         props = propose(model, h_last, first, k)
     # Slot i (1-based) was examined when the run before it reached i-1, accepted when it reached i.
     reached, accepted = counts[: k - 1], counts[1:]

@@ -1,11 +1,14 @@
 """Acceptance criteria for the verify step of blockwise decoding.
 
 A criterion looks at the base model's logits at the position *before* each proposal (p_1's prediction
-for that slot) and says, per slot, whether the proposed token is acceptable. Exact acceptance
-reproduces greedy decoding; the others trade fidelity for longer blocks (paper, Section 5).
+for that slot) and says, per slot, whether the proposed token is acceptable (``accept``). What a round
+asks of it is one question, ``judge``: how many of these proposals are accepted, as a leading run? Where
+that is decided (on the device from the logits, or on the host from p_1's argmax ids) is the criterion's
+own business: the round synchronises once, and ``judge`` is that synchronisation.
 
-Every criterion carries ``min_block_size`` (the paper's l): at least that many tokens are accepted per
-round whatever the verify step says (still capped by k, EOS and max_len).
+Exact acceptance reproduces greedy decoding; the others trade fidelity for longer blocks (paper,
+Section 5). Every criterion carries ``min_block_size`` (the paper's l): at least that many tokens are
+accepted per round whatever the verify step says (still capped by k, EOS and max_len).
 """
 
 from __future__ import annotations
@@ -14,7 +17,25 @@ from dataclasses import dataclass, field
 
 import torch
 
-from bpd.models.heads import top1
+from bpd.models.fastpath import top1
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A round's verdict, on the host: the proposals (B lists of k ids) and, per row, how many of proposal
+    slots 1..k-1 were accepted before the first rejection (slot 0 is p_1's own argmax, always kept)."""
+
+    proposals: list[list[int]]
+    runs: list[int]
+
+
+def leading_ones(flags: list[int]) -> int:
+    n = 0
+    for f in flags:
+        if not f:
+            break
+        n += 1
+    return n
 
 
 @dataclass(frozen=True)
@@ -23,19 +44,10 @@ class Criterion:
     min_block_size: int = field(default=1, kw_only=True)
 
     name = "criterion"
-    # True where acceptance depends on p_1's argmax and the proposal alone (``accept_ids``): the verify round
-    # then decides it on the host from the argmax ids it synchronises anyway, instead of in a chain of tiny
-    # device ops (a distance test is ~10 of them: 37 us alone on a 2-core CPU; moving it to the host took the
-    # SR demo's eps = 2 rounds from 0.94 to 1.03 of the speed their step costs predict, README "Benchmark").
-    by_argmax = False
 
     @property
     def param(self) -> float | None:
         return None
-
-    def accept_ids(self, best: int, proposal: int) -> bool:
-        """``accept`` for one slot, from p_1's argmax id ``best``; only where ``by_argmax``."""
-        raise NotImplementedError
 
     def accept(
         self, base_logits: torch.Tensor, proposals: torch.Tensor, argmax: torch.Tensor | None = None
@@ -43,17 +55,48 @@ class Criterion:
         """base_logits (..., V) and proposals (...) -> bool (...); ``argmax`` of base_logits if known."""
         raise NotImplementedError
 
+    def judge(self, base_logits: torch.Tensor, proposals: torch.Tensor, best: torch.Tensor) -> Verdict:
+        """How many proposals each row accepts: ``base_logits`` (B, k, V) and ``best`` (B, k), p_1 after each
+        proposal, judge ``proposals`` (B, k). Here: accept flags on the device, sent to the host with the
+        proposals in one transfer."""
+        k = proposals.shape[1]
+        flags = self.accept(base_logits[:, :-1], proposals[:, 1:], best[:, :-1]).to(proposals.dtype)
+        host = torch.cat([proposals, flags], dim=1).tolist()
+        return Verdict([row[:k] for row in host], [leading_ones(row[k:]) for row in host])
+
     def __post_init__(self) -> None:
         if self.min_block_size < 1:
             raise ValueError(f"min_block_size must be >= 1 (got {self.min_block_size}).")
 
 
 @dataclass(frozen=True)
-class Exact(Criterion):
+class ArgmaxCriterion(Criterion):
+    """A criterion that depends only on p_1's argmax and the proposal (``accept_ids``). A round then ships
+    the argmax ids with the proposals in its one transfer and judges slot by slot on the host, up to the
+    first rejection: a few Python comparisons instead of a chain of tiny device ops (docs/benchmark.md
+    measures the difference)."""
+
+    def accept_ids(self, best: int, proposal: int) -> bool:
+        """``accept`` for one slot, from p_1's argmax id ``best``."""
+        raise NotImplementedError
+
+    def judge(self, base_logits: torch.Tensor, proposals: torch.Tensor, best: torch.Tensor) -> Verdict:
+        k = proposals.shape[1]
+        host = torch.cat([proposals, best], dim=1).tolist()
+        runs = []
+        for row in host:
+            n = 0
+            while n < k - 1 and self.accept_ids(row[k + n], row[n + 1]):
+                n += 1
+            runs.append(n)
+        return Verdict([row[:k] for row in host], runs)
+
+
+@dataclass(frozen=True)
+class Exact(ArgmaxCriterion):
     """Accept iff the proposal is p_1's argmax: output identical to greedy decoding."""
 
     name = "exact"
-    by_argmax = True
 
     def accept(self, base_logits, proposals, argmax=None):
         return (top1(base_logits) if argmax is None else argmax) == proposals
@@ -89,7 +132,7 @@ class TopK(Criterion):
 
 
 @dataclass(frozen=True)
-class Distance(Criterion):
+class Distance(ArgmaxCriterion):
     """Accept iff |proposal - argmax| <= eps, for ordinal vocabularies (pixel intensities).
 
     ``offset`` maps token ids to ordinal values (value = id - offset); ids outside
@@ -100,7 +143,6 @@ class Distance(Criterion):
     offset: int = 0
     n_values: int = 256
     name = "distance"
-    by_argmax = True
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -126,7 +168,8 @@ CRITERIA = {"exact": Exact, "topk": TopK, "distance": Distance}
 
 
 def make_criterion(name: str, param: float | None = None, min_block_size: int = 1, **kw) -> Criterion:
-    """Build a criterion from config values, with one clear error for unknown names."""
+    """Build a criterion from config values, with one clear error for unknown names. ``kw``: options of the
+    criterion (Distance: ``offset``, ``n_values``; a task supplies them)."""
     if name not in CRITERIA:
         raise ValueError(f"unknown acceptance criterion {name!r}; choose one of {', '.join(CRITERIA)}.")
     if name == "topk":

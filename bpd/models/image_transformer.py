@@ -8,10 +8,10 @@ calls, per-row truncation, proposal heads) is inherited from ``Transformer``, so
 ``greedy_decode`` / ``blockwise_decode`` run on it unchanged. There is no EOS: decoding stops at
 ``H * W * 3`` tokens.
 
-Presets: ``image_tiny`` for CPUs and ``image_transformer`` close to tensor2tensor's
-``img2img_transformer_b3`` (hidden 512, filter 2048, 8 heads, 4 encoder / 8 decoder layers; the
-paper's local 1D attention is not implemented: full causal attention over 3072 positions is exact
-and fits on a GPU).
+Sizes come from ``conf/model/image_*.yaml``: ``image_tiny`` for CPUs and ``image_transformer`` close to
+tensor2tensor's ``img2img_transformer_b3`` (hidden 512, filter 2048, 8 heads, 4 encoder / 8 decoder
+layers; the paper's local 1D attention is not implemented: full causal attention over 3072 positions is
+exact and fits on a GPU).
 """
 
 from __future__ import annotations
@@ -22,15 +22,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from bpd.config import ModelConfig
 from bpd.data.images import BOS_ID, EOS_ID, N_INTENSITIES, PAD_ID, VOCAB_SIZE
-from bpd.models.transformer import Transformer, TransformerConfig
-
-IMAGE_PRESETS: dict[str, dict] = {
-    "image_micro": dict(d_model=32, n_heads=2, d_ff=64, n_enc_layers=1, n_dec_layers=1, dropout=0.0),
-    "image_tiny": dict(d_model=96, n_heads=4, d_ff=384, n_enc_layers=1, n_dec_layers=2, dropout=0.0),
-    "image_small": dict(d_model=192, n_heads=4, d_ff=768, n_enc_layers=2, n_dec_layers=4, dropout=0.1),
-    "image_transformer": dict(d_model=512, n_heads=8, d_ff=2048, n_enc_layers=4, n_dec_layers=8, dropout=0.1),
-}
+from bpd.models.transformer import Transformer, TransformerConfig, model_sizes
 
 
 @dataclass
@@ -77,18 +71,17 @@ class ImageTransformer(Transformer):
 
 
 def build_image_model(
-    k: int, preset: str = "image_tiny", lr_size: int = 4, hr_size: int = 16, seed: int = 0, **overrides
+    k: int, model: ModelConfig | None = None, lr_size: int = 4, hr_size: int = 16, seed: int = 0, **options
 ) -> ImageTransformer:
-    """A super-resolution model with ``k`` proposal heads from a named preset."""
-    if preset not in IMAGE_PRESETS:
-        raise ValueError(f"unknown image preset {preset!r}; choose one of {', '.join(IMAGE_PRESETS)}.")
+    """A super-resolution model of ``model``'s sizes with ``k`` proposal heads (``options``: other
+    ``TransformerConfig`` fields, e.g. heads_arch, identity_p1)."""
     if k < 1:
         raise ValueError(f"k must be >= 1 (got {k}).")
     if hr_size % lr_size:
         raise ValueError(f"hr_size ({hr_size}) must be a multiple of lr_size ({lr_size}).")
     params = {
-        **IMAGE_PRESETS[preset],
-        **overrides,
+        **model_sizes(model or ModelConfig()),
+        **options,
         "vocab_size": VOCAB_SIZE,
         "n_output": N_INTENSITIES,
         "share_embeddings": False,

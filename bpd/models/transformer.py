@@ -13,48 +13,32 @@ Teacher-forced call: ``model(src, tgt_in) -> (B, T, k, V)``; ``[..., t, i, :]`` 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bpd.models.heads import ProposalHeads
+from bpd.config import HeadsConfig, ModelConfig
+from bpd.models.heads import build_heads
 
 
 @dataclass
-class TransformerConfig:
-    vocab_size: int
-    d_model: int = 128
-    n_heads: int = 4
-    d_ff: int = 512
-    n_enc_layers: int = 2
-    n_dec_layers: int = 2
-    dropout: float = 0.1
-    max_positions: int = 1024
-    positions: str = "sinusoidal"  # or "learned"
-    share_embeddings: bool = True
+class TransformerConfig(ModelConfig):
+    """Everything that rebuilds a model (stored in every checkpoint): its sizes (``ModelConfig``, whose
+    defaults these are), vocabulary, heads and special ids."""
+
+    vocab_size: int = 0
+    max_positions: int | None = 1024
     k: int = 1
-    heads_arch: str = "paper"
+    heads_arch: str = HeadsConfig.arch
     heads_d_ff: int | None = None  # per-slot hidden size of the heads (paper: d_ff)
-    identity_p1: bool = False
+    identity_p1: bool = HeadsConfig.identity_p1
     n_output: int | None = None  # output classes when smaller than the input vocabulary (images: 256)
     pad_id: int = 0
     bos_id: int = 1
     eos_id: int = 2
     extra: dict = field(default_factory=dict)  # free-form metadata kept in checkpoints
-
-
-PRESETS: dict[str, dict] = {
-    # Unit tests and property checks: a few thousand parameters.
-    "micro": dict(d_model=32, n_heads=2, d_ff=64, n_enc_layers=1, n_dec_layers=2, dropout=0.0),
-    # CPU demo scale.
-    "tiny": dict(d_model=128, n_heads=4, d_ff=512, n_enc_layers=2, n_dec_layers=2, dropout=0.1),
-    "small": dict(d_model=256, n_heads=4, d_ff=1024, n_enc_layers=3, n_dec_layers=3, dropout=0.1),
-    # Vaswani et al. / tensor2tensor presets used by the paper.
-    "transformer_base": dict(d_model=512, n_heads=8, d_ff=2048, n_enc_layers=6, n_dec_layers=6, dropout=0.1),
-    "transformer_big": dict(d_model=1024, n_heads=16, d_ff=4096, n_enc_layers=6, n_dec_layers=6, dropout=0.3),
-}
 
 
 def sinusoidal_table(n: int, d: int) -> torch.Tensor:
@@ -126,8 +110,10 @@ class DecoderLayer(nn.Module):
 class KVCache:
     """Preallocated per-layer self-attention keys/values with a length per batch row.
 
-    Rows write new entries at their own offsets, so after a blockwise verify step each row can be
-    truncated to its accepted length by just lowering ``lengths`` (stale entries are masked).
+    Rows write new entries at their own offsets, so after a blockwise verify step each row rolls back to
+    its accepted length by just lowering its length (stale entries are masked, later overwritten). The
+    lengths are kept on the device (for positions and masks) and on the host, so the decoder sizes its
+    mask without a device synchronisation.
     """
 
     def __init__(self, n_layers: int, batch: int, n_heads: int, capacity: int, dh: int, dtype, device) -> None:
@@ -135,20 +121,41 @@ class KVCache:
         self.k = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(n_layers)]
         self.v = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(n_layers)]
         self.lengths = torch.zeros(batch, dtype=torch.long, device=device)
-        # Host-side upper bound of the lengths, so the decoder never has to synchronise to size its mask.
-        self.host_max = 0
+        self.host_lengths = [0] * batch
         self.capacity = capacity
 
-    def truncate(self, lengths: torch.Tensor, host_max: int | None = None) -> None:
-        """Roll each row back to ``lengths[b]`` entries (rejected proposals are forgotten)."""
-        self.lengths = lengths.to(self.lengths)
-        self.host_max = int(self.lengths.max()) if host_max is None else host_max
+    @property
+    def host_max(self) -> int:
+        return max(self.host_lengths, default=0)
 
-    def select(self, rows: torch.Tensor) -> None:
-        """Keep only the given batch rows (finished rows stop costing; beams are reordered)."""
-        self.k = [t.index_select(0, rows) for t in self.k]
-        self.v = [t.index_select(0, rows) for t in self.v]
-        self.lengths = self.lengths.index_select(0, rows)
+    def advance(self, n: int) -> None:
+        """Every row appended ``n`` entries (a decoder call)."""
+        self.lengths = self.lengths + n
+        self.host_lengths = [length + n for length in self.host_lengths]
+
+    def rollback(self, appended: int, kept: list[int]) -> None:
+        """The last call appended ``appended`` entries per row; row b keeps ``kept[b]`` of them (its accepted
+        block) and forgets the rest."""
+        if len(kept) == 1:  # batch 1: a scalar op, no index tensor to build
+            self.lengths = self.lengths - (appended - kept[0])
+        else:
+            self.lengths = self.lengths - appended + torch.tensor(kept, device=self.lengths.device)
+        self.host_lengths = [length - appended + c for length, c in zip(self.host_lengths, kept)]
+
+    def mark(self) -> tuple[torch.Tensor, list[int]]:
+        """The current lengths, to ``rewind`` to (the benchmark times many steps from one cache state)."""
+        return self.lengths.clone(), list(self.host_lengths)
+
+    def rewind(self, mark: tuple[torch.Tensor, list[int]]) -> None:
+        self.lengths, self.host_lengths = mark[0].clone(), list(mark[1])
+
+    def select(self, rows: list[int]) -> None:
+        """Keep only the given batch rows, in this order (finished rows stop costing; beams are reordered)."""
+        idx = torch.tensor(rows, dtype=torch.long, device=self.lengths.device)
+        self.k = [t.index_select(0, idx) for t in self.k]
+        self.v = [t.index_select(0, idx) for t in self.v]
+        self.lengths = self.lengths.index_select(0, idx)
+        self.host_lengths = [self.host_lengths[i] for i in rows]
 
 
 @dataclass
@@ -168,6 +175,8 @@ class EncoderState:
 class Transformer(nn.Module):
     def __init__(self, cfg: TransformerConfig) -> None:
         super().__init__()
+        if cfg.vocab_size < 1 or cfg.k < 1:
+            raise ValueError(f"a model needs vocab_size >= 1 and k >= 1 (got {cfg.vocab_size} and {cfg.k}).")
         self.cfg = cfg
         c = cfg
         self.pad_id, self.bos_id, self.eos_id = c.pad_id, c.bos_id, c.eos_id
@@ -189,7 +198,7 @@ class Transformer(nn.Module):
         self.output = nn.Linear(c.d_model, c.n_output or c.vocab_size, bias=False)
         if c.share_embeddings and (c.n_output or c.vocab_size) == c.vocab_size:
             self.output.weight = self.tgt_embed.weight
-        self.heads = ProposalHeads(c.d_model, c.heads_d_ff or c.d_ff, c.k, self.output, c.heads_arch, c.identity_p1)
+        self.heads = build_heads(c.heads_arch, c.d_model, c.heads_d_ff or c.d_ff, c.k, self.output, c.identity_p1)
 
     # -- properties used by decoding ---------------------------------------------------------------
     @property
@@ -278,8 +287,7 @@ class Transformer(nn.Module):
             x = x + layer.drop(layer.cross_attn.attend(layer.ln2(x), ck_x, cv_x, enc.src_mask))
             x = x + layer.drop(layer.ff(layer.ln3(x)))
         if cache is not None:
-            cache.lengths = cache.lengths + n
-            cache.host_max = t_total
+            cache.advance(n)
         return self.dec_ln(x)
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, hidden_only: bool = False) -> torch.Tensor:
@@ -294,12 +302,22 @@ class Transformer(nn.Module):
         return asdict(self.cfg)
 
 
-def build_translation_model(vocab_size: int, k: int, preset: str = "tiny", seed: int = 0, **overrides) -> Transformer:
-    """Build an encoder-decoder Transformer with ``k`` proposal heads from a named preset."""
-    if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}.")
+def model_sizes(model: ModelConfig) -> dict:
+    """The ``TransformerConfig`` fields a ``ModelConfig`` sets (max_positions only when it is set)."""
+    sizes = {f.name: getattr(model, f.name) for f in fields(ModelConfig)}
+    if model.max_positions is None:
+        del sizes["max_positions"]
+    return sizes
+
+
+def build_translation_model(
+    vocab_size: int, k: int, model: ModelConfig | None = None, seed: int = 0, **options
+) -> Transformer:
+    """An encoder-decoder Transformer of ``model``'s sizes (default ``ModelConfig()``, the tiny CPU model) with
+    ``k`` proposal heads. ``options`` are other ``TransformerConfig`` fields (heads_arch, identity_p1,
+    heads_d_ff, pad/bos/eos ids, or a size to override)."""
     if k < 1:
         raise ValueError(f"k must be >= 1 (got {k}).")
-    params = {**PRESETS[preset], **overrides, "vocab_size": vocab_size, "k": k}
+    params = {**model_sizes(model or ModelConfig()), **options, "vocab_size": vocab_size, "k": k}
     torch.manual_seed(seed)
     return Transformer(TransformerConfig(**params))

@@ -8,6 +8,8 @@ from typing import Any
 
 import torch
 
+from bpd.models import model_from_config
+
 
 class CheckpointError(RuntimeError):
     pass
@@ -24,7 +26,7 @@ def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> None:
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     path = Path(path)
     if not path.exists():
-        raise CheckpointError(f"checkpoint {path} does not exist; train it first (see README) or fix the path.")
+        raise CheckpointError(f"checkpoint {path} does not exist; train it first (experiments/train.py) or fix it.")
     try:
         payload = torch.load(path, map_location=map_location, weights_only=False)
     except Exception as e:  # torch raises many types for truncated/corrupt files
@@ -36,20 +38,9 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     return payload
 
 
-def build_model_from_config(cfg: dict):
-    """Rebuild a model (translation or image) from the config dict stored in a checkpoint."""
-    kind = cfg.get("extra", {}).get("kind", "translation")
-    if kind == "image":
-        from bpd.models.image_transformer import ImageTransformer, ImageTransformerConfig
-
-        return ImageTransformer(ImageTransformerConfig(**cfg))
-    from bpd.models.transformer import Transformer, TransformerConfig
-
-    return Transformer(TransformerConfig(**cfg))
-
-
 def load_model(path: str | Path, map_location: str | torch.device = "cpu"):
+    """The model of a checkpoint, on ``map_location`` in eval mode, and the checkpoint's payload."""
     payload = load_checkpoint(path, map_location)
-    model = build_model_from_config(payload["model_config"])
+    model = model_from_config(payload["model_config"])
     model.load_state_dict(payload["model"])
     return model.to(map_location).eval(), payload

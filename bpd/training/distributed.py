@@ -30,6 +30,9 @@ from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+from bpd.training.losses import LossModule
 
 T = TypeVar("T")
 
@@ -238,10 +241,6 @@ def wrap_ddp(model: torch.nn.Module, info: DistInfo, find_unused_parameters: boo
     """
     if not info.distributed:
         return None
-    from torch.nn.parallel import DistributedDataParallel
-
-    from bpd.training.loop import LossModule
-
     module = LossModule(model.to(info.device))
     ids = [info.device.index] if info.device.type == "cuda" else None
     return DistributedDataParallel(module, device_ids=ids, find_unused_parameters=find_unused_parameters)

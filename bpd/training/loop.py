@@ -17,68 +17,19 @@ import random
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import torch
 from tqdm.auto import tqdm
 
+from bpd.config import HeadsConfig, TrainConfig
 from bpd.training.checkpoint import load_checkpoint, save_checkpoint
 from bpd.training.distributed import all_reduce_sum
-from bpd.training.losses import combine, head_losses, shifted_targets, teacher_tokens
+from bpd.training.losses import LossModule, combine, head_losses, shifted_targets, teacher_tokens
 
 Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
-
-
-@dataclass
-class TrainConfig:
-    stage: str = "base"  # base | heads
-    heads_training: str = "frozen"  # frozen | finetune (stage=heads)
-    heads_loss: str = "mean"  # mean | sampled (paper: one random head per batch)
-    p1_weight: float = 1.0  # mean loss: weight of p_1 relative to one proposal head (fine-tuning)
-    lr: float = 1e-3  # peak learning rate
-    base_lr_scale: float = 1.0  # fine-tuning: base parameters learn at lr * base_lr_scale
-    warmup_steps: int = 400
-    betas: tuple[float, float] = (0.9, 0.997)  # tensor2tensor's Adam beta2
-    weight_decay: float = 0.0
-    grad_clip: float = 1.0
-    label_smoothing: float = 0.1
-    max_steps: int = 10_000
-    max_minutes: float | None = None  # wall-clock budget; whichever of steps/minutes comes first
-    grad_accum: int = 1
-    bf16: bool = False
-    eval_every: int = 200
-    ckpt_every: int = 200
-    seed: int = 0
-    log_every: int = 20
-    # Early stopping on p_1's dev loss (first dev set): the final checkpoint holds the best weights, and
-    # training stops after `patience` evaluations without improvement. Short CPU budgets train without
-    # dropout, which overfits the small embedded corpus within minutes.
-    keep_best: bool = False
-    patience: int | None = None
-    extra: dict = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.stage not in ("base", "heads"):
-            raise ValueError(f"unknown training stage {self.stage!r}; use stage=base or stage=heads.")
-        if self.heads_training not in ("frozen", "finetune"):
-            raise ValueError(f"unknown heads.training {self.heads_training!r}; use frozen or finetune.")
-        if self.heads_loss not in ("mean", "sampled"):
-            raise ValueError(f"unknown heads.loss {self.heads_loss!r}; use mean or sampled.")
-        if self.p1_weight <= 0:
-            raise ValueError(f"heads.p1_weight must be > 0 (got {self.p1_weight}); 1 is the plain mean.")
-        # A run that takes no step would still write a "finished" checkpoint that later stages build on.
-        where = "train" if self.stage == "base" else "heads_train (or train)"
-        if self.max_steps < 1:
-            raise ValueError(f"{where}.max_steps must be >= 1 (got {self.max_steps}).")
-        if self.max_minutes is not None and self.max_minutes <= 0:
-            raise ValueError(f"{where}.max_minutes must be > 0, or null for no time cap (got {self.max_minutes}).")
-        if self.lr <= 0:
-            raise ValueError(f"{where}.lr must be > 0 (got {self.lr}).")
-        if self.warmup_steps < 0 or self.grad_accum < 1:
-            raise ValueError(f"{where}.warmup_steps must be >= 0 and grad_accum >= 1 "
-                             f"(got {self.warmup_steps} and {self.grad_accum}).")
 
 
 def lr_at(step: int, cfg: TrainConfig) -> float:
@@ -87,48 +38,32 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
     return min(s / max(1, cfg.warmup_steps), math.sqrt(max(1, cfg.warmup_steps) / s))
 
 
-def trained_heads(model, cfg: TrainConfig) -> list[int]:
-    """Which heads carry loss: p_1 is left out when it is frozen and exactly the base model."""
-    if cfg.stage == "base":
+def trained_heads(model, heads: HeadsConfig | None) -> list[int]:
+    """Which heads carry loss: p_1 alone for the base stage; p_1 is left out when it is frozen and exactly
+    the base model."""
+    if heads is None:
         return [0]
-    first = 1 if (cfg.heads_training == "frozen" and model.heads.identity_p1) else 0
+    first = 1 if (heads.training == "frozen" and model.heads.identity_p1) else 0
     return list(range(first, model.k))
 
 
-def configure_params(model, cfg: TrainConfig) -> list[dict]:
-    """Freeze or scale parameter groups for the stage; returns optimizer parameter groups."""
+def configure_params(model, cfg: TrainConfig, heads: HeadsConfig | None) -> list[dict]:
+    """Freeze or scale parameter groups for the stage (``heads`` None: the base stage); returns optimizer
+    parameter groups."""
     base = model.base_parameters()
-    heads = list(model.heads.parameters())
-    if cfg.stage == "base":
-        return [{"params": base + heads, "lr_scale": 1.0}]
-    if cfg.heads_training == "frozen":
+    head_params = list(model.heads.parameters())
+    if heads is None:
+        return [{"params": base + head_params, "lr_scale": 1.0}]
+    if heads.training == "frozen":
         for p in base:
             p.requires_grad_(False)
-        return [{"params": heads, "lr_scale": 1.0}]
+        return [{"params": head_params, "lr_scale": 1.0}]
     for p in model.parameters():
         p.requires_grad_(True)
-    groups = [{"params": heads, "lr_scale": 1.0}]
+    groups = [{"params": head_params, "lr_scale": 1.0}]
     if base:
         groups.append({"params": base, "lr_scale": cfg.base_lr_scale})
     return groups
-
-
-class LossModule(torch.nn.Module):
-    """The model's forward plus the head losses, as one module: what DDP wraps.
-
-    The proposal heads act on the decoder states after the model's forward, so DDP wrapping the bare model
-    would see the heads' parameters used outside its forward; wrapping this module puts them inside.
-    """
-
-    def __init__(self, model: torch.nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(
-        self, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor, heads: list[int], label_smoothing: float
-    ) -> dict[int, torch.Tensor]:
-        h = self.model(src, tgt_in, hidden_only=True)
-        return head_losses(self.model, h, tgt_out, heads, label_smoothing)
 
 
 def resume_position(batch_idx: int, saved_world: int, world: int, grad_accum: int) -> int:
@@ -189,6 +124,8 @@ def train(
     batches: Callable[[int], Iterator[Batch]],
     cfg: TrainConfig,
     ckpt_path: str | Path,
+    heads: HeadsConfig | None = None,
+    seed: int = 0,
     resume: bool = True,
     dev_sets: dict[str, Callable[[], Iterable[Batch]]] | None = None,
     log: Callable[[dict[str, Any]], None] | None = None,
@@ -200,6 +137,9 @@ def train(
 ) -> dict[str, Any]:
     """Train ``model`` in place; checkpoints atomically to ``ckpt_path`` and resumes from it.
 
+    ``heads`` None trains the base model (p_1 alone); a ``HeadsConfig`` trains the proposal heads, frozen or
+    fine-tuned with the base, with its loss (mean or sampled) and p_1 weight. ``seed`` fixes initial RNG state.
+
     ``ddp_model`` (``bpd.training.distributed.wrap_ddp(model, info)``: DDP around ``LossModule(model)``)
     computes the losses when given; then each rank weights its micro-batches by their share of the global
     token count times the world size (DDP averages over ranks), so N ranks x M micro-batches make exactly
@@ -207,20 +147,24 @@ def train(
     gradient all-reduce (``no_sync``). Only ``is_main`` writes checkpoints, logs and runs dev evaluation.
     """
     ckpt_path = Path(ckpt_path)
+    cfg.validate("train" if heads is None else "heads_train (or train)")
+    stage = "base" if heads is None else "heads"
+    sampled = heads is not None and heads.loss == "sampled"
+    p1_weight = 1.0 if heads is None else heads.p1_weight
     model.to(device).train()
     world = 1
     if ddp_model is not None:
         if not isinstance(getattr(ddp_model, "module", None), LossModule):
             raise TypeError("ddp_model must wrap LossModule(model); build it with bpd.training.distributed.wrap_ddp.")
         world = torch.distributed.get_world_size()
-    groups = configure_params(model, cfg)
-    opt = torch.optim.Adam(groups, lr=cfg.lr, betas=cfg.betas, eps=1e-9, weight_decay=cfg.weight_decay)
-    heads = trained_heads(model, cfg)
+    groups = configure_params(model, cfg, heads)
+    opt = torch.optim.Adam(groups, lr=cfg.lr, betas=tuple(cfg.betas), eps=1e-9, weight_decay=cfg.weight_decay)
+    slots = trained_heads(model, heads)
     step, epoch, batch_idx, elapsed = 0, 0, 0, 0.0
     history: list[dict[str, Any]] = []
     best: dict[str, Any] | None = None
-    torch.manual_seed(cfg.seed)
-    random.seed(cfg.seed)
+    torch.manual_seed(seed)
+    random.seed(seed)
     state_path = ckpt_path.with_name(ckpt_path.stem + ".state.pt")
     if resume and state_path.exists():
         st = load_checkpoint(state_path, device)
@@ -235,7 +179,7 @@ def train(
             print(f"resuming {ckpt_path.name} from step {step} (epoch {epoch}, {elapsed / 60:.1f} min done)")
     if world > 1 and torch.distributed.get_rank() > 0:
         # Each rank draws its own dropout masks (torch RNG); the python RNG that samples heads stays shared.
-        torch.manual_seed(cfg.seed + 1_000_003 * torch.distributed.get_rank() + step)
+        torch.manual_seed(seed + 1_000_003 * torch.distributed.get_rank() + step)
     fwd = ddp_model if ddp_model is not None else LossModule(model)  # DDP syncs gradients through its forward
     budget_s = None if cfg.max_minutes is None else cfg.max_minutes * 60
     device_type = torch.device(device).type
@@ -245,6 +189,9 @@ def train(
             "model_config": model.config_dict(),
             "model": model.state_dict(),
             "train_config": asdict(cfg),
+            "stage": stage,
+            "heads_config": None if heads is None else asdict(heads),
+            "seed": seed,
             "step": step,
             "epoch": epoch,
             "batch_idx": batch_idx,  # per rank: the epoch's first batch_idx * world_size batches are consumed
@@ -273,7 +220,7 @@ def train(
         stalled = world == 1 and cfg.patience is not None and best is not None and best["evals_since"] >= cfg.patience
         return step >= cfg.max_steps or (budget_s is not None and elapsed >= budget_s) or stalled
 
-    bar = tqdm(total=cfg.max_steps, initial=step, disable=not (progress and is_main), desc=f"train {cfg.stage}")
+    bar = tqdm(total=cfg.max_steps, initial=step, disable=not (progress and is_main), desc=f"train {stage}")
     last_loss = float("nan")
     while not done():
         it = batches(epoch)
@@ -290,7 +237,7 @@ def train(
             for g in opt.param_groups:
                 g["lr"] = cfg.lr * lr_at(step + 1, cfg) * g["lr_scale"]
             opt.zero_grad(set_to_none=True)
-            chosen = [random.choice(heads)] if cfg.heads_loss == "sampled" else heads
+            chosen = [random.choice(slots)] if sampled else slots
             total = 0.0
             per_head: dict[int, float] = {}
             n_tok = sum(int((b[2] != model.pad_id).sum()) for b in micro)
@@ -306,7 +253,7 @@ def train(
                         # Weight micro-batches by their token share so accumulation equals one big batch
                         # (x world: DDP averages the ranks' gradients, and we want their token-weighted sum).
                         w = int((tgt_out != model.pad_id).sum()) / max(1, n_tok)
-                        loss = combine(losses, cfg.p1_weight) * (w * world)
+                        loss = combine(losses, p1_weight) * (w * world)
                     loss.backward()
                 total += float(loss.detach()) / world
                 for i, v in losses.items():

@@ -34,17 +34,9 @@ def head_losses(
     """Cross-entropy of each requested head (index 0 = p_1) from decoder states ``h`` (B, T, d)."""
     out: dict[int, torch.Tensor] = {}
     pad = model.pad_id
-    top = max(heads)
-    if model.heads.arch == "recurrent" and top > 0:
-        # Recurrent slots are computed in sequence once, reading the target tokens (teacher forcing).
-        states = model.heads._slots(h, top + 1, tokens=teacher_tokens(tgt_out, top + 1, pad))
-    for i in heads:
-        if i == 0:
-            logits = model.heads.base_logits(h)
-        elif model.heads.arch == "recurrent":
-            logits = model.heads.output(states[..., i, :])
-        else:
-            logits = model.heads.output(model.heads._slots(h, i + 1, start=i)[..., 0, :])
+    # Heads whose slots read the previous slot's token are fed the targets (teacher forcing).
+    teacher = teacher_tokens(tgt_out, max(heads) + 1, pad)
+    for i, logits in model.heads.slot_logits(h, heads, tokens=teacher):
         tgt = shifted_targets(tgt_out, i, pad).flatten()
         # Sum over the counted targets: a batch of short sentences has none i positions ahead for a far
         # head, and the plain mean would then log NaN (its gradient is zero either way).
@@ -64,3 +56,21 @@ def combine(losses: dict[int, torch.Tensor], p1_weight: float = 1.0) -> torch.Te
     weights = [p1_weight if i == 0 else 1.0 for i in losses]
     total = sum(w * v for w, v in zip(weights, losses.values()))
     return total / sum(weights)
+
+
+class LossModule(torch.nn.Module):
+    """The model's forward plus the head losses, as one module: what DDP wraps.
+
+    The proposal heads act on the decoder states after the model's forward, so DDP wrapping the bare model
+    would see the heads' parameters used outside its forward; wrapping this module puts them inside.
+    """
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(
+        self, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor, heads: list[int], label_smoothing: float
+    ) -> dict[int, torch.Tensor]:
+        h = self.model(src, tgt_in, hidden_only=True)
+        return head_losses(self.model, h, tgt_out, heads, label_smoothing)

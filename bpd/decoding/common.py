@@ -1,0 +1,64 @@
+"""What every decoder shares: per-row output bookkeeping, the default output length, padded sources."""
+
+from __future__ import annotations
+
+import torch
+
+from bpd.config import output_limit
+from bpd.decoding.result import DecodeResult
+from bpd.models.fastpath import top1
+
+__all__ = ["RowTracker", "default_max_len", "pad_rows", "top1"]
+
+
+class RowTracker:
+    """Per-row outputs of a batch being decoded: appends, EOS / max_len cut-offs, and which rows are live."""
+
+    def __init__(self, batch: int, eos_id: int, max_len: int) -> None:
+        self.tokens: list[list[int]] = [[] for _ in range(batch)]
+        self.blocks: list[list[int]] = [[] for _ in range(batch)]
+        self.active: list[int] = list(range(batch))  # original row index of each live batch slot
+        self.eos_id, self.max_len = eos_id, max_len
+
+    def accept(self, slot: int, block: list[int]) -> bool:
+        """Append ``block`` to the row in batch slot ``slot``; True if the row is now finished."""
+        row = self.active[slot]
+        out = self.tokens[row]
+        block = block[: self.max_len - len(out)]
+        if self.eos_id in block:
+            block = block[: block.index(self.eos_id) + 1]
+        out.extend(block)
+        self.blocks[row].append(len(block))
+        return (bool(block) and block[-1] == self.eos_id) or len(out) >= self.max_len
+
+    def drop(self, finished_slots: list[int]) -> list[int] | None:
+        """Forget finished slots; returns the batch slots to keep (None if nothing changed)."""
+        if not finished_slots:
+            return None
+        gone = set(finished_slots)
+        keep = [i for i in range(len(self.active)) if i not in gone]
+        self.active = [self.active[i] for i in keep]
+        return keep
+
+    def result(self, invocations: int, **extra) -> DecodeResult:
+        return DecodeResult(
+            tokens=self.tokens,
+            iterations=[len(b) for b in self.blocks],
+            block_sizes=self.blocks,
+            invocations=invocations,
+            **extra,
+        )
+
+
+def default_max_len(src: torch.Tensor, max_len: int | None) -> int:
+    """``max_len``, or the harness's output-length rule (``bpd.config.output_limit``) of the padded source."""
+    return int(max_len) if max_len is not None else output_limit(int(src.shape[1]))
+
+
+def pad_rows(rows: list[list[int]], pad_id: int) -> torch.Tensor:
+    """Right-padded (B, longest) LongTensor of token lists (at least one column)."""
+    n = max(1, max(len(r) for r in rows))
+    out = torch.full((len(rows), n), pad_id, dtype=torch.long)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = torch.tensor(r, dtype=torch.long)
+    return out

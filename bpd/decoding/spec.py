@@ -1,0 +1,87 @@
+"""Which decoders an evaluation or benchmark runs: ``DecodeSpec`` (one decoder with its options), the list of
+them a ``DecodeConfig`` asks for, and the function that runs each."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from bpd.config import DecodeConfig
+from bpd.decoding.beam import beam_decode
+from bpd.decoding.blockwise import blockwise_decode
+from bpd.decoding.criteria import make_criterion
+from bpd.decoding.greedy import greedy_decode, naive_greedy_decode
+
+METHODS = ("greedy", "beam", "blockwise", "naive_greedy")
+
+
+@dataclass(frozen=True)
+class DecodeSpec:
+    method: str  # greedy | beam | blockwise | naive_greedy
+    k: int = 1
+    criterion: str = "exact"
+    criterion_param: float | None = None
+    min_block_size: int = 1
+    beam_size: int = 4
+    alpha: float = 0.6
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(f"unknown decoding method {self.method!r}; use greedy, beam, blockwise or naive_greedy.")
+        if self.method == "blockwise":
+            make_criterion(self.criterion, self.criterion_param, self.min_block_size)  # validates early
+
+    def columns(self) -> dict[str, Any]:
+        """The row columns that identify this decoder (None where a field does not apply)."""
+        bw = self.method == "blockwise"
+        return {
+            "decoder": self.name,
+            "method": self.method,
+            "k": self.k if bw else 1,
+            "criterion": self.criterion if bw else None,
+            "criterion_param": self.criterion_param if bw else None,
+            "min_block_size": self.min_block_size if bw else None,
+            "beam_size": self.beam_size if self.method == "beam" else None,
+        }
+
+    @property
+    def name(self) -> str:
+        if self.method == "beam":
+            return f"beam{self.beam_size}_a{self.alpha:g}"
+        if self.method != "blockwise":
+            return self.method
+        p = "" if self.criterion == "exact" else f"{self.criterion_param:g}"
+        m = "" if self.min_block_size == 1 else f"_l{self.min_block_size}"
+        return f"blockwise_k{self.k}_{self.criterion}{p}{m}"
+
+
+def decode_specs(decode: DecodeConfig, trained_k: int) -> list[DecodeSpec]:
+    """Greedy first (every ratio's reference), then naive greedy and beam if asked, then blockwise search for
+    every criterion x minimum block size x k (k = 1 only with plain exact acceptance: it is greedy)."""
+    decode.validate(trained_k)
+    specs = [DecodeSpec("greedy")]
+    if decode.naive_greedy:
+        specs.append(DecodeSpec("naive_greedy"))
+    if decode.beam_size:
+        specs.append(DecodeSpec("beam", beam_size=decode.beam_size, alpha=decode.alpha))
+    for crit in decode.criteria:
+        for l in crit.min_block_sizes:
+            for k in decode.ks:
+                if k == 1 and (crit.name != "exact" or l != 1):
+                    continue
+                specs.append(DecodeSpec("blockwise", k=k, criterion=crit.name, criterion_param=crit.param,
+                                        min_block_size=int(l)))
+    return specs
+
+
+def decoder_fn(spec: DecodeSpec, criterion_kwargs: dict[str, Any] | None = None) -> Callable:
+    """``fn(model, src, max_len) -> DecodeResult`` for the spec (a task's criterion options included)."""
+    if spec.method == "greedy":
+        return lambda m, s, n: greedy_decode(m, s, max_len=n)
+    if spec.method == "naive_greedy":
+        return lambda m, s, n: naive_greedy_decode(m, s, max_len=n)
+    if spec.method == "beam":
+        return lambda m, s, n: beam_decode(m, s, beam_size=spec.beam_size, alpha=spec.alpha, max_len=n)
+    crit = make_criterion(spec.criterion, spec.criterion_param, spec.min_block_size, **(criterion_kwargs or {}))
+    return lambda m, s, n: blockwise_decode(m, s, k=spec.k, criterion=crit, max_len=n)

@@ -1,0 +1,90 @@
+"""Decode a list of sources with several decoders, batch by batch, interleaved and timed in one process.
+
+Fair timing: every batch of inputs is decoded by every configuration in turn (greedy first), so slow
+drift of the machine (thermal, other processes) hits all of them alike; a warm-up batch runs first,
+untimed. ``speedup`` is greedy's wall-clock over the configuration's, on the same inputs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from bpd.decoding.common import pad_rows
+from bpd.decoding.result import DecodeResult
+from bpd.decoding.spec import DecodeSpec, decoder_fn
+from bpd.tracking import progress_interval
+
+
+@dataclass
+class RunOutput:
+    """One decoder's outputs over all sources, in input order, with its summed costs."""
+
+    tokens: list[list[int]]
+    iterations: list[int]
+    block_sizes: list[list[int]]
+    invocations: int = 0
+    wallclock_s: float = 0.0
+    position_reached: list[int] = field(default_factory=list)
+    position_accepted: list[int] = field(default_factory=list)
+    example_wall_s: list[float] = field(default_factory=list)  # wall time of the batch each example was in
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def decode_and_time(
+    model,
+    sources: list[list[int]],
+    specs: list[DecodeSpec],
+    max_len: Callable[[torch.Tensor], int],
+    batch_size: int = 1,
+    device: str | torch.device = "cpu",
+    criterion_kwargs: dict[str, Any] | None = None,
+    warmup: int = 1,
+    progress: bool = True,
+    desc: str = "decode",
+) -> dict[str, RunOutput]:
+    """Decode ``sources`` with every spec, batch by batch, interleaved; outputs in input order."""
+    device = torch.device(device)
+    model = model.to(device).eval()
+    fns = {s.name: decoder_fn(s, criterion_kwargs) for s in specs}
+    # Batches of similar length waste less on padding; the original order is restored at the end.
+    order = sorted(range(len(sources)), key=lambda i: len(sources[i])) if batch_size > 1 else list(range(len(sources)))
+    batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    n = len(sources)
+    out = {s.name: RunOutput([[]] * n, [0] * n, [[]] * n, example_wall_s=[0.0] * n) for s in specs}
+    for idx in batches[: min(warmup, len(batches))]:  # warm-up: allocator, kernels, caches
+        src = pad_rows([sources[i] for i in idx], model.pad_id).to(device)
+        for fn in fns.values():
+            fn(model, src, max_len(src))
+    for idx in tqdm(batches, desc=desc, disable=not progress, leave=False, mininterval=progress_interval()):
+        src = pad_rows([sources[i] for i in idx], model.pad_id).to(device)
+        limit = max_len(src)
+        for spec in specs:
+            _sync(device)
+            t0 = time.perf_counter()
+            res: DecodeResult = fns[spec.name](model, src, limit)
+            _sync(device)
+            dt = time.perf_counter() - t0
+            o = out[spec.name]
+            o.wallclock_s += dt
+            o.invocations += res.invocations
+            for j, i in enumerate(idx):
+                o.tokens[i], o.iterations[i], o.block_sizes[i] = res.tokens[j], res.iterations[j], res.block_sizes[j]
+                o.example_wall_s[i] = dt
+            if res.position_reached:
+                if not o.position_reached:
+                    o.position_reached = [0] * len(res.position_reached)
+                    o.position_accepted = [0] * len(res.position_reached)
+                for p, (r, a) in enumerate(zip(res.position_reached, res.position_accepted)):
+                    o.position_reached[p] += r
+                    o.position_accepted[p] += a
+    return out

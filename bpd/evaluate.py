@@ -1,0 +1,228 @@
+"""The evaluation stage: decode a split with greedy, beam and every blockwise configuration, timed side by
+side in one process, and append one tidy row per decoder to ``results/<name>/rows.jsonl``.
+
+Rows carry every column of ``../shared/DESIGN.md`` and how they were made (config, commit, device,
+command), and point at the output files they were scored from, so every number recomputes from files.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, fields, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from bpd.config import ExperimentConfig
+from bpd.decoding.spec import DecodeSpec, decode_specs
+from bpd.decoding.timed import RunOutput, decode_and_time
+from bpd.metrics import block_histogram, mean_block_size, per_example_block_means, summarize
+from bpd.runtime import config_hash, process, repo_relative, resolve_path
+from bpd.tasks import Scorer, Task
+from bpd.tracking import append_rows, command_line, device_name, git_sha, make_tracker, read_rows
+from bpd.training import distributed as dist
+from bpd.training.checkpoint import load_model
+
+
+def run_id(cfg: ExperimentConfig, model_path: Path) -> str:
+    """The id of an evaluation: the model file, the decoding options, the task and the device. Whether to
+    redo a run (``skip_existing``) is not part of what the run is: a redo keeps the id it redoes."""
+    decode = {**asdict(cfg.decode), "skip_existing": True}
+    return config_hash(model_path.name, decode, cfg.task.name, cfg.device)
+
+
+def same_weights(row: dict, payload: dict) -> bool:
+    """Whether a result row was produced by the checkpoint in ``payload`` (same training steps and time:
+    a retrained model never matches both)."""
+    return row.get("train_steps") == payload.get("step") and row.get("train_minutes") == round(
+        payload.get("elapsed", 0.0) / 60, 2
+    )
+
+
+def evaluate(cfg: ExperimentConfig, task: Task, model_path: Path) -> list[dict]:
+    """Decode the configured split with greedy, beam and every blockwise config; write and return rows."""
+    d = cfg.decode
+    results_dir = resolve_path(cfg.results_dir)
+    rows_path = results_dir / "rows.jsonl"
+    rid = run_id(cfg, model_path)
+    info, device = process(cfg)
+    model, payload = load_model(model_path, device)
+    if d.skip_existing:
+        # The same run id *and* the same trained weights: a model file retrained under the same config
+        # (e.g. a fresh clone, whose results/ already holds our committed rows) is evaluated anew.
+        done = [r for r in read_rows(rows_path) if r.get("run_id") == rid and same_weights(r, payload)]
+        if done:
+            print(f"results for run {rid} already in {rows_path}; skipping (decode.skip_existing=false to redo)")
+            return done
+    task.check_model(model, model_path)
+    if d.dtype == "bfloat16":
+        model = model.to(torch.bfloat16)
+    model.heads.set_proposal_vocab(task.proposal_vocab(d.proposal_vocab))
+    if d.threads:
+        torch.set_num_threads(d.threads)
+    pairs = task.pairs(d.split)
+    n = len(pairs) if d.n_examples is None else min(d.n_examples, len(pairs))
+    pairs = pairs[:n]
+    specs = decode_specs(d, model.k)
+    sources = [s for s, _ in pairs]
+    scorer = task.scorer(d.split, n)
+    mine = list(range(len(sources)))
+    if info.distributed:  # whole batches of decode_and_time's order: the same batches (and outputs) as one process
+        order = sorted(mine, key=lambda i: len(sources[i])) if d.batch_size > 1 else mine
+        mine = dist.shard_batches(order, d.batch_size, info.rank, info.world_size)
+    outs = decode_and_time(
+        model,
+        [sources[i] for i in mine],
+        specs,
+        task.max_len(d),
+        batch_size=d.batch_size,
+        device=device,
+        criterion_kwargs=task.criterion_kwargs,
+        progress=info.is_main,
+        desc=f"decode {d.split} b{d.batch_size}",
+    )
+    if info.distributed:
+        outs = merge_shards(dist.all_gather_object((mine, outs)), len(sources))
+        if not info.is_main:
+            return []  # rank 0 writes the rows and files
+    common = row_provenance(cfg, task, model_path, payload, rid, device)
+    out_dir = results_dir / "outputs" / rid
+    rows = make_rows(outs, specs, scorer, common, out_dir)
+    rows += task.extra_rows(scorer, outs, specs, rows, common, out_dir)
+    append_rows(rows_path, rows)
+    print(format_table(rows, task.quality))
+    log_to_wandb(cfg, task, rows, common, rid, scorer, outs, specs, pairs, out_dir)
+    return rows
+
+
+def row_provenance(cfg: ExperimentConfig, task: Task, model_path: Path, payload: dict, rid: str,
+                   device: torch.device) -> dict[str, Any]:
+    """The columns every row of one evaluation shares: what was decoded, by which model, where and how."""
+    mc = payload["model_config"]
+    return {
+        "run_id": rid,
+        "experiment": cfg.name,
+        "task": task.kind,
+        "dataset": task.name,
+        "split": cfg.decode.split,
+        "model": Path(model_path).name,
+        "model_preset": cfg.model.name,
+        "trained_k": mc["k"],
+        "heads_arch": mc.get("heads_arch"),
+        "identity_p1": mc.get("identity_p1"),
+        "heads_training": cfg.heads.training,
+        "heads_targets": cfg.heads.targets,
+        "distilled": cfg.base_targets == "distilled",
+        "setting": cfg.setting,
+        "batch_size": cfg.decode.batch_size,
+        "proposal_vocab": cfg.decode.proposal_vocab,
+        "dtype": cfg.decode.dtype,
+        "device": device_name(device),
+        "threads": torch.get_num_threads(),
+        "seed": cfg.seed,
+        "git_sha": git_sha(),
+        "command": cfg.command or command_line(),
+        "train_steps": payload.get("step"),
+        "train_minutes": round(payload.get("elapsed", 0.0) / 60, 2),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
+
+
+def make_rows(outputs: dict[str, RunOutput], specs: list[DecodeSpec], scorer: Scorer, common: dict[str, Any],
+              out_dir: Path) -> list[dict[str, Any]]:
+    """One tidy row per decoding configuration (columns as in DESIGN.md), its outputs written to files."""
+    g = outputs["greedy"]
+    g_iters = sum(g.iterations)
+    rows = []
+    for spec in specs:
+        o = outputs[spec.name]
+        iters = sum(o.iterations)
+        identical = sum(a == b for a, b in zip(o.tokens, g.tokens)) / max(1, len(g.tokens))
+        rates = [a / r if r else None for a, r in zip(o.position_accepted, o.position_reached)]
+        row = {
+            **common,
+            **spec.columns(),
+            "n_examples": len(o.tokens),
+            "output_tokens": sum(len(t) for t in o.tokens),
+            "iterations": iters,
+            "invocations": o.invocations,
+            "greedy_iterations": g_iters,
+            "mean_block_size": mean_block_size(g_iters, iters) if spec.method == "blockwise" else 1.0,
+            "tokens_per_iteration": sum(len(t) for t in o.tokens) / max(1, iters),
+            "identical_to_greedy": identical,
+            "wallclock_s": o.wallclock_s,
+            "greedy_wallclock_s": g.wallclock_s,
+            "speedup": g.wallclock_s / o.wallclock_s if o.wallclock_s > 0 else None,
+            "acceptance_rate_per_position": rates,
+            "block_size_histogram": {str(k): v for k, v in block_histogram(o.block_sizes).items()},
+            "block_size_per_example": summarize(per_example_block_means(o.tokens, o.iterations)),
+            "spec": asdict(spec),
+        }
+        row.update(scorer.score(o.tokens, g.tokens))
+        row.update({k: repo_relative(v) for k, v in scorer.write(o.tokens, out_dir / spec.name).items()})
+        rows.append(row)
+    return rows
+
+
+def format_table(rows: list[dict[str, Any]], quality: str = "bleu") -> str:
+    """A readable fixed-width table of the key columns."""
+    head = f"{'decoder':<30} {quality:>7} {'k_hat':>6} {'=greedy':>7} {'iters':>7} {'time_s':>8} {'speedup':>7}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        if r.get("method") == "reference":  # upsampling baselines: quality only
+            lines.append(f"{r['decoder']:<30} {r[quality]:7.2f}   (reference, no model)")
+            continue
+        q = r.get(quality)
+        q_s = f"{q:7.2f}" if isinstance(q, int | float) else f"{'-':>7}"
+        sp = r.get("speedup")
+        lines.append(
+            f"{r['decoder']:<30} {q_s} {r['mean_block_size']:6.2f} {r['identical_to_greedy']:7.2f} "
+            f"{r['iterations']:7d} {r['wallclock_s']:8.2f} {(sp or float('nan')):6.2f}x"
+        )
+    return "\n".join(lines)
+
+
+def merge_shards(parts: list[tuple[list[int], dict[str, RunOutput]]], n: int) -> dict[str, RunOutput]:
+    """One process's ``decode_and_time`` outputs from the ranks' ``(example indices, outputs)`` shards.
+
+    Per-example lists go back to example order; counts (invocations, per-position acceptance) add up, and so
+    do wall-clock seconds: the total decode time, which is what the speedup ratios compare.
+    """
+    merged: dict[str, RunOutput] = {}
+    for name, first in parts[0][1].items():
+        values: dict[str, Any] = {}
+        for f in fields(first):
+            got = [(idx, getattr(o[name], f.name)) for idx, o in parts]
+            v0 = got[0][1]
+            if isinstance(v0, list) and not f.name.startswith("position_") and all(len(v) == len(i) for i, v in got):
+                full: list[Any] = [None] * n
+                for idx, v in got:
+                    for i, x in zip(idx, v):
+                        full[i] = x
+                values[f.name] = full
+            elif isinstance(v0, list):
+                width = max(len(v) for _, v in got)
+                values[f.name] = [sum(v[p] for _, v in got if p < len(v)) for p in range(width)]
+            elif isinstance(v0, int | float):
+                values[f.name] = sum(v for _, v in got)
+        merged[name] = replace(first, **values)
+    return merged
+
+
+def log_to_wandb(cfg: ExperimentConfig, task: Task, rows: list[dict], common: dict, rid: str, scorer: Scorer,
+                 outs: dict[str, RunOutput], specs: list[DecodeSpec], pairs, out_dir: Path) -> None:
+    """The evaluation's metrics, its rows as a table and the task's samples, as one W&B run."""
+    quality = task.quality
+    tracker = make_tracker(cfg, name=f"eval-{rid}", job_type="evaluate", extra={"run_id": rid, **common})
+    for r in rows:
+        tracker.log({f"{r['decoder']}/{k}": r[k] for k in (quality, "mean_block_size", "speedup",
+                                                             "identical_to_greedy", "wallclock_s")
+                     if r.get(k) is not None})
+    columns = list(rows[0].keys())[:40]
+    tracker.table("results", columns, [[str(r.get(c)) for c in columns] for r in rows])
+    task.log_outputs(tracker, scorer, outs, specs, pairs, out_dir)
+    tracker.finish()
+
+
+__all__ = ["evaluate", "format_table", "make_rows", "merge_shards", "run_id"]

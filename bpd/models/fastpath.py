@@ -1,0 +1,117 @@
+"""Decoding fast paths, in one place.
+
+A small model's decoding step is dominated by per-op overhead and by small matrix products against the
+(V, d) vocabulary projection, so three things are done differently when decoding (every fast path returns
+what the plain path returns; training always takes the plain path):
+
+* ``top1``: ``max(-1).indices`` instead of ``argmax`` (faster on a CPU for the few rows of a step; same ties).
+* ``project`` (inference on a CPU): the projection multiplies by a cached contiguous (d, V) transpose of the
+  weight instead of the (V, d) weight (the CPU GEMM is faster that way for a handful of rows).
+* ``recurrent_propose`` (inference, any device): the recurrent heads' proposal chain in fewer, larger ops
+  (per-vocabulary tables of the token half of each slot's first layer, biases folded into matrix products):
+  fewer ops is fewer kernel launches on a GPU too.
+
+The benchmark (``make bench``, docs/benchmark.md) measures what each buys.
+
+Derived tensors (transposes, tables) are cached per module and rebuilt when a source tensor changes. The
+only reliable signal of an in-place change (an optimizer step, ``load_state_dict``, a user's ``p.add_``) is
+the tensor's version counter, ``Tensor._version``, which autograd itself relies on; so the cache key is
+``(data_ptr, _version, dtype)`` of every source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+
+def top1(logits: torch.Tensor) -> torch.Tensor:
+    """Argmax over the last dimension (first index on ties, like ``argmax``); every decoder uses this one."""
+    return logits.max(-1).indices
+
+
+def applies(weight: torch.Tensor) -> bool:
+    """Whether the CPU fast paths are in force: inference on a CPU."""
+    return weight.device.type == "cpu" and torch.is_inference_mode_enabled()
+
+
+class DerivedCache:
+    """Tensors computed from source tensors once, until any source changes (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._hits: dict[str, tuple[tuple, object]] = {}
+
+    def get(self, name: str, sources: list[torch.Tensor], make: Callable[[], object]):
+        key = tuple((t.data_ptr(), t._version, t.dtype) for t in sources)
+        hit = self._hits.get(name)
+        if hit is None or hit[0] != key:
+            with torch.inference_mode():
+                hit = (key, make())
+            self._hits[name] = hit
+        return hit[1]
+
+
+def output_t(heads) -> torch.Tensor:
+    """The output weight as a cached contiguous (d, V) transpose."""
+    w = heads.output.weight
+    return heads.derived.get("wt", [w], lambda: w.detach().t().contiguous())
+
+
+def project(heads, x: torch.Tensor) -> torch.Tensor:
+    """``heads.output(x)`` through the cached transpose."""
+    wt, b = output_t(heads), heads.output.bias
+    return x @ wt if b is None else torch.addmm(b, x, wt)
+
+
+def proposal_projection(heads) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The (d, P) transposed projection onto the proposal vocabulary and its bias (P = V unrestricted)."""
+    w, b, ids = heads.output.weight, heads.output.bias, heads.proposal_ids
+    if ids is None:
+        return output_t(heads), b
+    wt = heads.derived.get("wt_proposal", [w, ids], lambda: w[ids].t().contiguous())
+    return wt, None if b is None else heads.derived.get("b_proposal", [b, ids], lambda: b[ids])
+
+
+def propose_top1(heads, x: torch.Tensor) -> torch.Tensor:
+    """Argmax of the projection restricted to the proposal vocabulary (indices into it)."""
+    wt, b = proposal_projection(heads)
+    return top1(x @ wt if b is None else torch.addmm(b, x, wt))
+
+
+def recurrent_tables(heads) -> list[tuple[torch.Tensor, ...]]:
+    """Per recurrent slot: the token table over the whole vocabulary (V, d_ff + 1), the same table over the
+    proposal vocabulary, the state half of the first layer (d, d_ff + 1) and the second layer with its bias
+    as a last row (d_ff + 1, d). The extra column is 1 in the table and 0 in the state weight, so it
+    survives the relu as 1 and adds the bias row."""
+    d, emb, ids = heads.d_model, heads.output.weight, heads.proposal_ids
+    out = []
+    for i in range(heads.n_learned):
+        table = torch.addmm(heads.b_r_in[i], emb, heads.w_r_in[i, d:])
+        table = torch.cat([table, table.new_ones(table.shape[0], 1)], dim=1)
+        w_s = heads.w_r_in[i, :d]
+        w_s = torch.cat([w_s, w_s.new_zeros(d, 1)], dim=1)
+        w_o = torch.cat([heads.w_r_out[i], heads.b_r_out[i][None]], dim=0)
+        out.append((table, table if ids is None else table[ids].contiguous(), w_s, w_o))
+    return out
+
+
+def recurrent_propose(heads, h: torch.Tensor, first: torch.Tensor, k: int) -> torch.Tensor:
+    """The recurrent proposal chain (B, k-1) at one position ``h`` (B, d): per slot a table lookup, addmm,
+    relu, addmm, the projection and an argmax. Slots after the first read proposal-vocabulary indices (their
+    tables are gathered to those rows once); indices become token ids once, at the end."""
+    ids = heads.proposal_ids
+    sources = [heads.output.weight, heads.w_r_in, heads.b_r_in, heads.w_r_out, heads.b_r_out]
+    slots = heads.derived.get("recurrent", sources + ([] if ids is None else [ids]), lambda: recurrent_tables(heads))
+    wt, bias = proposal_projection(heads)
+    out, s, tok = [], h, first[:, 0]
+    for i, (table, table_p, w_s, w_o) in enumerate(slots[: min(k, heads.k) - 1]):
+        hidden = torch.addmm((table if i == 0 else table_p)[tok], s, w_s).relu_()
+        s = torch.addmm(s, hidden, w_o)
+        tok = top1(s @ wt if bias is None else torch.addmm(bias, s, wt))
+        out.append(tok)
+    toks = torch.stack(out, dim=-1)
+    return toks if ids is None else ids[toks]
+
+
+__all__ = ["DerivedCache", "applies", "project", "propose_top1", "recurrent_propose", "top1"]

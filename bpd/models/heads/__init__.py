@@ -1,0 +1,40 @@
+"""Proposal heads, one module per architecture (see ``base.py`` for what they share).
+
+* ``paper``: Stern et al.'s single feed-forward layer over all k slots (quadratic in k),
+* ``blockdiag``: one independent feed-forward layer per slot,
+* ``medusa``: one residual SiLU layer per slot (Cai et al. 2024),
+* ``recurrent``: each slot also reads the previous slot's token (Hydra / ReDrafter style).
+
+A new architecture is a subclass of ``ProposalHeads`` that defines ``learned_states`` (and, if its slots
+depend on each other, ``states``, ``slot_logits`` and ``propose``), registered in ``HEADS`` below.
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+from bpd.models.heads.base import ProposalHeads
+from bpd.models.heads.blockdiag import BlockDiagHeads
+from bpd.models.heads.medusa import MedusaHeads
+from bpd.models.heads.paper import PaperHeads
+from bpd.models.heads.recurrent import RecurrentHeads
+
+HEADS: dict[str, type[ProposalHeads]] = {
+    "paper": PaperHeads,
+    "blockdiag": BlockDiagHeads,
+    "medusa": MedusaHeads,
+    "recurrent": RecurrentHeads,
+}
+HEAD_ARCHS = tuple(HEADS)
+
+
+def build_heads(
+    arch: str, d_model: int, d_ff: int, k: int, output: nn.Linear, identity_p1: bool = True
+) -> ProposalHeads:
+    if arch not in HEADS:
+        raise ValueError(f"unknown head architecture {arch!r}; choose one of {', '.join(HEADS)}.")
+    return HEADS[arch](d_model, d_ff, k, output, identity_p1)
+
+
+__all__ = ["HEADS", "HEAD_ARCHS", "BlockDiagHeads", "MedusaHeads", "PaperHeads", "ProposalHeads", "RecurrentHeads",
+           "build_heads"]

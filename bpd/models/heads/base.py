@@ -1,0 +1,125 @@
+"""What every proposal-head architecture shares: slot 0 is p_1, slots 1..k-1 guess further ahead, and all
+of them are read through the model's own vocabulary projection (the paper's choice).
+
+An architecture (one module each beside this one) defines how the hidden vectors of its learned slots are
+computed from the decoder state ``h`` (``learned_states``); this class turns them into what training and
+decoding use:
+
+* ``states(h, stop, start, tokens)``: hidden vectors of slots ``start .. stop-1``,
+* ``forward(h, k, tokens)``: logits of the first ``k`` slots (training, analysis),
+* ``slot_logits(h, slots, tokens)``: logits of the chosen slots (the losses; the paper's sampled loss asks
+  for one slot, and only that one is computed),
+* ``base_logits(h)``: p_1 only, at every verified position,
+* ``propose(h, first, k)``: the proposal tokens of slots 1..k-1 at one position (decoding).
+
+``identity_p1=True`` makes slot 0 exactly ``h`` so that p_1 equals the base model bit for bit; otherwise p_1
+also passes through the new layer (the paper's variant, which is why its BLEU moves with k even with a
+frozen base). ``tokens`` (..., >= k-1) are teacher tokens for architectures whose slots read the previous
+slot's token (recurrent); the others ignore them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+from torch import nn
+
+from bpd.models import fastpath
+from bpd.models.fastpath import top1
+
+
+class ProposalHeads(nn.Module):
+    arch = "base"
+
+    def __init__(self, d_model: int, d_ff: int, k: int, output: nn.Linear, identity_p1: bool = True) -> None:
+        super().__init__()
+        if k < 1:
+            raise ValueError(f"k must be >= 1 (got {k}); use k=1 for a plain base model.")
+        self.d_model, self.d_ff, self.k, self.identity_p1 = d_model, d_ff, k, identity_p1
+        # Kept as an attribute, not a submodule: its parameters belong to the model (tied embeddings).
+        self._output = [output]
+        self.derived = fastpath.DerivedCache()
+        # Decoding option: proposal heads choose among these token ids only (``set_proposal_vocab``).
+        self.proposal_ids: torch.Tensor | None = None
+        # A plain base model (k == 1 with identity p_1) has no extra parameters at all.
+        self.n_learned = k - 1 if identity_p1 else k
+        self.shift = 1 if identity_p1 else 0  # slot s is learned slot s - shift
+        if self.n_learned:
+            self.create_parameters(self.n_learned)
+
+    @property
+    def output(self) -> nn.Linear:
+        return self._output[0]
+
+    # -- what an architecture defines ----------------------------------------------------------------------
+    def create_parameters(self, n: int) -> None:
+        """Create the parameters of ``n`` learned slots (their random draws, in a fixed order, are what a
+        seed reproduces)."""
+        raise NotImplementedError
+
+    def learned_states(self, h: torch.Tensor, lo: int, hi: int) -> torch.Tensor:
+        """Hidden vectors (..., hi - lo, d) of the learned slots ``lo .. hi-1`` (slot numbers, lo >= shift)."""
+        raise NotImplementedError
+
+    # -- shared ---------------------------------------------------------------------------------------------
+    def states(self, h: torch.Tensor, stop: int, start: int = 0, tokens: torch.Tensor | None = None) -> torch.Tensor:
+        """Hidden vectors of slots ``start .. stop-1``: (..., stop - start, d)."""
+        stop = min(stop, self.k)
+        if self.n_learned == 0:
+            return h.unsqueeze(-2)
+        parts: list[torch.Tensor] = []
+        if self.identity_p1 and start == 0:
+            parts.append(h.unsqueeze(-2))
+        lo = max(start, self.shift)
+        if stop > lo:
+            parts.append(self.learned_states(h, lo, stop))
+        return torch.cat(parts, dim=-2) if len(parts) > 1 else parts[0]
+
+    def project(self, x: torch.Tensor) -> torch.Tensor:
+        """The shared vocabulary projection (``fastpath.project`` under CPU inference)."""
+        if fastpath.applies(self.output.weight):
+            return fastpath.project(self, x)
+        return self.output(x)
+
+    def forward(self, h: torch.Tensor, k: int | None = None, tokens: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits of the first ``k`` slots (default all): (..., k, V)."""
+        return self.project(self.states(h, self.k if k is None else k, tokens=tokens))
+
+    def slot_logits(
+        self, h: torch.Tensor, slots: list[int], tokens: torch.Tensor | None = None
+    ) -> Iterator[tuple[int, torch.Tensor]]:
+        """``(slot, logits (..., V))`` for each requested slot (0 = p_1), each computed when it is reached, so
+        a loss over many slots of a large vocabulary holds one slot's logits at a time."""
+        for i in slots:
+            yield i, self.base_logits(h) if i == 0 else self.output(self.states(h, i + 1, start=i)[..., 0, :])
+
+    def base_logits(self, h: torch.Tensor) -> torch.Tensor:
+        """p_1 logits only: (..., V). Cheap when p_1 is the identity."""
+        if self.identity_p1 or self.n_learned == 0:
+            return self.project(h)
+        return self.project(self.states(h, 1)[..., 0, :])
+
+    def set_proposal_vocab(self, ids: torch.Tensor | None) -> None:
+        """Restrict what the proposal heads may propose to ``ids`` (e.g. the most frequent target tokens),
+        or lift the restriction with None. Proposals are only guesses: verification still scores p_1 over
+        the whole vocabulary, so exact decoding stays identical to greedy; a smaller projection makes each
+        proposal slot cheaper (FR-Spec, Zhao et al. 2025), at the price of never proposing a rare token."""
+        dev = self.output.weight.device
+        self.proposal_ids = None if ids is None else torch.as_tensor(ids, dtype=torch.long, device=dev)
+
+    def proposal_top1(self, x: torch.Tensor) -> torch.Tensor:
+        """Proposed token ids: argmax over the allowed proposal vocabulary."""
+        ids = self.proposal_ids
+        if fastpath.applies(self.output.weight):
+            best = fastpath.propose_top1(self, x)
+            return best if ids is None else ids[best]
+        if ids is None:
+            return top1(self.output(x))
+        w, b = self.output.weight, self.output.bias
+        return ids[top1(torch.nn.functional.linear(x, w[ids], None if b is None else b[ids]))]
+
+    def propose(self, h: torch.Tensor, first: torch.Tensor, k: int) -> torch.Tensor:
+        """Proposal tokens of slots 1..k-1 (B, k-1) at one position ``h`` (B, d), given p_1's argmax
+        ``first`` (B, 1): each slot's state projected once."""
+        return self.proposal_top1(self.states(h, k, start=1))

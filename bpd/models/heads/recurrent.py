@@ -1,0 +1,85 @@
+"""Recurrent heads: slot i also reads the token slot i - 1 proposed. A residual feed-forward layer over
+``[s_{i-1}; embedding(y_{t+i})]`` with ``s_0 = h`` (the sequential dependence of Hydra heads, Ankner et al.
+2024, and of ReDrafter, Cheng et al. 2024). Training feeds the target tokens (teacher forcing); without
+them the slots chain their own argmax, as when decoding, so proposals are made one slot after another
+inside a round (k - 1 small steps, still no extra decoder call)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bpd.models import fastpath
+from bpd.models.fastpath import top1
+from bpd.models.heads.base import ProposalHeads
+
+
+class RecurrentHeads(ProposalHeads):
+    arch = "recurrent"
+
+    def create_parameters(self, n: int) -> None:
+        if not self.identity_p1:
+            raise ValueError("heads.arch=recurrent needs heads.identity_p1=true: its first slot reads p_1's token.")
+        self.w_r_in = nn.Parameter(torch.randn(n, 2 * self.d_model, self.d_ff) * (2 * self.d_model) ** -0.5)
+        self.b_r_in = nn.Parameter(torch.zeros(n, self.d_ff))
+        self.w_r_out = nn.Parameter(torch.zeros(n, self.d_ff, self.d_model))
+        self.b_r_out = nn.Parameter(torch.zeros(n, self.d_model))
+
+    def step(self, s: torch.Tensor, tok: torch.Tensor, i: int) -> torch.Tensor:
+        """State of slot ``i`` (1-based) from the previous slot's state and the token it reads."""
+        n_out = self.output.weight.shape[0]
+        # Pad/EOS targets beyond the output vocabulary only occur where the loss is masked anyway.
+        e = F.embedding(tok.clamp(0, n_out - 1), self.output.weight)
+        hidden = F.relu(torch.cat([s, e.to(s.dtype)], dim=-1) @ self.w_r_in[i - 1] + self.b_r_in[i - 1])
+        return s + hidden @ self.w_r_out[i - 1] + self.b_r_out[i - 1]
+
+    def chain(
+        self,
+        h: torch.Tensor,
+        tok: torch.Tensor | None,
+        stop: int,
+        tokens: torch.Tensor | None = None,
+        pick: Callable[[torch.Tensor], torch.Tensor] | None = None,
+        last_token: bool = False,
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """States of slots 1..stop-1 and the tokens chosen from them. Slot 1 reads ``tok`` and slot i the
+        token slot i-1 chose with ``pick`` (default: argmax over the whole vocabulary), unless teacher
+        ``tokens`` are given. The last slot's token is only chosen with ``last_token`` (decoding needs it,
+        teacher-forced logits do not)."""
+        pick = pick or (lambda s: top1(self.output(s)))
+        states, chosen, s = [], [], h
+        for i in range(1, stop):
+            s = self.step(s, tokens[..., i - 1] if tokens is not None else tok, i)
+            states.append(s)
+            if tokens is None and (i < stop - 1 or last_token):
+                tok = pick(s)
+                chosen.append(tok)
+        return states, chosen
+
+    def states(self, h: torch.Tensor, stop: int, start: int = 0, tokens: torch.Tensor | None = None) -> torch.Tensor:
+        stop = min(stop, self.k)
+        if self.n_learned == 0:
+            return h.unsqueeze(-2)
+        first = None if tokens is not None else top1(self.output(h))
+        slots = [h] + self.chain(h, first, stop, tokens)[0]
+        return torch.stack(slots[start:stop], dim=-2)
+
+    def slot_logits(
+        self, h: torch.Tensor, slots: list[int], tokens: torch.Tensor | None = None
+    ) -> Iterator[tuple[int, torch.Tensor]]:
+        """The chain is sequential: the states up to the furthest requested slot are computed once."""
+        top = max(slots)
+        states = self.states(h, top + 1, tokens=tokens) if top > 0 else None
+        for i in slots:
+            yield i, self.base_logits(h) if i == 0 else self.output(states[..., i, :])
+
+    def propose(self, h: torch.Tensor, first: torch.Tensor, k: int) -> torch.Tensor:
+        if self.n_learned == 0:
+            return self.proposal_top1(self.states(h, k, start=1))
+        if torch.is_inference_mode_enabled() and h.dim() == 2:
+            return fastpath.recurrent_propose(self, h, first, k)
+        chosen = self.chain(h, first[:, 0], min(k, self.k), pick=self.proposal_top1, last_token=True)[1]
+        return torch.stack(chosen, dim=-1)

@@ -1,0 +1,57 @@
+"""Where and how this process runs: repository paths, the device, its place in a distributed run, and
+the hashes that name cached products."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from bpd.config import ExperimentConfig
+from bpd.training import distributed as dist
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def resolve_path(p: str | Path) -> Path:
+    """A path relative to the repository root (configs and rows store such paths), or an absolute one."""
+    p = Path(p)
+    return p if p.is_absolute() else REPO_ROOT / p
+
+
+def repo_relative(path: str | Path) -> str:
+    """``path`` relative to the repository root where it lies inside it (rows stay portable), else absolute."""
+    p = Path(path).resolve()
+    try:
+        return str(p.relative_to(REPO_ROOT.resolve()))
+    except ValueError:
+        return str(p)
+
+
+def config_hash(*parts: Any) -> str:
+    """A short stable hash of JSON-able parts: the key of a cached product."""
+    blob = json.dumps(parts, sort_keys=True, default=str)
+    return hashlib.sha1(blob.encode()).hexdigest()[:10]
+
+
+def cache_root(cfg: ExperimentConfig) -> Path:
+    return resolve_path(cfg.paths.cache_dir)
+
+
+def pick_device(name: str | None) -> torch.device:
+    """``auto`` is CUDA when available, else the CPU; asking for CUDA without it is refused with the fix."""
+    if name in (None, "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device={name} was requested but CUDA is not available; use device=cpu.")
+    return torch.device(name)
+
+
+def process(cfg: ExperimentConfig) -> tuple[dist.DistInfo, torch.device]:
+    """This process's place in a torchrun / multi-task SLURM run (joining the process group; one process:
+    rank 0 of 1) and the device it computes on."""
+    info = dist.init_distributed(cfg.dist.backend, cfg.device, cfg.dist.timeout_min)
+    return info, info.device if info.distributed else pick_device(cfg.device)

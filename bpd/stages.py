@@ -1,0 +1,151 @@
+"""The training stages, written once against a ``Task``: the base model p_1 (on gold or distilled targets)
+and the k proposal heads (frozen or fine-tuned, on gold, distilled or self-distilled targets).
+
+Every product is cached under ``paths.cache_dir`` by a hash of exactly the typed config that determines it,
+and a finished product is reused: that makes sweeps idempotent and resumable (a killed sweep re-run
+retrains nothing that finished, and training stages resume from their last checkpoint).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from bpd.config import ExperimentConfig, HeadsConfig, TrainConfig
+from bpd.runtime import cache_root, config_hash, process
+from bpd.targets import base_outputs, distilled_pairs, self_pairs
+from bpd.tasks import Pairs, Task
+from bpd.tracking import Tracker, command_line, git_sha, make_tracker
+from bpd.training import distributed as dist
+from bpd.training.checkpoint import CheckpointError, load_checkpoint, load_model
+from bpd.training.loop import configure_params, train
+
+BASE = HeadsConfig(k=1)  # the base stage's model: p_1 alone, no heads
+
+
+def finished(path: Path) -> bool:
+    """True if a finished checkpoint exists; a corrupt one is set aside (renamed) and retrained."""
+    if not path.exists():
+        return False
+    try:
+        load_checkpoint(path)
+        return True
+    except CheckpointError as e:
+        bad = path.with_name(path.name + ".corrupt")
+        os.replace(path, bad)
+        print(f"warning: {e} Moved it to {bad.name}; retraining.")
+        return False
+
+
+def base_path_for(cfg: ExperimentConfig, task: Task, targets: str = "gold", seed: int | None = None) -> Path:
+    """Where the base model of this config is cached (whether or not it has been trained yet)."""
+    seed = cfg.seed if seed is None else seed
+    key = config_hash(task.key, dataclasses.asdict(cfg.model), dataclasses.asdict(cfg.train), targets, seed, "base")
+    return cache_root(cfg) / "models" / f"base_{targets}_s{seed}_{key}.pt"
+
+
+def ensure_base(cfg: ExperimentConfig, task: Task, targets: str = "gold", seed: int | None = None) -> Path:
+    """Train (or reuse) the base model p_1 on gold or distilled targets."""
+    seed = cfg.seed if seed is None else seed
+    path = base_path_for(cfg, task, targets, seed)
+    if finished(path):
+        return path
+    pairs = task.pairs("train") if targets == "gold" else distillation_targets(cfg, task)
+    model = task.build_model(cfg.model, BASE, 1, seed)
+    dev = {"dev": task.eval_batches(task.pairs("dev"), cfg.train.max_tokens)}
+    described = {"model": dataclasses.asdict(cfg.model), "train": dataclasses.asdict(cfg.train), "targets": targets}
+    return _train_stage(cfg, task, model, pairs, cfg.train, None, seed, path, f"base-{targets}-s{seed}", dev, described)
+
+
+def distillation_targets(cfg: ExperimentConfig, task: Task) -> Pairs:
+    """The paper's sequence-level distillation data: a teacher (same config, another seed) is trained, then
+    beam-decodes the training sources."""
+    teacher = ensure_base(cfg, task, "gold", seed=cfg.teacher_seed)
+    return distilled_pairs(cfg, task, teacher)
+
+
+def heads_path_for(cfg: ExperimentConfig, task: Task) -> Path:
+    """Where the heads model of this config is cached (the base model's path when k = 1 needs no heads),
+    whether or not it has been trained yet."""
+    h = cfg.heads
+    base_path = base_path_for(cfg, task, cfg.base_targets)
+    if h.k == 1 and h.identity_p1:
+        return base_path  # nothing to train: k=1 with p_1 = base is the base model itself
+    heads = {k: v for k, v in dataclasses.asdict(h).items() if k != "eval_vs_self"}  # logging only
+    key = config_hash(base_path.stem, heads, dataclasses.asdict(cfg.heads_train_config), cfg.seed)
+    return cache_root(cfg) / "models" / f"heads_k{h.k}_{h.training}_{h.targets}_{key}.pt"
+
+
+def ensure_heads(cfg: ExperimentConfig, task: Task) -> Path:
+    """Train (or reuse) k proposal heads on top of the base model (frozen or fine-tuned)."""
+    h = cfg.heads
+    path = heads_path_for(cfg, task)
+    # A finished heads model is all decoding needs: neither its base nor its training targets are rebuilt.
+    if finished(path):
+        return path
+    base_path = ensure_base(cfg, task, cfg.base_targets)
+    if path == base_path:
+        return base_path
+    if h.targets == "gold":
+        pairs = task.pairs("train")
+    elif h.targets == "distilled":
+        pairs = distillation_targets(cfg, task)
+    else:
+        pairs = self_pairs(cfg, task, base_path)
+    base, _ = load_model(base_path)
+    task.check_model(base, base_path)
+    model = task.build_model(cfg.model, h, h.k, cfg.seed)
+    missing, unexpected = model.load_state_dict(base.state_dict(), strict=False)
+    if unexpected or any(not m.startswith("heads.") for m in missing):
+        raise CheckpointError(f"base checkpoint {base_path} does not match the model config; delete it and retrain.")
+    tcfg = cfg.heads_train_config
+    mt = tcfg.max_tokens
+    dev = {"dev": task.eval_batches(task.pairs("dev"), mt)}
+    if h.targets == "self" or h.eval_vs_self:
+        process(cfg)  # under torchrun: rank 0 decodes the dev set, the others then read its file
+        dev["dev_vs_base"] = task.eval_batches(dist.main_first(lambda: base_outputs(cfg, task, base_path, "dev")), mt)
+    described = {"heads": dataclasses.asdict(h), "heads_train": dataclasses.asdict(tcfg), "base": base_path.name}
+    name = f"heads-k{h.k}-{h.training}-{h.targets}"
+    return _train_stage(cfg, task, model, pairs, tcfg, h, cfg.seed, path, name, dev, described)
+
+
+def _train_stage(cfg: ExperimentConfig, task: Task, model, pairs: Pairs, tcfg: TrainConfig, heads: HeadsConfig | None,
+                 seed: int, path: Path, name: str, dev_sets: dict, described: dict[str, Any]) -> Path:
+    info, device = process(cfg)
+    # Fixed global batch across world sizes: each rank accumulates reference_world_size * grad_accum / world.
+    tcfg = dataclasses.replace(
+        tcfg, grad_accum=dist.grad_accum_for(tcfg.grad_accum, info.world_size, cfg.dist.reference_world_size)
+    )
+    tracker = make_tracker(cfg, name=name, job_type="base" if heads is None else "heads", extra=described) \
+        if info.is_main else Tracker(False)
+    batches = task.train_batches(pairs, tcfg.max_tokens, seed, info.rank, info.world_size)
+    ddp = None
+    if info.distributed:
+        configure_params(model.to(device), tcfg, heads)  # DDP hooks only what requires grad when it is built
+        ddp = dist.wrap_ddp(model, info, find_unused_parameters=heads is not None and heads.loss == "sampled")
+    t0 = time.time()
+    summary = train(
+        model,
+        batches,
+        tcfg,
+        path,
+        heads=heads,
+        seed=seed,
+        resume=True,
+        dev_sets=dev_sets,
+        log=tracker.log,
+        device=device,
+        meta={"name": name, "data": task.key, "config": described, "command": command_line(), "git_sha": git_sha()},
+        ddp_model=ddp,
+        is_main=info.is_main,
+    )
+    tracker.summary({"train_minutes": (time.time() - t0) / 60, **{k: v for k, v in summary.items() if k != "history"}})
+    tracker.finish()
+    if info.is_main:
+        steps, minutes, loss = summary["step"], summary["elapsed_min"], summary["last_loss"]
+        print(f"{name}: {steps} steps, {minutes:.1f} min, last loss {loss:.3f}")
+    dist.barrier()  # rank 0 wrote the checkpoint: every rank sees it before the next stage reads it
+    return path

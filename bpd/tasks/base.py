@@ -1,0 +1,117 @@
+"""What a task is to the stages: everything that differs between translation and super-resolution, behind
+one small interface, so that training, distillation, evaluation and the benchmark are written once.
+
+A task holds its encoded splits as (source ids, target ids) pairs and knows how to build its model, how
+long an output may be, how to score and write outputs, and what to add to rows and W&B. To add a task,
+subclass ``Task`` and register it in ``bpd.tasks.TASKS`` under its config's ``kind``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+
+from bpd.config import SPLITS, DecodeConfig, HeadsConfig, ModelConfig
+from bpd.data.translation import token_batches
+from bpd.decoding.spec import DecodeSpec
+from bpd.decoding.timed import RunOutput
+from bpd.tracking import Tracker
+from bpd.training.checkpoint import CheckpointError
+
+Pairs = list[tuple[list[int], list[int]]]
+Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+
+
+class Scorer(Protocol):
+    """A split's quality measure (BLEU, PSNR) and the writer of its outputs to files."""
+
+    def score(self, tokens: list[list[int]], greedy_tokens: list[list[int]]) -> dict[str, Any]: ...
+
+    def write(self, tokens: list[list[int]], stem: Path) -> dict[str, str]: ...
+
+
+class Task:
+    kind = "task"
+    quality = "quality"  # the row column of the scorer's main metric
+    #: How many dev examples the heads stage decodes with the base model to track per-head agreement with it
+    #: (None: all of them).
+    dev_outputs_sample: int | None = None
+
+    def __init__(self, name: str, key: str, vocab_size: int, splits: dict[str, Pairs],
+                 pad_id: int, bos_id: int, eos_id: int) -> None:
+        self.name, self.key, self.vocab_size = name, key, vocab_size  # key: hash of the data config
+        self.splits = splits
+        self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
+
+    # -- data ----------------------------------------------------------------------------------------------
+    def pairs(self, split: str) -> Pairs:
+        if split not in SPLITS:
+            raise ValueError(f"unknown split {split!r}; use train, dev or test.")
+        return self.splits[split]
+
+    def train_batches(self, pairs: Pairs, max_tokens: int, seed: int, rank: int = 0,
+                      world_size: int = 1) -> Callable[[int], Iterator[Batch]]:
+        """``batches(epoch)``: this rank's shuffled token-bucket batches of an epoch (a pure function of the
+        seed and the epoch, which is what makes resume exact)."""
+
+        def batches(epoch: int) -> Iterator[Batch]:
+            return token_batches(pairs, max_tokens, shuffle=True, seed=seed + epoch, pad_id=self.pad_id,
+                                 rank=rank, world_size=world_size, bos_id=self.bos_id)
+
+        return batches
+
+    def eval_batches(self, pairs: Pairs, max_tokens: int) -> Callable[[], Iterator[Batch]]:
+        return lambda: token_batches(pairs, max_tokens, shuffle=False, pad_id=self.pad_id, bos_id=self.bos_id)
+
+    # -- models --------------------------------------------------------------------------------------------
+    def build_model(self, model: ModelConfig, heads: HeadsConfig, k: int, seed: int):
+        """A fresh model with ``k`` slots (k = 1: the base model) of ``heads``' architecture."""
+        raise NotImplementedError
+
+    def check_model(self, model, path: Path) -> None:
+        """A checkpoint trained with another vocabulary would decode garbage: refuse it with the fix."""
+        v = model.cfg.vocab_size
+        if v != self.vocab_size:
+            raise CheckpointError(
+                f"checkpoint {path} was trained with a vocabulary of {v} but task {self.name} has "
+                f"{self.vocab_size}; use the same task.vocab_size (and data) or retrain the checkpoint."
+            )
+
+    # -- decoding ------------------------------------------------------------------------------------------
+    #: Options of the acceptance criteria that depend on the vocabulary (the distance criterion's ordinals).
+    criterion_kwargs: dict[str, Any] = {}
+
+    def max_len(self, decode: DecodeConfig) -> Callable[[torch.Tensor], int]:
+        """The output length limit of a padded source batch."""
+        raise NotImplementedError
+
+    def proposal_vocab(self, n: int | None) -> torch.Tensor | None:
+        """The token ids ``decode.proposal_vocab = n`` lets the heads propose (None: all of them)."""
+        if n is not None:
+            raise ValueError(f"decode.proposal_vocab={n} is not supported by {self.kind} tasks; set it to null.")
+        return None
+
+    # -- evaluation outputs --------------------------------------------------------------------------------
+    def scorer(self, split: str, n: int) -> Scorer:
+        """The scorer of the first ``n`` examples of ``split``."""
+        raise NotImplementedError
+
+    def extra_rows(self, scorer: Scorer, outs: dict[str, RunOutput], specs: list[DecodeSpec],
+                   rows: list[dict[str, Any]], common: dict[str, Any], out_dir: Path) -> list[dict[str, Any]]:
+        """Rows (and row columns) beyond one per decoder: e.g. upsampling references, a figure's file."""
+        return []
+
+    def log_outputs(self, tracker: Tracker, scorer: Scorer, outs: dict[str, RunOutput], specs: list[DecodeSpec],
+                    pairs: Pairs, out_dir: Path) -> None:
+        """Samples for W&B (translations with accepted blocks marked, an image grid)."""
+
+
+def heads_options(heads: HeadsConfig) -> dict[str, Any]:
+    """The model options a ``HeadsConfig`` sets (the heads' architecture, p_1, their hidden size)."""
+    opts: dict[str, Any] = {"heads_arch": heads.arch, "identity_p1": heads.identity_p1}
+    if heads.d_ff:
+        opts["heads_d_ff"] = heads.d_ff
+    return opts

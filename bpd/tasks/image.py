@@ -1,0 +1,145 @@
+"""Super-resolution: low-resolution images in, high-resolution images out one channel intensity at a time
+(the paper's Section 6 task), scored by PSNR, with nearest-neighbour and bicubic upsampling as reference
+rows and a grid of outputs as the figure."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from bpd.config import DecodeConfig, HeadsConfig, ImageTaskConfig, ModelConfig
+from bpd.data import images as im
+from bpd.data.celeba import load_celeba_sr
+from bpd.data.faces import load_sr_npz, prepare_embedded_sr
+from bpd.data.grid import save_grid
+from bpd.decoding.spec import DecodeSpec
+from bpd.decoding.timed import RunOutput
+from bpd.models import build_image_model
+from bpd.runtime import config_hash, repo_relative
+from bpd.tasks.base import Pairs, Task, heads_options
+from bpd.tracking import Tracker
+
+Images = dict[str, tuple[np.ndarray, np.ndarray]]
+
+
+def _faces(cfg: ImageTaskConfig, data_cache: Path) -> Images:
+    path = prepare_embedded_sr(data_cache, lr_size=cfg.lr_size, factor=cfg.hr_size // cfg.lr_size,
+                               n_train=cfg.n_train, n_dev=cfg.n_dev, n_test=cfg.n_test, seed=cfg.seed)
+    return load_sr_npz(path)
+
+
+def _celeba(cfg: ImageTaskConfig, data_cache: Path) -> Images:
+    if not cfg.data_dir:
+        raise FileNotFoundError(
+            "task celeba_sr needs task.data_dir=/path/to/celeba holding img_align_celeba/*.jpg and "
+            "list_eval_partition.txt."
+        )
+    limits = {"train": cfg.n_train, "dev": cfg.n_dev, "test": cfg.n_test}
+    return {s: load_celeba_sr(cfg.data_dir, s, cfg.lr_size, cfg.hr_size, limit=limits[s]) for s in limits}
+
+
+#: Where each source's (low-resolution, high-resolution) uint8 arrays per split come from.
+SOURCES: dict[str, Callable[[ImageTaskConfig, Path], Images]] = {"faces": _faces, "celeba": _celeba}
+
+
+class ImageScorer:
+    def __init__(self, lr: np.ndarray, hr: np.ndarray) -> None:
+        self.lr, self.hr = lr, hr
+        self.h, self.w = hr.shape[1], hr.shape[2]
+
+    def images(self, tokens) -> np.ndarray:
+        return np.stack([im.tokens_to_image(np.asarray(t, dtype=np.int64), self.h, self.w) for t in tokens])
+
+    def score(self, tokens, greedy_tokens) -> dict[str, Any]:
+        pred, greedy = self.images(tokens), self.images(greedy_tokens)
+        return {
+            "psnr": im.mean_psnr(pred, self.hr),
+            "psnr_vs_greedy": im.mean_psnr(pred, greedy),
+            "pixel_agreement_with_greedy": float((pred == greedy).mean()),
+        }
+
+    def write(self, tokens, stem: Path) -> dict[str, str]:
+        stem.parent.mkdir(parents=True, exist_ok=True)
+        pred, target = stem.with_suffix(".pred.npy"), stem.parent / "target.npy"
+        np.save(pred, self.images(tokens))
+        if not target.exists():
+            np.save(target, self.hr)
+            np.save(stem.parent / "input.npy", self.lr)
+        return {"pred_file": str(pred), "target_file": str(target)}
+
+
+class ImageTask(Task):
+    kind = "image"
+    quality = "psnr"
+    # Images decode 768+ tokens each: a small sample is enough to track per-head agreement with the base.
+    dev_outputs_sample = 16
+    # Token ids are intensities: the distance criterion compares them as ordinals.
+    criterion_kwargs = {"offset": 0, "n_values": im.N_INTENSITIES}
+
+    def __init__(self, cfg: ImageTaskConfig, data_cache: Path) -> None:
+        self.images = SOURCES[cfg.source](cfg, data_cache)
+
+        def pairs(lr: np.ndarray, hr: np.ndarray) -> Pairs:
+            return [(a.tolist(), b.tolist()) for a, b in zip(im.image_to_tokens(lr), im.image_to_tokens(hr))]
+
+        splits = {s: pairs(*self.images[s]) for s in ("train", "dev", "test")}
+        key = config_hash(dataclasses.asdict(cfg))
+        super().__init__(cfg.name, key, im.VOCAB_SIZE, splits, im.PAD_ID, im.BOS_ID, im.EOS_ID)
+        self.cfg = cfg
+
+    def build_model(self, model: ModelConfig, heads: HeadsConfig, k: int, seed: int):
+        return build_image_model(k, model, self.cfg.lr_size, self.cfg.hr_size, seed=seed, **heads_options(heads))
+
+    def max_len(self, decode: DecodeConfig) -> Callable[[torch.Tensor], int]:
+        seq = self.cfg.hr_size * self.cfg.hr_size * 3  # a whole image, no EOS
+        return lambda src: seq
+
+    def scorer(self, split: str, n: int) -> ImageScorer:
+        lr, hr = self.images[split]
+        return ImageScorer(lr[:n], hr[:n])
+
+    def extra_rows(self, scorer: ImageScorer, outs: dict[str, RunOutput], specs: list[DecodeSpec],
+                   rows: list[dict[str, Any]], common: dict[str, Any], out_dir: Path) -> list[dict[str, Any]]:
+        """Nearest-neighbour and bicubic upsampling PSNR on the same test images, for context; every row
+        points at the grid of outputs."""
+        factor = scorer.h // scorer.lr.shape[1]
+        extra = []
+        for name, fn in (("nearest", im.nearest_upsample), ("bicubic", im.bicubic_upsample)):
+            pred = fn(scorer.lr, factor)
+            extra.append({**common, "decoder": name, "method": "reference", "k": None, "n_examples": len(pred),
+                          "psnr": im.mean_psnr(pred, scorer.hr)})
+        grid = repo_relative(self.grid(scorer, outs, specs, out_dir / "grid.png"))
+        for r in rows + extra:
+            r["grid_file"] = grid
+        return extra
+
+    @staticmethod
+    def grid(scorer: ImageScorer, outs: dict[str, RunOutput], specs: list[DecodeSpec], path: Path) -> Path:
+        """LR input | greedy | best exact blockwise | best approximate blockwise | ground truth."""
+        cols: list[tuple[str, np.ndarray]] = [
+            ("low-res input", scorer.lr),
+            ("greedy", scorer.images(outs["greedy"].tokens)),
+        ]
+        bw = [s for s in specs if s.method == "blockwise"]
+        for crit in ("exact", "distance"):
+            cands = [s for s in bw if s.criterion == crit and s.min_block_size == 1]
+            if cands:
+                best = max(cands, key=lambda s: s.k)
+                label = f"blockwise k={best.k} " + ("exact" if crit == "exact" else f"eps={best.criterion_param:g}")
+                cols.append((label, scorer.images(outs[best.name].tokens)))
+        cols.append(("ground truth", scorer.hr))
+        return save_grid(cols, path, max_images=8)
+
+    def log_outputs(self, tracker: Tracker, scorer: ImageScorer, outs: dict[str, RunOutput], specs: list[DecodeSpec],
+                    pairs: Pairs, out_dir: Path) -> None:
+        tracker.image("grid", out_dir / "grid.png", caption="LR | greedy | blockwise exact | blockwise eps | truth")
+        for s in specs:
+            if s.method == "blockwise":
+                o = outs[s.name]
+                tracker.histogram(f"{s.name}/block_size_per_image",
+                                  [len(t) / max(1, i) for t, i in zip(o.tokens, o.iterations)])

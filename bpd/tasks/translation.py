@@ -1,0 +1,152 @@
+"""Translation: a parallel corpus (the embedded ding sentences, WMT14, or any folder) with a joint
+sentencepiece vocabulary, scored by detokenized sacreBLEU."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from bpd.config import SPLITS, DecodeConfig, HeadsConfig, ModelConfig, TranslationTaskConfig
+from bpd.data.ding import prepare_ding
+from bpd.data.tokenizer import Tokenizer
+from bpd.data.translation import encode_corpus, prepare_wmt14
+from bpd.decoding.spec import DecodeSpec
+from bpd.decoding.timed import RunOutput
+from bpd.metrics import bleu
+from bpd.models import build_translation_model
+from bpd.runtime import config_hash
+from bpd.tasks.base import Pairs, Task, heads_options
+from bpd.tracking import Tracker
+
+WMT14_LAYOUT = "train.{en,de}, newstest2013.{en,de}, newstest2014.{en,de}"
+
+
+def _ding(cfg: TranslationTaskConfig, data_cache: Path) -> Path:
+    return prepare_ding(data_cache, ding_path=cfg.ding_path, direction=cfg.direction,
+                        include_phrases=cfg.include_phrases, n_dev=cfg.n_dev, n_test=cfg.n_test)
+
+
+def _wmt14(cfg: TranslationTaskConfig, data_cache: Path) -> Path:
+    if not cfg.data_dir:
+        raise FileNotFoundError(
+            f"task wmt14_en_de needs task.data_dir=/path/to/wmt14 ({WMT14_LAYOUT}); see docs/data.md."
+        )
+    return prepare_wmt14(Path(cfg.data_dir), direction=cfg.direction, cache_dir=data_cache)
+
+
+def _folder(cfg: TranslationTaskConfig, data_cache: Path) -> Path:
+    folder = Path(cfg.data_dir or "")
+    missing = [f"{s}.{x}" for s in SPLITS for x in ("src", "tgt") if not (folder / f"{s}.{x}").exists()]
+    if not cfg.data_dir or missing:
+        raise FileNotFoundError(
+            f"task folder needs task.data_dir with train/dev/test .src/.tgt files (missing in {folder}: "
+            f"{', '.join(missing) or 'data_dir'}); point task.data_dir at such a folder."
+        )
+    return folder
+
+
+#: Where each source's {train,dev,test}.{src,tgt} folder comes from.
+SOURCES: dict[str, Callable[[TranslationTaskConfig, Path], Path]] = {"ding": _ding, "wmt14": _wmt14, "folder": _folder}
+
+
+class TranslationScorer:
+    def __init__(self, tok: Tokenizer, refs: list[str]) -> None:
+        self.tok, self.refs = tok, refs
+
+    def detok(self, tokens: list[list[int]]) -> list[str]:
+        return [self.tok.decode(t) for t in tokens]
+
+    def score(self, tokens, greedy_tokens) -> dict[str, Any]:
+        b, sig = bleu(self.detok(tokens), self.refs)
+        return {"bleu": b, "bleu_signature": sig}
+
+    def write(self, tokens, stem: Path) -> dict[str, str]:
+        stem.parent.mkdir(parents=True, exist_ok=True)
+        hyp, ref = stem.with_suffix(".hyp.txt"), stem.parent / "ref.txt"
+        hyp.write_text("\n".join(self.detok(tokens)) + "\n", encoding="utf-8")
+        if not ref.exists():
+            ref.write_text("\n".join(self.refs) + "\n", encoding="utf-8")
+        return {"hyp_file": str(hyp), "ref_file": str(ref)}
+
+
+class TranslationTask(Task):
+    kind = "translation"
+    quality = "bleu"
+
+    def __init__(self, cfg: TranslationTaskConfig, data_cache: Path) -> None:
+        folder = SOURCES[cfg.source](cfg, data_cache)
+        tok = Tokenizer.train([folder / "train.src", folder / "train.tgt"], folder / f"spm{cfg.vocab_size}",
+                              cfg.vocab_size, seed=0)
+        splits = {
+            "train": encode_corpus(tok, folder, "train", cfg.max_len, truncate=True),
+            "dev": encode_corpus(tok, folder, "dev", 4 * cfg.max_len),
+            "test": encode_corpus(tok, folder, "test", 4 * cfg.max_len),
+        }
+        # References are the raw target lines whose pairs survived encoding (same filter as encode_corpus).
+        self.refs = {s: _refs(tok, folder, s, 4 * cfg.max_len) for s in ("dev", "test")}
+        key = config_hash({k: v for k, v in dataclasses.asdict(cfg).items() if k != "ding_path"})
+        super().__init__(cfg.name, key, tok.vocab_size, splits, tok.pad_id, tok.bos_id, tok.eos_id)
+        self.cfg, self.tokenizer = cfg, tok
+
+    def build_model(self, model: ModelConfig, heads: HeadsConfig, k: int, seed: int):
+        # Room for the longest dev/test line (4 * max_len) and its output limit.
+        max_positions = model.max_positions or 4 * self.cfg.max_len + 64
+        return build_translation_model(
+            self.vocab_size, k, dataclasses.replace(model, max_positions=max_positions), seed=seed,
+            pad_id=self.pad_id, bos_id=self.bos_id, eos_id=self.eos_id, **heads_options(heads),
+        )
+
+    def max_len(self, decode: DecodeConfig) -> Callable[[torch.Tensor], int]:
+        return lambda src: decode.output_limit(src.shape[1])
+
+    def proposal_vocab(self, n: int | None) -> torch.Tensor | None:
+        """The ``n`` most frequent target tokens of the training data (EOS always included, ties broken by
+        token id, so the list is deterministic)."""
+        if n is None:
+            return None
+        if int(n) < 1:
+            raise ValueError(f"decode.proposal_vocab={n}: use a positive number of tokens, or null.")
+        counts = np.zeros(self.vocab_size, dtype=np.int64)
+        for _, tgt in self.pairs("train"):
+            np.add.at(counts, np.asarray(tgt, dtype=np.int64), 1)
+        counts[self.eos_id] = np.iinfo(np.int64).max  # a row must always be able to end inside a block
+        order = np.lexsort((np.arange(len(counts)), -counts))[: min(int(n), len(counts))]
+        return torch.from_numpy(np.sort(order))
+
+    def scorer(self, split: str, n: int) -> TranslationScorer:
+        return TranslationScorer(self.tokenizer, self.refs[split][:n] if split in self.refs else [])
+
+    def log_outputs(self, tracker: Tracker, scorer, outs: dict[str, RunOutput], specs: list[DecodeSpec],
+                    pairs: Pairs, out_dir: Path) -> None:
+        """A table of sample translations with accepted blocks marked like the paper's figure: a|b c|d."""
+        if tracker.run is None:
+            return
+        blockwise = [s for s in specs if s.method == "blockwise"]
+        if not blockwise:
+            return
+        best = max(blockwise, key=lambda s: sum(len(t) for t in outs[s.name].tokens)
+                   / max(1, sum(outs[s.name].iterations)))
+        o, tok = outs[best.name], self.tokenizer
+        rows = []
+        for i in range(min(20, len(pairs))):
+            pieces, pos, marked = [tok.id_to_piece(t) for t in o.tokens[i]], 0, []
+            for b in o.block_sizes[i]:
+                marked.append("".join(pieces[pos : pos + b]).replace("\u2581", " ").strip())
+                pos += b
+            rows.append([tok.decode(pairs[i][0]), tok.decode(o.tokens[i]), " | ".join(marked), len(o.block_sizes[i])])
+        tracker.table(f"samples/{best.name}", ["source", "output", "accepted blocks", "iterations"], rows)
+
+
+def _refs(tok: Tokenizer, folder: Path, split: str, max_len: int) -> list[str]:
+    src = (folder / f"{split}.src").read_text(encoding="utf-8").splitlines()
+    tgt = (folder / f"{split}.tgt").read_text(encoding="utf-8").splitlines()
+    out = []
+    for t, si, ti in zip(tgt, tok.encode_batch(src), tok.encode_batch(tgt)):
+        if si and ti and len(si) <= max_len and len(ti) + 1 <= max_len:
+            out.append(t)
+    return out

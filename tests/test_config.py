@@ -1,0 +1,111 @@
+"""Typed configs: every shipped Hydra config composes into the library's dataclasses with the values its
+files say, the drifted defaults stay resolved, and bad options are refused with the fix."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from bpd.config import (
+    DecodeConfig,
+    ExperimentConfig,
+    HeadsConfig,
+    ImageTaskConfig,
+    TranslationTaskConfig,
+    experiment_config,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "experiments"))
+import _common  # noqa: E402  (registers the schemas)
+
+EXPERIMENTS = sorted(p.stem for p in (REPO / "conf" / "experiment").glob("*.yaml"))
+ENTRIES = ("config", "train_stage", "evaluate", "distill", "bench")
+
+
+def composed(overrides: list[str], entry: str = "config"):
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        cfg = compose(entry, overrides=overrides)
+    return _common.to_configs(cfg)
+
+
+def test_every_experiment_composes_into_valid_dataclasses():
+    assert {"demo", "demo_sr", "table1", "table1_small", "table2", "table2_small"} <= set(EXPERIMENTS)
+    for name in EXPERIMENTS:
+        cfg, _ = composed([f"experiment={name}"])
+        assert type(cfg) is ExperimentConfig and isinstance(cfg.decode, DecodeConfig)
+        assert isinstance(cfg.task, TranslationTaskConfig if name.startswith(("demo", "table1")) and name != "demo_sr"
+                          else ImageTaskConfig), name
+        assert cfg.command and cfg.results_dir == f"results/{cfg.name}"
+
+
+def test_files_set_what_they_say():
+    demo, _ = composed(["experiment=demo"])
+    assert (demo.name, demo.heads.arch, demo.heads.k, demo.heads.targets, demo.heads.p1_weight) == (
+        "demo", "recurrent", 8, "self", 7.0)
+    assert demo.model.dropout == 0.0 and demo.model.d_model == 128  # the shared CPU recipe over model=tiny
+    assert demo.heads_train_config.max_steps == 300 and demo.heads_train_config.base_lr_scale == 0.05
+    assert demo.heads_train_config.max_tokens == demo.train.max_tokens  # null in heads_train: train's value
+    assert [(c.name, c.param) for c in demo.decode.criteria] == [("exact", None), ("topk", 2.0)]
+    sr, _ = composed(["experiment=demo_sr"])
+    assert (sr.task.kind, sr.model.name, sr.heads.arch, sr.heads_train.base_lr_scale) == ("image", "image_tiny",
+                                                                                          "medusa", 0.3)
+    paper, _ = composed(["experiment=table1", "task.data_dir=/data/wmt14"])
+    assert (paper.task.source, paper.model.d_model, paper.train.lr, paper.heads.identity_p1) == (
+        "wmt14", 512, 7.0e-4, False)
+    both, _ = composed(["experiment=table1_small", "setting=both"])
+    assert (both.base_targets, both.heads.training, both.heads.targets, both.heads.k) == (
+        "distilled", "finetune", "distilled", 10)
+
+
+def test_a_multirun_override_composes_per_job():
+    # What `run.py -m heads.k=2,4 heads.arch=medusa,blockdiag` composes for one of its jobs.
+    cfg, _ = composed(["experiment=demo", "heads.k=4", "heads.arch=medusa", "decode.ks=[2,4]", "model=small"])
+    assert (cfg.heads.k, cfg.heads.arch, cfg.decode.ks, cfg.model.d_model) == (4, "medusa", [2, 4], 256)
+
+
+def test_entry_point_options_stay_in_their_entry_point():
+    run_cfg, entry = composed([])
+    assert not hasattr(entry, "bench") and not hasattr(entry, "stage") and not hasattr(entry, "checkpoint")
+    _, train = composed(["stage=heads"], "train_stage")
+    _, evaluate = composed(["checkpoint=m.pt"], "evaluate")
+    _, distill = composed([], "distill")
+    _, bench = composed(["bench.batch_sizes=[1]"], "bench")
+    assert (train.stage, evaluate.checkpoint, distill.stage, bench.bench.batch_sizes) == ("heads", "m.pt", "data", [1])
+    demo, _ = composed(["experiment=demo"])
+    for entry_name in ENTRIES:  # every entry point hands the library the same experiment config
+        assert composed(["experiment=demo"], entry_name)[0] == demo
+
+
+@pytest.mark.parametrize("override", ["train.max_stpes=3", "heads.k=four", "decode.criteria=[{nam: exact}]"])
+def test_hydra_refuses_misspelt_or_mistyped_options(override):
+    with pytest.raises(Exception, match="max_stpes|four|nam"):
+        composed([override])
+
+
+@pytest.mark.parametrize("override, match", [("heads.k=0", "heads.k"), ("decode.ks=[12]", "decode.ks"),
+                                             ("heads.arch=lstm", "heads.arch"), ("model.n_heads=3", "divisible")])
+def test_bad_values_are_refused_before_any_work(override, match):
+    with pytest.raises(ValueError, match=match):
+        composed(["experiment=demo", override])
+
+
+def test_one_source_of_defaults():
+    """The values that had drifted apart: the output-length rule and identity_p1 (see bpd/config.py)."""
+    from bpd.decoding.common import default_max_len
+    from bpd.models import TransformerConfig
+
+    d = DecodeConfig()
+    assert (d.max_len_a, d.max_len_extra) == (1.5, 10)
+    import torch
+
+    assert default_max_len(torch.zeros(1, 20), None) == d.output_limit(20) == 40
+    assert HeadsConfig().identity_p1 is TransformerConfig(vocab_size=8).identity_p1 is True
+    # A config dict with nothing in it is the defaults; partial sections fill in the rest.
+    assert experiment_config({}) == ExperimentConfig()
+    assert experiment_config({"heads": {"k": 3}}).heads == HeadsConfig(k=3)
+    with pytest.raises(ValueError, match=r"unknown option heads\.kk"):
+        experiment_config({"heads": {"kk": 3}})

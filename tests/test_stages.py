@@ -1,0 +1,216 @@
+"""End to end on a toy corpus: data -> base -> distillation -> heads -> evaluation rows."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from toy import toy_config, tweak
+
+from bpd import stages, targets
+from bpd.decoding.spec import decode_specs
+from bpd.evaluate import evaluate, run_id
+from bpd.runtime import resolve_path
+from bpd.tasks import load_task
+from bpd.tracking import read_rows
+
+ROW_COLUMNS = {
+    "task",
+    "dataset",
+    "split",
+    "model",
+    "k",
+    "heads_training",
+    "distilled",
+    "criterion",
+    "criterion_param",
+    "min_block_size",
+    "batch_size",
+    "n_examples",
+    "bleu",
+    "mean_block_size",
+    "iterations",
+    "invocations",
+    "greedy_iterations",
+    "identical_to_greedy",
+    "wallclock_s",
+    "greedy_wallclock_s",
+    "speedup",
+    "device",
+    "seed",
+    "git_sha",
+    "hyp_file",
+    "ref_file",
+    "bleu_signature",
+    "acceptance_rate_per_position",
+    "block_size_histogram",
+}
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("toy")
+    cfg = toy_config(tmp)
+    return tmp, cfg, load_task(cfg)
+
+
+def test_full_pipeline_rows(toy):
+    tmp, cfg, task = toy
+    path = stages.ensure_heads(cfg, task)
+    rows = evaluate(cfg, task, path)
+    names = [r["decoder"] for r in rows]
+    assert names == [
+        "greedy",
+        "beam2_a0.6",
+        "blockwise_k2_exact",
+        "blockwise_k3_exact",
+        "blockwise_k2_topk2",
+        "blockwise_k3_topk2",
+    ]
+    for r in rows:
+        assert ROW_COLUMNS <= set(r), ROW_COLUMNS - set(r)
+        assert r["n_examples"] == len(task.pairs("test"))
+    exact = [r for r in rows if r["criterion"] == "exact"]
+    greedy = rows[0]
+    for r in exact:
+        assert r["identical_to_greedy"] == 1.0
+        assert r["bleu"] == pytest.approx(greedy["bleu"])
+        assert r["invocations"] == r["iterations"] + r["n_examples"]  # batch 1: one extra call per sentence
+    # BLEU is recomputable with sacrebleu from the written files.
+    import sacrebleu
+
+    r = exact[-1]
+    hyp = resolve_path(r["hyp_file"]).read_text().splitlines()
+    ref = resolve_path(r["ref_file"]).read_text().splitlines()
+    assert sacrebleu.corpus_bleu(hyp, [ref]).score == pytest.approx(r["bleu"])
+    # Rows are on disk, and a second evaluation of the same config is skipped (idempotent sweeps).
+    on_disk = read_rows(tmp / "results" / "rows.jsonl")
+    assert len(on_disk) == len(rows)
+    again = evaluate(cfg, task, path)
+    assert len(read_rows(tmp / "results" / "rows.jsonl")) == len(rows) and len(again) == len(rows)
+    # A model retrained under the same config (same file name, other weights: e.g. a fresh clone whose
+    # results/ holds committed rows) is evaluated anew, not skipped.
+    ckpt = torch.load(path, weights_only=False)
+    ckpt["step"] = ckpt["step"] + 1
+    torch.save(ckpt, path)
+    evaluate(cfg, task, path)
+    assert len(read_rows(tmp / "results" / "rows.jsonl")) == 2 * len(rows)
+    # decode.skip_existing=false redoes the same run: same run id, so the same output folder.
+    redo = tweak(cfg, decode={"skip_existing": False})
+    assert run_id(redo, path) == run_id(cfg, path) == rows[0]["run_id"]
+    json.dumps(rows)  # tidy: serialisable
+
+
+def test_distillation_and_self_targets(toy):
+    tmp, cfg, task = toy
+    train = task.pairs("train")
+    d = stages.distillation_targets(cfg, task)
+    # Empty outputs (EOS alone) are dropped; everything else ends in EOS, even when cut by max_len.
+    assert len(d) > 0.5 * len(train)
+    assert all(t[-1] == task.eos_id and len(t) >= 2 for _, t in d)
+    assert {tuple(s) for s, _ in d} <= {tuple(s) for s, _ in train}
+    # Shards are resumable: the final file is reused without decoding again.
+    assert stages.distillation_targets(cfg, task) == d
+    cfg2 = tweak(cfg, base_targets="distilled", heads={"targets": "distilled"})
+    p = stages.ensure_heads(cfg2, task)
+    assert "distilled" in p.name
+    base = stages.ensure_base(cfg, task)
+    s = targets.self_pairs(cfg, task, base)
+    assert 0 < len(s) <= len(train)
+
+
+def test_paper_heads_on_a_plain_base(toy):
+    """identity_p1=false (the paper's p_1 through the new layer): the base trains as a plain model, and the
+    heads stage adds the layer for all k slots on top of it (it used to build the base with a k = 1 layer
+    whose shape the heads model could not load)."""
+    _, cfg, task = toy
+    paper = tweak(cfg, heads={"identity_p1": False, "loss": "sampled"})
+    path = stages.ensure_heads(paper, task)
+    from bpd.training.checkpoint import load_model
+
+    model, payload = load_model(path)
+    assert not model.heads.identity_p1 and model.k == 3 and payload["heads_config"]["loss"] == "sampled"
+
+
+def test_finished_heads_need_nothing_else(toy, tmp_path, monkeypatch):
+    """A heads checkpoint copied alone into a cache (e.g. carried to a GPU machine) is reused as is: neither its
+    base model nor its self-distilled targets are rebuilt, and the path is known without training anything."""
+    _, cfg, task = toy
+    cfg = tweak(cfg, heads={"targets": "self"})
+    trained = stages.ensure_heads(cfg, task)
+    assert stages.heads_path_for(cfg, task) == trained
+    other = tweak(cfg, paths={"cache_dir": str(tmp_path / "cache")})
+    target = stages.heads_path_for(other, task)
+    assert target.name == trained.name and not target.exists()
+    target.parent.mkdir(parents=True)
+    target.write_bytes(trained.read_bytes())
+
+    def no(*_a, **_k):
+        raise AssertionError("a finished heads model must not rebuild its base or targets")
+
+    monkeypatch.setattr(stages, "ensure_base", no)
+    monkeypatch.setattr(stages, "self_pairs", no)
+    assert stages.ensure_heads(other, task) == target
+
+
+@pytest.mark.parametrize(
+    "over, match",
+    [
+        ({"decode": {"ks": [5]}}, "decode.ks"),
+        ({"decode": {"split": "foo"}}, "decode.split"),
+        ({"decode": {"batch_size": 0}}, "decode.batch_size"),
+        ({"decode": {"n_examples": 0}}, "decode.n_examples"),
+        ({"heads_train": {"max_steps": 0}}, r"heads_train \(or train\)\.max_steps"),
+        ({"train": {"lr": 0.0}}, r"train\.lr"),
+        ({"heads": {"k": 0}}, "heads.k"),
+        ({"heads": {"targets": "oracle"}}, "heads.targets"),
+        ({"heads": {"arch": "lstm"}}, "heads.arch"),
+        ({"base_targets": "silver"}, "base_targets"),
+        ({"model": {"n_heads": 3}}, "divisible"),
+    ],
+)
+def test_bad_options_fail_before_any_work(toy, over, match):
+    _, cfg, _ = toy
+    with pytest.raises(ValueError, match=match):
+        tweak(cfg, **over).validate()
+
+
+def test_clear_errors(toy, tmp_path):
+    tmp, cfg, task = toy
+    from bpd.config import CriterionConfig, DecodeConfig, experiment_config
+
+    with pytest.raises(ValueError, match="unknown acceptance criterion"):
+        decode_specs(DecodeConfig(ks=[2], criteria=[CriterionConfig("vibes")]), trained_k=3)
+    with pytest.raises(ValueError, match="unknown split"):
+        task.pairs("validation")
+    with pytest.raises(ValueError, match=r"unknown option train\.lr_x"):
+        experiment_config({"train": {"lr_x": 1}})
+    with pytest.raises(FileNotFoundError, match="task.data_dir"):
+        load_task(tweak(cfg, task={"data_dir": str(tmp_path / "missing")}))
+    with pytest.raises(FileNotFoundError, match="data_dir"):
+        load_task(tweak(cfg, task={"name": "wmt14_en_de", "source": "wmt14", "data_dir": None}))
+
+
+def test_vocabulary_mismatch_is_a_clear_error(toy, tmp_path):
+    from bpd.training.checkpoint import CheckpointError
+
+    tmp, cfg, task = toy
+    path = stages.ensure_heads(cfg, task)
+    other_cfg = tweak(cfg, task={"vocab_size": 80}, paths={"results_dir": str(tmp_path / "r")})
+    with pytest.raises(CheckpointError, match="vocabulary of"):
+        evaluate(other_cfg, load_task(other_cfg), path)
+
+
+def test_corrupt_checkpoint_is_retrained_not_crashing(toy, capsys):
+    tmp, cfg, task = toy
+    base = stages.ensure_base(cfg, task)
+    base.write_bytes(b"garbage")
+    state = base.with_name(base.stem + ".state.pt")
+    if state.exists():
+        state.unlink()
+    again = stages.ensure_base(cfg, task)
+    assert again == base
+    from bpd.training.checkpoint import load_checkpoint
+
+    assert load_checkpoint(again)["step"] > 0
