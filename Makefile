@@ -10,7 +10,7 @@ export WANDB_MODE ?= offline
 export PYTHONHASHSEED := 0
 
 .PHONY: setup test test-all lint demo demo-sr bench figures reproduce reproduce-mt-small reproduce-sr-small \
-        reproduce-mt reproduce-sr reproduce-paper clean-results help bench-gpu-prep
+        reproduce-mt reproduce-sr reproduce-paper clean-results help bench-gpu-prep scale-check
 
 help:
 	@echo "make demo     - the main job on embedded data (CPU, ~10 min after setup)"
@@ -130,3 +130,7 @@ reproduce-sr-slurm: setup-slurm
 	@test -n "$(DATA_DIR)" || { echo "set DATA_DIR=/path/to/celeba (see docs/cluster.md)"; exit 2; }
 	$(TRAIN) -m $(SLURM_ARGS) experiment=table2 task.data_dir=$(DATA_DIR) stage=base
 	$(RUN) -m $(SLURM_ARGS) experiment=table2 task.data_dir=$(DATA_DIR) setting=regular,finetune
+
+# The WMT14- and CelebA-scale data path on synthetic data of that size (docs/scale.md): rows in results/scale/.
+scale-check: setup
+	$(PY) bench/scale_check.py

@@ -174,6 +174,14 @@ class TrainConfig:
     base_lr_scale: float = 1.0  # fine-tuning: base parameters learn at lr * base_lr_scale
     keep_best: bool = False  # early stopping on p_1's dev loss (the final checkpoint holds the best weights)
     patience: int | None = None  # evaluations without improvement before stopping (single process)
+    loader_workers: int | None = None  # DataLoader processes collating batches (null: 0 on a CPU, 4 on a GPU)
+
+    #: Fields that change how a model is trained, not which model: left out of cache keys.
+    RUNTIME_ONLY = ("loader_workers",)
+
+    def product(self) -> dict[str, Any]:
+        """The fields that determine the trained model (what cache keys hash)."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in self.RUNTIME_ONLY}
 
     def validate(self, where: str = "train") -> None:
         # A run that takes no step would still write a "finished" checkpoint that later stages build on.

@@ -63,9 +63,8 @@ def evaluate(cfg: ExperimentConfig, task: Task, model_path: Path) -> list[dict]:
         torch.set_num_threads(d.threads)
     pairs = task.pairs(d.split)
     n = len(pairs) if d.n_examples is None else min(d.n_examples, len(pairs))
-    pairs = pairs[:n]
     specs = decode_specs(d, model.k)
-    sources = [s for s, _ in pairs]
+    sources = pairs.sources(range(n))
     scorer = task.scorer(d.split, n)
     mine = list(range(len(sources)))
     if info.distributed:  # whole batches of decode_and_time's order: the same batches (and outputs) as one process
@@ -88,7 +87,7 @@ def evaluate(cfg: ExperimentConfig, task: Task, model_path: Path) -> list[dict]:
             return []  # rank 0 writes the rows and files
     common = row_provenance(cfg, task, model_path, payload, rid, device)
     out_dir = results_dir / "outputs" / rid
-    rows = make_rows(outs, specs, scorer, common, out_dir)
+    rows = make_rows(outs, specs, scorer, common, out_dir, task.eos_id)
     rows += task.extra_rows(scorer, outs, specs, rows, common, out_dir)
     append_rows(rows_path, rows)
     print(format_table(rows, task.quality))
@@ -130,8 +129,9 @@ def row_provenance(cfg: ExperimentConfig, task: Task, model_path: Path, payload:
 
 
 def make_rows(outputs: dict[str, RunOutput], specs: list[DecodeSpec], scorer: Scorer, common: dict[str, Any],
-              out_dir: Path) -> list[dict[str, Any]]:
-    """One tidy row per decoding configuration (columns as in DESIGN.md), its outputs written to files."""
+              out_dir: Path, eos_id: int = -1) -> list[dict[str, Any]]:
+    """One tidy row per decoding configuration (columns as in DESIGN.md), its outputs written to files.
+    ``hit_length_limit`` counts the outputs that ended at the length limit without EOS (text tasks)."""
     g = outputs["greedy"]
     g_iters = sum(g.iterations)
     rows = []
@@ -151,6 +151,7 @@ def make_rows(outputs: dict[str, RunOutput], specs: list[DecodeSpec], scorer: Sc
             "mean_block_size": mean_block_size(g_iters, iters) if spec.method == "blockwise" else 1.0,
             "tokens_per_iteration": sum(len(t) for t in o.tokens) / max(1, iters),
             "identical_to_greedy": identical,
+            "hit_length_limit": sum(not t or t[-1] != eos_id for t in o.tokens) if eos_id >= 0 else None,
             "wallclock_s": o.wallclock_s,
             "greedy_wallclock_s": g.wallclock_s,
             "speedup": g.wallclock_s / o.wallclock_s if o.wallclock_s > 0 else None,

@@ -43,7 +43,7 @@ def finished(path: Path) -> bool:
 def base_path_for(cfg: ExperimentConfig, task: Task, targets: str = "gold", seed: int | None = None) -> Path:
     """Where the base model of this config is cached (whether or not it has been trained yet)."""
     seed = cfg.seed if seed is None else seed
-    key = config_hash(task.key, dataclasses.asdict(cfg.model), dataclasses.asdict(cfg.train), targets, seed, "base")
+    key = config_hash(task.key, dataclasses.asdict(cfg.model), cfg.train.product(), targets, seed, "base")
     return cache_root(cfg) / "models" / f"base_{targets}_s{seed}_{key}.pt"
 
 
@@ -75,7 +75,7 @@ def heads_path_for(cfg: ExperimentConfig, task: Task) -> Path:
     if h.k == 1 and h.identity_p1:
         return base_path  # nothing to train: k=1 with p_1 = base is the base model itself
     heads = {k: v for k, v in dataclasses.asdict(h).items() if k != "eval_vs_self"}  # logging only
-    key = config_hash(base_path.stem, heads, dataclasses.asdict(cfg.heads_train_config), cfg.seed)
+    key = config_hash(base_path.stem, heads, cfg.heads_train_config.product(), cfg.seed)
     return cache_root(cfg) / "models" / f"heads_k{h.k}_{h.training}_{h.targets}_{key}.pt"
 
 
@@ -121,7 +121,9 @@ def _train_stage(cfg: ExperimentConfig, task: Task, model, pairs: Pairs, tcfg: T
     )
     tracker = make_tracker(cfg, name=name, job_type="base" if heads is None else "heads", extra=described) \
         if info.is_main else Tracker(False)
-    batches = task.train_batches(pairs, tcfg.max_tokens, seed, info.rank, info.world_size)
+    workers = tcfg.loader_workers if tcfg.loader_workers is not None else (4 if device.type == "cuda" else 0)
+    batches = task.train_batches(pairs, tcfg.max_tokens, seed, info.rank, info.world_size, workers,
+                                 pin_memory=device.type == "cuda")
     ddp = None
     if info.distributed:
         configure_params(model.to(device), tcfg, heads)  # DDP hooks only what requires grad when it is built

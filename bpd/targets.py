@@ -12,9 +12,11 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 from tqdm.auto import tqdm
 
 from bpd.config import ExperimentConfig
+from bpd.data.store import ListPairs, PairStore, write_store
 from bpd.decoding import beam_decode, greedy_decode
 from bpd.decoding.common import pad_rows
 from bpd.runtime import cache_root, pick_device, process
@@ -24,59 +26,67 @@ from bpd.training.checkpoint import load_model
 
 
 def decode_targets(cfg: ExperimentConfig, task: Task, model_path: Path, out: Path, beam: int, alpha: float) -> Pairs:
-    """Decode every training source with a trained model, in resumable shards; returns (src, output) pairs.
+    """Decode every training source with a trained model, in resumable shards; returns the (source, output)
+    pairs as a token store (``out/targets.store``), in the training set's order.
 
     beam=1 is greedy (self-distillation targets); beam=4, alpha=0.6 is the paper's sequence-level
     distillation. Outputs cut by the length limit still end in EOS (the heads must learn to stop); empty
-    outputs are left out.
+    outputs are left out. Sources are decoded shortest first (little padding); each shard is an ``.npz`` of
+    its example indices and outputs.
     """
     out.mkdir(parents=True, exist_ok=True)
-    final = out / "targets.jsonl"
-    if final.exists():
-        return [tuple(json.loads(line)) for line in final.read_text().splitlines()]
+    final = out / "targets.store"
+    if (final / "manifest.json").is_file():
+        return PairStore(final)
     info, device = process(cfg)  # under torchrun, rank r decodes shards r, r + world, ... and reads the others'
     model, _ = load_model(model_path, device)
     train = task.pairs("train")
-    srcs = [s for s, _ in train]
     shard, bs = cfg.distill.shard_size, cfg.distill.batch_size
     limit = task.max_len(cfg.decode)
-    order = sorted(range(len(srcs)), key=lambda i: len(srcs[i]))
-    results: dict[int, list[int]] = {}
+    order = np.argsort(train.src_lengths, kind="stable")
     shards = [order[i : i + shard] for i in range(0, len(order), shard)]
+    paths = [out / f"shard{si:04d}.npz" for si in range(len(shards))]
     desc = f"decode train ({'greedy' if beam == 1 else f'beam{beam}'})"
     for si, idx in enumerate(tqdm(shards, desc=desc, disable=not info.is_main)):
-        sp = out / f"shard{si:04d}.json"
-        if sp.exists():
-            results.update({int(k): v for k, v in json.loads(sp.read_text()).items()})
-            continue
-        if si % info.world_size != info.rank:
-            continue  # another rank's shard
-        part: dict[int, list[int]] = {}
+        if paths[si].exists() or si % info.world_size != info.rank:
+            continue  # finished earlier, or another rank's shard
+        outputs: list[list[int]] = []
         for j in range(0, len(idx), bs):
-            b = idx[j : j + bs]
-            src = pad_rows([srcs[i] for i in b], task.pad_id).to(device)
+            b = idx[j : j + bs].tolist()
+            src = pad_rows(train.sources(b), task.pad_id).to(device)
             n = limit(src)
             res = greedy_decode(model, src, max_len=n) if beam == 1 else beam_decode(model, src, beam, alpha, n)
-            for i, toks in zip(b, res.tokens):
+            for toks in res.tokens:
                 if task.eos_id >= 0 and (not toks or toks[-1] != task.eos_id):
                     toks = toks + [task.eos_id]  # cut by max_len: still teach the heads to stop
-                part[i] = toks
-        tmp = sp.with_suffix(".tmp")
-        tmp.write_text(json.dumps(part))
-        os.replace(tmp, sp)
-        results.update(part)
+                outputs.append(toks)
+        tmp = paths[si].with_name(f"{paths[si].name}.tmp{os.getpid()}.npz")
+        np.savez(tmp, index=np.asarray(idx), lengths=np.array([len(t) for t in outputs], dtype=np.int64),
+                 tokens=np.fromiter((x for t in outputs for x in t), dtype=np.int64))
+        os.replace(tmp, paths[si])
     if info.distributed:
-        paths = [out / f"shard{si:04d}.json" for si in range(len(shards))]
         dist.wait_for_files(paths)
-        for sp, idx in zip(paths, shards):
-            if idx and idx[0] not in results:
-                results.update({int(k): v for k, v in json.loads(sp.read_text()).items()})
-    pairs = [(srcs[i], results[i]) for i in range(len(srcs)) if len(results[i]) > (1 if task.eos_id >= 0 else 0)]
     if info.is_main:
-        tmp = final.with_suffix(".tmp")
-        tmp.write_text("\n".join(json.dumps(p) for p in pairs))
-        os.replace(tmp, final)
-    return pairs
+        _assemble(final, paths, train, task, {"model": model_path.name, "beam": beam, "alpha": alpha})
+    dist.barrier()
+    return PairStore(final)
+
+
+def _assemble(final: Path, shards: list[Path], train: Pairs, task: Task, info: dict) -> None:
+    """The shards' outputs in the training set's order, joined to their sources, as one store."""
+    n = len(train)
+    index, lengths, tokens = [], [], []
+    for p in shards:
+        with np.load(p) as z:
+            index.append(z["index"]), lengths.append(z["lengths"]), tokens.append(z["tokens"])
+    index, lengths, tokens = np.concatenate(index), np.concatenate(lengths), np.concatenate(tokens)
+    starts = np.zeros(n, dtype=np.int64)
+    starts[index] = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    length_of = np.zeros(n, dtype=np.int64)
+    length_of[index] = lengths
+    keep = [i for i in range(n) if length_of[i] > (1 if task.eos_id >= 0 else 0)]  # EOS alone: nothing to learn
+    pairs = ((train.src(i), tokens[starts[i] : starts[i] + length_of[i]]) for i in keep)
+    write_store(final, pairs, task.vocab_size, {"decoded_by": info, "source_lines": n, "dropped_empty": n - len(keep)})
 
 
 def distilled_pairs(cfg: ExperimentConfig, task: Task, teacher: Path) -> Pairs:
@@ -95,17 +105,18 @@ def base_outputs(cfg: ExperimentConfig, task: Task, base_path: Path, split: str)
     """(source, base model's greedy output) for a small split: the targets that acceptance cares about."""
     out = cache_root(cfg) / "distill" / f"{base_path.stem}_{split}_greedy.json"
     if out.exists():
-        return [tuple(p) for p in json.loads(out.read_text())]
+        return ListPairs(json.loads(out.read_text()))
     model, _ = load_model(base_path, pick_device(cfg.device))
-    pairs = task.pairs(split)[: task.dev_outputs_sample]
+    split_pairs = task.pairs(split)
+    sources = split_pairs.sources(range(min(len(split_pairs), task.dev_outputs_sample or len(split_pairs))))
     limit = task.max_len(cfg.decode)
-    res: Pairs = []
-    for j in range(0, len(pairs), 64):
-        b = pairs[j : j + 64]
-        src = pad_rows([s for s, _ in b], task.pad_id).to(next(model.parameters()).device)
-        for (s, _), toks in zip(b, greedy_decode(model, src, max_len=limit(src)).tokens):
+    res: list[tuple[list[int], list[int]]] = []
+    for j in range(0, len(sources), 64):
+        b = sources[j : j + 64]
+        src = pad_rows(b, task.pad_id).to(next(model.parameters()).device)
+        for s, toks in zip(b, greedy_decode(model, src, max_len=limit(src)).tokens):
             if toks:
                 res.append((s, toks))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(res))
-    return res
+    return ListPairs(res)

@@ -37,7 +37,7 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
     task = load_task(cfg)
     device = pick_device(cfg.device)
     split = cfg.decode.split
-    sources = [s for s, _ in task.pairs(split)]
+    sources = task.pairs(split).sources()
     out_dir = resolve_path(b.results_dir)
     all_rows = []
     stamp = time.strftime("%Y%m%d-%H%M%S")

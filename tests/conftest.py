@@ -61,3 +61,19 @@ def random_src(batch: int, src_len: int, vocab: int, seed: int, pad_id: int = 0,
 @pytest.fixture
 def make_model():
     return random_model
+
+
+@pytest.fixture(scope="module")
+def tokenizer_and_folder(tmp_path_factory):
+    """A toy ding dictionary prepared into train/dev/test, and a 100-piece tokenizer trained on it."""
+    from test_data_translation import HEADER, SPECIAL_LINES, _generated_lines
+
+    from bpd.data.ding import prepare_ding
+    from bpd.data.tokenizer import Tokenizer
+
+    root = tmp_path_factory.mktemp("tok")
+    ding = root / "de-en"
+    ding.write_text(HEADER + "\n".join(SPECIAL_LINES + _generated_lines()) + "\n", encoding="utf-8")
+    folder = prepare_ding(root, ding_path=ding, n_dev=5, n_test=10)
+    tok = Tokenizer.train([folder / "train.src", folder / "train.tgt"], root / "spm" / "joint", 100, seed=0)
+    return tok, folder

@@ -12,19 +12,11 @@ import random
 from pathlib import Path
 
 import pytest
-import torch
 
 from bpd.data import ding as tr
 from bpd.data.ding import extract_ding_pairs, find_ding_file, parse_ding, prepare_ding, split_pairs
 from bpd.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
-from bpd.data.translation import (
-    count_lines,
-    encode_corpus,
-    make_batches,
-    pad_batch,
-    prepare_wmt14,
-    token_batches,
-)
+from bpd.data.translation import count_lines, prepare_wmt14
 
 HEADER = "# Version :: devel 2023-01-30\n# Copyright (c) :: somebody\n"
 SPECIAL_LINES = [
@@ -286,16 +278,6 @@ def test_wmt14_layout_and_direction(tmp_path: Path) -> None:
 # tokenizer
 
 
-@pytest.fixture(scope="module")
-def tokenizer_and_folder(tmp_path_factory) -> tuple[Tokenizer, Path]:
-    root = tmp_path_factory.mktemp("tok")
-    ding = root / "de-en"
-    ding.write_text(HEADER + "\n".join(SPECIAL_LINES + _generated_lines()) + "\n", encoding="utf-8")
-    folder = prepare_ding(root, ding_path=ding, n_dev=5, n_test=10)
-    tok = Tokenizer.train([folder / "train.src", folder / "train.tgt"], root / "spm" / "joint", 100, seed=0)
-    return tok, folder
-
-
 def test_tokenizer_contract_and_round_trip(tokenizer_and_folder) -> None:
     tok, folder = tokenizer_and_folder
     assert (tok.pad_id, tok.bos_id, tok.eos_id) == (PAD_ID, BOS_ID, EOS_ID) == (0, 1, 2)
@@ -339,89 +321,3 @@ def test_tokenizer_rejects_foreign_id_layout(tokenizer_and_folder, tmp_path: Pat
         Tokenizer(tmp_path / "default.model")
     with pytest.raises(FileNotFoundError):
         Tokenizer(tmp_path / "absent.model")
-
-
-# ------------------------------------------------------------------------------------------------------------
-# encoding and batching
-
-
-def test_encode_corpus_adds_eos_and_respects_max_len(tokenizer_and_folder) -> None:
-    tok, folder = tokenizer_and_folder
-    pairs = encode_corpus(tok, folder, "train", max_len=200)
-    n_lines = count_lines(folder / "train.src")
-    assert len(pairs) == n_lines
-    assert all(t[-1] == EOS_ID and EOS_ID not in t[:-1] and EOS_ID not in s for s, t in pairs)
-    short = encode_corpus(tok, folder, "train", max_len=12)
-    assert 0 < len(short) < n_lines
-    assert all(len(s) <= 12 and len(t) <= 12 for s, t in short)
-    cut = encode_corpus(tok, folder, "train", max_len=12, truncate=True)
-    assert len(cut) == n_lines and all(len(s) <= 12 and len(t) <= 12 and t[-1] == EOS_ID for s, t in cut)
-    with pytest.raises(ValueError, match="split"):
-        encode_corpus(tok, folder, "valid", max_len=10)
-
-
-def test_pad_batch() -> None:
-    out = pad_batch([[5, 6, 7], [8], []], pad_id=0)
-    assert out.dtype == torch.long
-    assert out.tolist() == [[5, 6, 7], [8, 0, 0], [0, 0, 0]]
-    assert pad_batch([], 0).shape == (0, 0)
-
-
-def _toy_pairs(n: int = 300, seed: int = 0) -> list[tuple[list[int], list[int]]]:
-    rng = random.Random(seed)
-    pairs = []
-    for _ in range(n):
-        s = [rng.randrange(4, 50) for _ in range(rng.randint(1, 30))]
-        t = [rng.randrange(4, 50) for _ in range(rng.randint(1, 30))] + [EOS_ID]
-        pairs.append((s, t))
-    return pairs
-
-
-def test_token_batches_shapes_bos_eos_padding() -> None:
-    pairs = _toy_pairs()
-    seen: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
-    for src, tgt_in, tgt_out in token_batches(pairs, max_tokens=200, shuffle=True, seed=3, pad_id=PAD_ID):
-        b = src.shape[0]
-        assert src.dtype == tgt_in.dtype == tgt_out.dtype == torch.long
-        assert tgt_in.shape == tgt_out.shape and tgt_in.shape[0] == b
-        assert b * max(src.shape[1], tgt_out.shape[1]) <= 200 or b == 1
-        assert (tgt_in[:, 0] == BOS_ID).all()
-        mask = tgt_out != PAD_ID
-        assert torch.equal(tgt_in[:, 1:][mask[:, 1:]], tgt_out[:, :-1][mask[:, 1:]])  # shifted by one
-        assert (tgt_in[~mask] == PAD_ID).all()
-        for row_s, row_t in zip(src.tolist(), tgt_out.tolist()):
-            s = tuple(x for x in row_s if x != PAD_ID)
-            t = tuple(x for x in row_t if x != PAD_ID)
-            assert t[-1] == EOS_ID and list(row_t[len(t) :]) == [PAD_ID] * (len(row_t) - len(t))
-            seen.append((s, t))
-        assert mask.sum(1).max() == tgt_out.shape[1] and (src != PAD_ID).sum(1).max() == src.shape[1]
-    assert sorted(seen) == sorted((tuple(s), tuple(t)) for s, t in pairs)  # every example exactly once
-
-
-def test_batching_deterministic_and_shuffled_by_seed() -> None:
-    pairs = _toy_pairs()
-    a = make_batches(pairs, 256, shuffle=True, seed=1)
-    assert a == make_batches(pairs, 256, shuffle=True, seed=1)
-    assert a != make_batches(pairs, 256, shuffle=True, seed=2)
-    fixed = make_batches(pairs, 256, shuffle=False)
-    assert fixed == make_batches(pairs, 256, shuffle=False, seed=9)
-    first = next(token_batches(pairs, 256, shuffle=True, seed=1))
-    assert torch.equal(first[0], pad_batch([pairs[i][0] for i in a[0]], PAD_ID))
-    with pytest.raises(ValueError):
-        make_batches(pairs, 256, rank=2, world_size=2)
-
-
-@pytest.mark.parametrize("world_size", [2, 3, 4])
-def test_rank_sharding_disjoint_equal_lockstep(world_size: int) -> None:
-    pairs = _toy_pairs(301)
-    full = make_batches(pairs, 256, shuffle=True, seed=4)
-    shards = [make_batches(pairs, 256, shuffle=True, seed=4, rank=r, world_size=world_size) for r in range(world_size)]
-    assert len({len(s) for s in shards}) == 1 and len(shards[0]) == len(full) // world_size
-    flat = [i for shard in shards for batch in shard for i in batch]
-    assert len(flat) == len(set(flat))  # disjoint
-    used = {tuple(b) for shard in shards for b in shard}
-    assert used <= {tuple(b) for b in full} and len(full) - len(used) < world_size
-    per_rank = [
-        list(token_batches(pairs, 256, True, 4, PAD_ID, rank=r, world_size=world_size)) for r in range(world_size)
-    ]
-    assert len({len(x) for x in per_rank}) == 1

@@ -356,9 +356,10 @@ def test_proposal_vocab_keeps_exactness_and_limits_proposals(arch, seed):
 
 
 def test_frequent_targets():
+    from bpd.data.store import ListPairs
     from bpd.tasks import ImageTask, Task, TranslationTask
 
-    train = [([4], [5, 5, 6, 2]), ([4], [5, 7, 7, 2])]
+    train = ListPairs([([4], [5, 5, 6, 2]), ([4], [5, 7, 7, 2])])
     task = TranslationTask.__new__(TranslationTask)  # the splits alone, no corpus to read
     Task.__init__(task, "toy", "key", 10, {"train": train, "dev": [], "test": []}, 0, 1, 2)
     assert task.proposal_vocab(3).tolist() == [2, 5, 7]  # EOS first, then by count, ties by id

@@ -33,7 +33,7 @@ VOCAB = 20
 def all_batches(n: int = 6, seed: int = 0):
     """An epoch of n ragged batches (different token counts, so token weighting matters)."""
 
-    def batches(epoch: int):
+    def batches(epoch: int, start: int = 0):
         g = torch.Generator().manual_seed(seed + 1000 * epoch)
         for b in range(n):
             rows, width = 3 + b % 3, 4 + (b * 5) % 4
@@ -44,7 +44,8 @@ def all_batches(n: int = 6, seed: int = 0):
                 tgt_out[r, cut:] = 0
             tgt_in = torch.cat([torch.full((rows, 1), 1), tgt_out[:, :-1]], dim=1)
             tgt_in[tgt_out == 0] = 0
-            yield src, tgt_in, tgt_out
+            if b >= start:
+                yield src, tgt_in, tgt_out
 
     return batches
 
@@ -52,7 +53,8 @@ def all_batches(n: int = 6, seed: int = 0):
 def rank_batches(rank: int, world: int):
     """What make_batches gives rank r: every world-th batch of the epoch, starting at r."""
     full = all_batches()
-    return lambda epoch: (b for i, b in enumerate(full(epoch)) if i % world == rank)
+    return lambda epoch, start=0: (b for j, b in enumerate(
+        b for i, b in enumerate(full(epoch)) if i % world == rank) if j >= start)
 
 
 def micro_model(k: int = 1, **kw):
@@ -274,8 +276,8 @@ def test_killed_stage_resumes_to_the_same_checkpoint(tmp_path, monkeypatch, one_
     def dying(*args, **kw):  # the process is killed at the 17th batch; checkpoints are every 10 steps
         make, seen = real(*args, **kw), [0]
 
-        def batches(epoch: int):
-            for b in make(epoch):
+        def batches(epoch: int, start: int = 0):
+            for b in make(epoch, start):
                 seen[0] += 1
                 if seen[0] == 17:
                     raise KeyboardInterrupt

@@ -9,6 +9,7 @@ import torch
 from toy import toy_config, tweak
 
 from bpd import stages, targets
+from bpd.config import CriterionConfig
 from bpd.decoding.spec import decode_specs
 from bpd.evaluate import evaluate, run_id
 from bpd.runtime import resolve_path
@@ -106,12 +107,25 @@ def test_distillation_and_self_targets(toy):
     tmp, cfg, task = toy
     train = task.pairs("train")
     d = stages.distillation_targets(cfg, task)
+    pairs = [d.pair(i) for i in range(len(d))]
     # Empty outputs (EOS alone) are dropped; everything else ends in EOS, even when cut by max_len.
     assert len(d) > 0.5 * len(train)
-    assert all(t[-1] == task.eos_id and len(t) >= 2 for _, t in d)
-    assert {tuple(s) for s, _ in d} <= {tuple(s) for s, _ in train}
-    # Shards are resumable: the final file is reused without decoding again.
-    assert stages.distillation_targets(cfg, task) == d
+    assert all(t[-1] == task.eos_id and len(t) >= 2 for _, t in pairs)
+    it = iter(train.sources())
+    assert all(any(s == x for x in it) for s, _ in pairs)  # the training sources, in the training order
+    # The targets are the teacher's beam outputs, shard by shard: redecode a few and compare.
+    from bpd.decoding import beam_decode
+    from bpd.decoding.common import pad_rows
+    from bpd.training.checkpoint import load_model
+
+    teacher, _ = load_model(stages.base_path_for(cfg, task, "gold", seed=cfg.teacher_seed))
+    for s, t in pairs[:5]:
+        src = pad_rows([s], task.pad_id)
+        out = beam_decode(teacher, src, cfg.distill.beam, cfg.distill.alpha, task.max_len(cfg.decode)(src)).tokens[0]
+        assert t == (out if out[-1] == task.eos_id else out + [task.eos_id])
+    # Shards are resumable: the final store is reused without decoding again.
+    again = stages.distillation_targets(cfg, task)
+    assert again.path == d.path and [again.pair(i) for i in range(len(again))] == pairs
     cfg2 = tweak(cfg, base_targets="distilled", heads={"targets": "distilled"})
     p = stages.ensure_heads(cfg2, task)
     assert "distilled" in p.name
@@ -214,3 +228,29 @@ def test_corrupt_checkpoint_is_retrained_not_crashing(toy, capsys):
     from bpd.training.checkpoint import load_checkpoint
 
     assert load_checkpoint(again)["step"] > 0
+
+
+def test_every_test_line_is_decoded_even_a_long_one(toy, tmp_path):
+    """Dev/test lines are never dropped: a test line far longer than 4 * task.max_len is decoded whole (with
+    the proportionally longer output limit), and rows count the outputs that hit the limit."""
+    import shutil
+
+    tmp, cfg, _ = toy
+    corpus = tmp_path / "corpus"
+    shutil.copytree(cfg.task.data_dir, corpus)
+    words = "alpha beta gamma delta epsilon zeta eta theta".split() * 12  # ~100 words, > 4 * max_len pieces
+    with open(corpus / "test.src", "a") as f:
+        f.write(" ".join(words) + "\n")
+    with open(corpus / "test.tgt", "a") as f:
+        f.write(" ".join(w.upper()[:3] for w in reversed(words)) + "\n")
+    n_lines = len((corpus / "test.src").read_text().splitlines())
+    long_cfg = tweak(cfg, task={"data_dir": str(corpus)}, paths={"results_dir": str(tmp_path / "r")},
+                     decode={"beam_size": 0, "ks": [2], "criteria": [CriterionConfig("exact")]})
+    task = load_task(long_cfg)
+    test = task.pairs("test")
+    assert len(test) == n_lines and len(test.src(n_lines - 1)) > 4 * cfg.task.max_len
+    rows = evaluate(long_cfg, task, stages.ensure_heads(long_cfg, task))
+    assert all(r["n_examples"] == n_lines for r in rows)
+    assert all(0 <= r["hit_length_limit"] <= n_lines for r in rows) and rows[1]["identical_to_greedy"] == 1.0
+    hyps = resolve_path(rows[0]["hyp_file"]).read_text().splitlines()
+    assert len(hyps) == n_lines

@@ -61,7 +61,7 @@ def test_sr_pipeline_rows_files_and_psnr(tmp_path):
 
     cfg = sr_config(tmp_path)
     task = load_task(cfg)
-    assert task.kind == "image" and len(task.pairs("train")[0][1]) == 48
+    assert task.kind == "image" and len(task.pairs("train").tgt(0)) == 48
     path = stages.ensure_heads(cfg, task)
     rows = evaluate(cfg, task, path)
     names = [r["decoder"] for r in rows]

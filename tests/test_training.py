@@ -18,13 +18,14 @@ from bpd.training.losses import combine, head_losses, shifted_targets, teacher_t
 def toy_batches(vocab: int = 20, n: int = 8, seed: int = 0):
     """A learnable toy: the target is the source shifted by one token id."""
 
-    def batches(epoch: int):
+    def batches(epoch: int, start: int = 0):
         g = torch.Generator().manual_seed(seed + epoch)
-        for _ in range(n):
+        for j in range(n):
             src = torch.randint(3, vocab - 1, (8, 6), generator=g)
             tgt_out = torch.cat([src + 1, torch.full((8, 1), 2)], dim=1)
             tgt_in = torch.cat([torch.full((8, 1), 1), tgt_out[:, :-1]], dim=1)
-            yield src, tgt_in, tgt_out
+            if j >= start:
+                yield src, tgt_in, tgt_out
 
     return batches
 
@@ -45,7 +46,7 @@ def test_few_steps_lower_the_loss(tmp_path):
     from bpd.training.loop import evaluate_heads
 
     model = fresh_model(k=1, identity_p1=True)
-    dev = lambda: toy_batches(n=2)(99)  # noqa: E731
+    dev = lambda: toy_batches(n=2)(99, 0)  # noqa: E731
     before = evaluate_heads(model, dev(), [0], "cpu")["loss_head1"]
     cfg = TrainConfig(
         lr=1e-2,
@@ -149,7 +150,7 @@ def test_keep_best_and_patience(tmp_path):
     from bpd.training.loop import evaluate_heads
 
     model = fresh_model(k=1, identity_p1=True)
-    dev = lambda: toy_batches(n=2)(99)  # noqa: E731
+    dev = lambda: toy_batches(n=2)(99, 0)  # noqa: E731
     # A learning rate this high diverges after a while: the best dev loss is not the last one.
     cfg = TrainConfig(
         max_minutes=None,

@@ -215,13 +215,19 @@ class Transformer(nn.Module):
 
     # -- embeddings -------------------------------------------------------------------------------
     def _positions(self, pos: torch.Tensor, upper: int) -> torch.Tensor:
-        """Position vectors; ``upper`` is a host-side bound on ``pos`` (avoids a device sync)."""
-        if upper > self.cfg.max_positions:
-            raise ValueError(
-                f"sequence length {upper} exceeds max_positions={self.cfg.max_positions}; "
-                "lower max_len or build the model with a larger max_positions."
-            )
-        return self.pos(pos) if self.cfg.positions == "learned" else self.pos_table[pos]
+        """Position vectors; ``upper`` is a host-side bound on ``pos`` (avoids a device sync). Sinusoidal
+        positions have no maximum: the table grows to any length asked for (a long test line is decoded
+        whole); learned positions stop at ``max_positions``."""
+        if self.cfg.positions == "learned":
+            if upper > self.cfg.max_positions:
+                raise ValueError(
+                    f"sequence length {upper} exceeds max_positions={self.cfg.max_positions} of the learned "
+                    "positions; lower max_len or build the model with a larger max_positions."
+                )
+            return self.pos(pos)
+        if upper > self.pos_table.shape[0]:
+            self.pos_table = sinusoidal_table(2 * upper, self.cfg.d_model).to(self.pos_table)
+        return self.pos_table[pos]
 
     def embed_src(self, src: torch.Tensor) -> torch.Tensor:
         pos = torch.arange(src.shape[1], device=src.device).expand_as(src)

@@ -15,13 +15,15 @@ from typing import Any, Protocol
 import torch
 
 from bpd.config import SPLITS, DecodeConfig, HeadsConfig, ModelConfig
-from bpd.data.translation import token_batches
+from bpd.data.batches import batch_iterator, make_batches
+from bpd.data.store import ArrayPairs, ListPairs, PairStore
 from bpd.decoding.spec import DecodeSpec
 from bpd.decoding.timed import RunOutput
 from bpd.tracking import Tracker
 from bpd.training.checkpoint import CheckpointError
 
-Pairs = list[tuple[list[int], list[int]]]
+#: A split's (source ids, target ids) pairs: a memory-mapped token store, or arrays / lists with its interface.
+Pairs = PairStore | ArrayPairs | ListPairs
 Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
 
@@ -48,23 +50,27 @@ class Task:
 
     # -- data ----------------------------------------------------------------------------------------------
     def pairs(self, split: str) -> Pairs:
+        """A split's pairs (``len``, ``src(i)``, ``tgt(i)``, ``pair(i)``, ``sources()``, the lengths arrays)."""
         if split not in SPLITS:
             raise ValueError(f"unknown split {split!r}; use train, dev or test.")
         return self.splits[split]
 
-    def train_batches(self, pairs: Pairs, max_tokens: int, seed: int, rank: int = 0,
-                      world_size: int = 1) -> Callable[[int], Iterator[Batch]]:
-        """``batches(epoch)``: this rank's shuffled token-bucket batches of an epoch (a pure function of the
-        seed and the epoch, which is what makes resume exact)."""
+    def train_batches(self, pairs: Pairs, max_tokens: int, seed: int, rank: int = 0, world_size: int = 1,
+                      workers: int = 0, pin_memory: bool = False) -> Callable[[int, int], Iterator[Batch]]:
+        """``batches(epoch, start)``: this rank's shuffled token-bucket batches of an epoch from index
+        ``start`` on (a pure function of the seed and the epoch, which is what makes resume exact), collated
+        by ``workers`` DataLoader processes (0: in this process)."""
 
-        def batches(epoch: int) -> Iterator[Batch]:
-            return token_batches(pairs, max_tokens, shuffle=True, seed=seed + epoch, pad_id=self.pad_id,
-                                 rank=rank, world_size=world_size, bos_id=self.bos_id)
+        def batches(epoch: int, start: int = 0) -> Iterator[Batch]:
+            order = make_batches(pairs.src_lengths, pairs.tgt_lengths, max_tokens, shuffle=True, seed=seed + epoch,
+                                 rank=rank, world_size=world_size)
+            return batch_iterator(pairs, order, self.pad_id, self.bos_id, start, workers, pin_memory)
 
         return batches
 
     def eval_batches(self, pairs: Pairs, max_tokens: int) -> Callable[[], Iterator[Batch]]:
-        return lambda: token_batches(pairs, max_tokens, shuffle=False, pad_id=self.pad_id, bos_id=self.bos_id)
+        order = make_batches(pairs.src_lengths, pairs.tgt_lengths, max_tokens, shuffle=False)
+        return lambda: batch_iterator(pairs, order, self.pad_id, self.bos_id)
 
     # -- models --------------------------------------------------------------------------------------------
     def build_model(self, model: ModelConfig, heads: HeadsConfig, k: int, seed: int):

@@ -13,8 +13,9 @@ import torch
 
 from bpd.config import SPLITS, DecodeConfig, HeadsConfig, ModelConfig, TranslationTaskConfig
 from bpd.data.ding import prepare_ding
+from bpd.data.store import build_store, file_hash
 from bpd.data.tokenizer import Tokenizer
-from bpd.data.translation import encode_corpus, prepare_wmt14
+from bpd.data.translation import prepare_wmt14
 from bpd.decoding.spec import DecodeSpec
 from bpd.decoding.timed import RunOutput
 from bpd.metrics import bleu
@@ -80,16 +81,23 @@ class TranslationTask(Task):
 
     def __init__(self, cfg: TranslationTaskConfig, data_cache: Path) -> None:
         folder = SOURCES[cfg.source](cfg, data_cache)
+        # The tokenizer learns from a fixed-seed sample of the training text (sentencepiece's own sampling).
         tok = Tokenizer.train([folder / "train.src", folder / "train.tgt"], folder / f"spm{cfg.vocab_size}",
                               cfg.vocab_size, seed=0)
-        splits = {
-            "train": encode_corpus(tok, folder, "train", cfg.max_len, truncate=True),
-            "dev": encode_corpus(tok, folder, "dev", 4 * cfg.max_len),
-            "test": encode_corpus(tok, folder, "test", 4 * cfg.max_len),
-        }
-        # References are the raw target lines whose pairs survived encoding (same filter as encode_corpus).
-        self.refs = {s: _refs(tok, folder, s, 4 * cfg.max_len) for s in ("dev", "test")}
         key = config_hash({k: v for k, v in dataclasses.asdict(cfg).items() if k != "ding_path"})
+        tok_hash = file_hash(tok.model_path)
+        splits = {}
+        for split in SPLITS:
+            # Training pairs are cut to max_len; dev and test lines are all kept whole (BLEU is measured on
+            # the whole file), long ones decoded with the proportionally longer output limit.
+            train = split == "train"
+            splits[split] = build_store(
+                data_cache / "stores" / f"{cfg.name}_{key}_{split}.store", folder / f"{split}.src",
+                folder / f"{split}.tgt", tok.encode_batch, tok.eos_id, tok.vocab_size, tok_hash,
+                max_len=cfg.max_len if train else None, keep_all=not train,
+            )
+        self.refs = {s: (folder / f"{s}.tgt").read_text(encoding="utf-8").split("\n")[: len(splits[s])]
+                     for s in ("dev", "test")}
         super().__init__(cfg.name, key, tok.vocab_size, splits, tok.pad_id, tok.bos_id, tok.eos_id)
         self.cfg, self.tokenizer = cfg, tok
 
@@ -111,9 +119,7 @@ class TranslationTask(Task):
             return None
         if int(n) < 1:
             raise ValueError(f"decode.proposal_vocab={n}: use a positive number of tokens, or null.")
-        counts = np.zeros(self.vocab_size, dtype=np.int64)
-        for _, tgt in self.pairs("train"):
-            np.add.at(counts, np.asarray(tgt, dtype=np.int64), 1)
+        counts = self.pairs("train").target_counts(self.vocab_size)
         counts[self.eos_id] = np.iinfo(np.int64).max  # a row must always be able to end inside a block
         order = np.lexsort((np.arange(len(counts)), -counts))[: min(int(n), len(counts))]
         return torch.from_numpy(np.sort(order))
@@ -138,15 +144,6 @@ class TranslationTask(Task):
             for b in o.block_sizes[i]:
                 marked.append("".join(pieces[pos : pos + b]).replace("\u2581", " ").strip())
                 pos += b
-            rows.append([tok.decode(pairs[i][0]), tok.decode(o.tokens[i]), " | ".join(marked), len(o.block_sizes[i])])
+            rows.append([tok.decode(pairs.src(i).tolist()), tok.decode(o.tokens[i]), " | ".join(marked),
+                         len(o.block_sizes[i])])
         tracker.table(f"samples/{best.name}", ["source", "output", "accepted blocks", "iterations"], rows)
-
-
-def _refs(tok: Tokenizer, folder: Path, split: str, max_len: int) -> list[str]:
-    src = (folder / f"{split}.src").read_text(encoding="utf-8").splitlines()
-    tgt = (folder / f"{split}.tgt").read_text(encoding="utf-8").splitlines()
-    out = []
-    for t, si, ti in zip(tgt, tok.encode_batch(src), tok.encode_batch(tgt)):
-        if si and ti and len(si) <= max_len and len(ti) + 1 <= max_len:
-            out.append(t)
-    return out

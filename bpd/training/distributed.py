@@ -8,7 +8,7 @@ NCCL on GPUs, gloo on CPUs.
 How a distributed step stays equal to a single-process step (see ``bpd.training.loop.train``):
 
 - the token-bucket batches of an epoch are one list whatever the world size; rank r takes every
-  world_size-th batch (``bpd.data.translation.make_batches``), so N ranks with one micro-batch each see
+  world_size-th batch (``bpd.data.batches.make_batches``), so N ranks with one micro-batch each see
   the same batches as one process accumulating N micro-batches;
 - each rank weights its micro-batch losses by their share of the *global* token count (one all-reduce of a
   scalar) times world_size, because DDP averages gradients over ranks;

@@ -1,6 +1,7 @@
 """The training loop shared by every stage and task (base model, proposal heads, image models).
 
-Token-bucket batches come from a factory ``batches(epoch) -> iterator`` so that an epoch is a
+Token-bucket batches come from a factory ``batches(epoch, start) -> iterator`` (the epoch's batches from
+index ``start`` on, so a resume skips the consumed ones without collating them) so that an epoch is a
 deterministic function of (seed, epoch), which is what makes resume exact: the checkpoint stores the
 epoch, the batch index inside it, the optimizer, the schedule and the RNG states.
 
@@ -121,7 +122,7 @@ def _set_rng_state(state: dict[str, Any]) -> None:
 
 def train(
     model,
-    batches: Callable[[int], Iterator[Batch]],
+    batches: Callable[[int, int], Iterator[Batch]],
     cfg: TrainConfig,
     ckpt_path: str | Path,
     heads: HeadsConfig | None = None,
@@ -223,9 +224,7 @@ def train(
     bar = tqdm(total=cfg.max_steps, initial=step, disable=not (progress and is_main), desc=f"train {stage}")
     last_loss = float("nan")
     while not done():
-        it = batches(epoch)
-        for _ in range(batch_idx):  # fast-forward inside the epoch on resume
-            next(it, None)
+        it = batches(epoch, batch_idx)  # on resume: from where the checkpoint stopped inside the epoch
         exhausted = True
         micro: list[Batch] = []
         for batch in it:

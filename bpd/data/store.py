@@ -1,0 +1,346 @@
+"""Token stores: a corpus split encoded once into flat memory-mapped arrays, opened in seconds by every run,
+stage and rank, with resident memory that does not grow with the corpus.
+
+A store is a folder ``<name>.store/``::
+
+    src.bin, tgt.bin        every line's token ids, concatenated (uint16 when the vocabulary fits, else int32)
+    src.idx, tgt.idx        int64 offsets: line i is tokens[idx[i]:idx[i + 1]]
+    src.len, tgt.len        int32 lengths (what batching reads: 4 bytes per line, mapped too)
+    manifest.json           format version, dtype, line count, the tokenizer's hash, and what encoding did
+                            (lines kept, cut to max_len, dropped for an empty side, empty sources padded)
+
+``build_store`` encodes a pair of text files in chunks (each chunk's arrays written atomically to a partial
+folder, so a killed build resumes at the first missing chunk), concatenates them and renames the folder into
+place: a half-built store is never seen as a store. ``PairStore`` opens one with ``np.memmap``.
+
+``ArrayPairs`` gives fixed-length arrays (image tokens) the same interface, so batching and collation do not
+care where pairs come from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+FORMAT = 2
+CHUNK_LINES = 200_000
+
+
+class PairStore:
+    """(source ids, target ids) pairs of a store folder, memory-mapped (nothing is read until it is used)."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+        manifest = self.path / "manifest.json"
+        if not manifest.is_file():
+            raise FileNotFoundError(f"{self.path} is not a token store (no manifest.json); build it with build_store.")
+        self.manifest: dict[str, Any] = json.loads(manifest.read_text())
+        if self.manifest.get("format") != FORMAT:
+            raise ValueError(f"{self.path} has store format {self.manifest.get('format')}, this code reads {FORMAT}; "
+                             "delete it and it is rebuilt.")
+        self._arrays: dict[str, np.ndarray] | None = None
+
+    # A store travels to DataLoader workers as its path; each process maps the files itself.
+    def __getstate__(self) -> dict[str, Any]:
+        return {"path": self.path, "manifest": self.manifest, "_arrays": None}
+
+    @property
+    def arrays(self) -> dict[str, np.ndarray]:
+        if self._arrays is None:
+            dtype = np.dtype(self.manifest["dtype"])
+            a = {}
+            for side in ("src", "tgt"):
+                a[side] = np.memmap(self.path / f"{side}.bin", dtype=dtype, mode="r") \
+                    if (self.path / f"{side}.bin").stat().st_size else np.zeros(0, dtype)
+                a[f"{side}_idx"] = np.memmap(self.path / f"{side}.idx", dtype=np.int64, mode="r")
+                a[f"{side}_len"] = np.memmap(self.path / f"{side}.len", dtype=np.int32, mode="r") \
+                    if len(self) else np.zeros(0, np.int32)
+            self._arrays = a
+        return self._arrays
+
+    def __len__(self) -> int:
+        return int(self.manifest["lines"])
+
+    @property
+    def src_lengths(self) -> np.ndarray:
+        """Tokens per source (int32, mapped from disk)."""
+        return self.arrays["src_len"]
+
+    @property
+    def tgt_lengths(self) -> np.ndarray:
+        return self.arrays["tgt_len"]
+
+    def src(self, i: int) -> np.ndarray:
+        a = self.arrays
+        return a["src"][a["src_idx"][i] : a["src_idx"][i + 1]]
+
+    def tgt(self, i: int) -> np.ndarray:
+        a = self.arrays
+        return a["tgt"][a["tgt_idx"][i] : a["tgt_idx"][i + 1]]
+
+    def pair(self, i: int) -> tuple[list[int], list[int]]:
+        return self.src(i).tolist(), self.tgt(i).tolist()
+
+    def sources(self, indices: Sequence[int] | None = None) -> list[list[int]]:
+        return [self.src(int(i)).tolist() for i in (range(len(self)) if indices is None else indices)]
+
+    def target_counts(self, vocab_size: int) -> np.ndarray:
+        """How often each token id occurs among the targets (one pass over the mapped array)."""
+        return token_counts(self.arrays["tgt"], vocab_size)
+
+
+class ArrayPairs:
+    """Fixed-length pairs held in two (N, L) integer arrays (image tokens), with the store's interface."""
+
+    def __init__(self, src: np.ndarray, tgt: np.ndarray) -> None:
+        if len(src) != len(tgt):
+            raise ValueError(f"sources and targets differ in number: {len(src)} vs {len(tgt)}")
+        self._src, self._tgt = src, tgt
+
+    def __len__(self) -> int:
+        return len(self._src)
+
+    @property
+    def src_lengths(self) -> np.ndarray:
+        return np.full(len(self), self._src.shape[1], dtype=np.int64)
+
+    @property
+    def tgt_lengths(self) -> np.ndarray:
+        return np.full(len(self), self._tgt.shape[1], dtype=np.int64)
+
+    def src(self, i: int) -> np.ndarray:
+        return np.asarray(self._src[i], dtype=np.int64)
+
+    def tgt(self, i: int) -> np.ndarray:
+        return np.asarray(self._tgt[i], dtype=np.int64)
+
+    def pair(self, i: int) -> tuple[list[int], list[int]]:
+        return self.src(i).tolist(), self.tgt(i).tolist()
+
+    def sources(self, indices: Sequence[int] | None = None) -> list[list[int]]:
+        return [self.src(int(i)).tolist() for i in (range(len(self)) if indices is None else indices)]
+
+    def target_counts(self, vocab_size: int) -> np.ndarray:
+        return token_counts(self._tgt.reshape(-1), vocab_size)
+
+
+def token_counts(tokens: np.ndarray, vocab_size: int, chunk: int = 1 << 24) -> np.ndarray:
+    """np.bincount in chunks: no int64 copy of the whole array (1 GB for WMT14's targets)."""
+    counts = np.zeros(vocab_size, dtype=np.int64)
+    for start in range(0, len(tokens), chunk):
+        counts += np.bincount(tokens[start:start + chunk], minlength=vocab_size)
+    return counts
+
+
+class ListPairs(ArrayPairs):
+    """Pairs of token lists (tests, small in-memory sets), with the store's interface."""
+
+    def __init__(self, pairs: Sequence[tuple[Sequence[int], Sequence[int]]]) -> None:
+        self._pairs = [(list(s), list(t)) for s, t in pairs]
+
+    def __len__(self) -> int:
+        return len(self._pairs)
+
+    @property
+    def src_lengths(self) -> np.ndarray:
+        return np.array([len(s) for s, _ in self._pairs], dtype=np.int64)
+
+    @property
+    def tgt_lengths(self) -> np.ndarray:
+        return np.array([len(t) for _, t in self._pairs], dtype=np.int64)
+
+    def src(self, i: int) -> np.ndarray:
+        return np.asarray(self._pairs[i][0], dtype=np.int64)
+
+    def tgt(self, i: int) -> np.ndarray:
+        return np.asarray(self._pairs[i][1], dtype=np.int64)
+
+    def target_counts(self, vocab_size: int) -> np.ndarray:
+        flat = [t for _, tgt in self._pairs for t in tgt]
+        return np.bincount(np.asarray(flat, dtype=np.int64), minlength=vocab_size)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Building
+# ---------------------------------------------------------------------------------------------------------------
+
+Encoder = Callable[[list[str]], list[list[int]]]
+
+
+def file_hash(path: str | os.PathLike) -> str:
+    """A content hash of a (tokenizer model) file, recorded so a store is never read with another tokenizer."""
+    return hashlib.sha1(Path(path).read_bytes()).hexdigest()[:16]
+
+
+def _chunks(path: Path, size: int) -> Iterator[list[str]]:
+    """Lines of a UTF-8 text file, ``size`` at a time; a line that is not UTF-8 is named with the fix."""
+    chunk: list[str] = []
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            try:
+                chunk.append(raw.decode("utf-8").rstrip("\r\n"))
+            except UnicodeDecodeError as e:
+                raise ValueError(f"{path} line {lineno} is not UTF-8 ({e.reason} at byte {e.start}); "
+                                 "convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8).") from None
+            if len(chunk) == size:
+                yield chunk
+                chunk = []
+    yield chunk
+
+
+def _flat(seqs: list[list[int]], dtype) -> tuple[np.ndarray, np.ndarray]:
+    lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
+    flat = np.fromiter((t for s in seqs for t in s), dtype=dtype, count=int(lengths.sum()))
+    return flat, lengths
+
+
+def encode_pairs(src_lines: list[str], tgt_lines: list[str], encode: Encoder, eos_id: int, max_len: int | None,
+                 keep_all: bool) -> tuple[list[list[int]], list[list[int]], dict[str, int]]:
+    """Encode aligned lines into (source ids, target ids + EOS).
+
+    Training (``keep_all`` false): pairs with an empty side are dropped (nothing to learn from) and longer
+    pairs are cut to ``max_len`` (target counted with its EOS, which is kept). Evaluation (``keep_all``):
+    every line is kept whole, since dropping or cutting one would change what BLEU is measured on; an empty
+    source becomes the single token EOS so the encoder has something to attend to.
+    """
+    stats = {"dropped_empty": 0, "truncated": 0, "empty_sources": 0}
+    srcs, tgts = encode(src_lines), encode(tgt_lines)
+    out_s, out_t = [], []
+    for s, t in zip(srcs, tgts):
+        if keep_all:
+            if not s:
+                s = [eos_id]
+                stats["empty_sources"] += 1
+        else:
+            if not s or not t:
+                stats["dropped_empty"] += 1
+                continue
+            if max_len is not None and (len(s) > max_len or len(t) + 1 > max_len):
+                s, t = s[:max_len], t[: max_len - 1]
+                stats["truncated"] += 1
+        out_s.append(s)
+        out_t.append(list(t) + [eos_id])
+    return out_s, out_t, stats
+
+
+def build_store(
+    path: str | os.PathLike, src_file: str | os.PathLike, tgt_file: str | os.PathLike, encode: Encoder, eos_id: int,
+    vocab_size: int, tokenizer_hash: str, max_len: int | None = None, keep_all: bool = False,
+    chunk_lines: int = CHUNK_LINES, log: Callable[[str], None] = print,
+) -> PairStore:
+    """Encode ``src_file`` / ``tgt_file`` (aligned, one line each) into the store at ``path`` and open it.
+
+    An existing store built with the same tokenizer and options is opened as it is. Chunks are encoded one
+    after another (sentencepiece spreads each over every core) and written to ``<path>.partial/`` as they
+    finish, so a killed build resumes at the first missing chunk; the store appears only when complete.
+    """
+    path = Path(path)
+    options = {"tokenizer": tokenizer_hash, "max_len": max_len, "keep_all": keep_all, "format": FORMAT}
+    if (path / "manifest.json").is_file():
+        old = json.loads((path / "manifest.json").read_text())
+        if all(old.get(k) == v for k, v in options.items()):
+            return PairStore(path)
+        shutil.rmtree(path)  # another tokenizer, options or format: rebuilt, never read as this one
+    src_file, tgt_file = Path(src_file), Path(tgt_file)
+    n_src, n_tgt = count_lines_fast(src_file), count_lines_fast(tgt_file)
+    if n_src != n_tgt:
+        raise ValueError(f"{src_file} has {n_src} lines but {tgt_file} has {n_tgt}; they must align line by line.")
+    partial = path.with_name(path.name + ".partial")
+    partial.mkdir(parents=True, exist_ok=True)
+    meta = partial / "options.json"
+    if meta.is_file() and json.loads(meta.read_text()) != options:
+        shutil.rmtree(partial)
+        partial.mkdir(parents=True)
+    meta.write_text(json.dumps(options))
+    dtype = np.uint16 if vocab_size <= np.iinfo(np.uint16).max + 1 else np.int32
+    stats = {"dropped_empty": 0, "truncated": 0, "empty_sources": 0}
+    chunk_id = 0
+    for src_chunk, tgt_chunk in zip(_chunks(src_file, chunk_lines), _chunks(tgt_file, chunk_lines)):
+        done = partial / f"chunk{chunk_id:05d}.npz"
+        if src_chunk and not done.is_file():
+            s, t, st = encode_pairs(src_chunk, tgt_chunk, encode, eos_id, max_len, keep_all)
+            (s_flat, s_len), (t_flat, t_len) = _flat(s, dtype), _flat(t, dtype)
+            tmp = done.with_name(f"{done.name}.tmp{os.getpid()}")
+            with open(tmp, "wb") as f:
+                np.savez(f, src=s_flat, src_len=s_len, tgt=t_flat, tgt_len=t_len,
+                         stats=np.array([st["dropped_empty"], st["truncated"], st["empty_sources"]]))
+            os.replace(tmp, done)
+        chunk_id += bool(src_chunk)
+    staging = path.with_name(f"{path.name}.staging{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    offsets = {"src": [np.zeros(1, np.int64)], "tgt": [np.zeros(1, np.int64)]}
+    ends = {"src": 0, "tgt": 0}
+    with open(staging / "src.bin", "wb") as fs, open(staging / "tgt.bin", "wb") as ft:
+        files = {"src": fs, "tgt": ft}
+        for c in range(chunk_id):
+            with np.load(partial / f"chunk{c:05d}.npz") as z:
+                for side in ("src", "tgt"):
+                    files[side].write(z[side].tobytes())
+                    offsets[side].append(ends[side] + np.cumsum(z[f"{side}_len"]))
+                    ends[side] += int(z[f"{side}_len"].sum())
+                for k, v in zip(("dropped_empty", "truncated", "empty_sources"), z["stats"].tolist()):
+                    stats[k] += v
+    for side in ("src", "tgt"):
+        idx = np.concatenate(offsets[side]).astype(np.int64)
+        idx.tofile(staging / f"{side}.idx")
+        np.diff(idx).astype(np.int32).tofile(staging / f"{side}.len")
+    kept = sum(len(o) for o in offsets["src"]) - 1  # the offsets start with one 0
+    manifest = {**options, "dtype": np.dtype(dtype).name, "lines": kept, "source_lines": n_src,
+                "src_file": str(src_file), "tgt_file": str(tgt_file), **stats}
+    (staging / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    try:
+        os.replace(staging, path)  # the store appears whole, or not at all
+    except OSError:  # another process (a rank, a parallel job) finished the same store first: use theirs
+        shutil.rmtree(staging, ignore_errors=True)
+        return PairStore(path)
+    shutil.rmtree(partial, ignore_errors=True)
+    notes = [f"{stats[k]} {k.replace('_', ' ')}" for k in ("truncated", "dropped_empty", "empty_sources") if stats[k]]
+    log(f"token store {path.name}: {kept} of {n_src} lines" + (f" ({', '.join(notes)})" if notes else ""))
+    return PairStore(path)
+
+
+def count_lines_fast(path: Path) -> int:
+    n, last = 0, b"\n"
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            n += chunk.count(b"\n")
+            last = chunk[-1:]
+    return n + (last != b"\n")
+
+
+def write_store(path: str | os.PathLike, pairs: Iterator[tuple[np.ndarray, np.ndarray]], vocab_size: int,
+                info: dict[str, Any]) -> PairStore:
+    """A store at ``path`` from (source ids, target ids) pairs streamed in order (decoded training targets),
+    written to a staging folder and renamed into place whole; ``info`` goes into the manifest."""
+    path = Path(path)
+    dtype = np.uint16 if vocab_size <= np.iinfo(np.uint16).max + 1 else np.int32
+    staging = path.with_name(f"{path.name}.staging{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    ends, n = {"src": [0], "tgt": [0]}, 0
+    with open(staging / "src.bin", "wb") as fs, open(staging / "tgt.bin", "wb") as ft:
+        for s, t in pairs:
+            fs.write(np.asarray(s, dtype=dtype).tobytes())
+            ft.write(np.asarray(t, dtype=dtype).tobytes())
+            ends["src"].append(ends["src"][-1] + len(s))
+            ends["tgt"].append(ends["tgt"][-1] + len(t))
+            n += 1
+    for side in ("src", "tgt"):
+        idx = np.asarray(ends[side], dtype=np.int64)
+        idx.tofile(staging / f"{side}.idx")
+        np.diff(idx).astype(np.int32).tofile(staging / f"{side}.len")
+    manifest = {"format": FORMAT, "dtype": np.dtype(dtype).name, "lines": n, **info}
+    (staging / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    try:
+        os.replace(staging, path)
+    except OSError:  # another rank wrote it first
+        shutil.rmtree(staging, ignore_errors=True)
+    return PairStore(path)
