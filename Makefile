@@ -10,7 +10,7 @@ export WANDB_MODE ?= offline
 export PYTHONHASHSEED := 0
 
 .PHONY: setup test test-all lint demo demo-sr bench figures reproduce reproduce-mt-small reproduce-sr-small \
-        reproduce-mt reproduce-sr reproduce-paper clean-results help bench-gpu-prep scale-check
+        reproduce-mt reproduce-sr reproduce-paper clean-results help bench-gpu-prep scale-check pretrain
 
 help:
 	@echo "make demo     - the main job on embedded data (CPU, ~10 min after setup)"
@@ -45,28 +45,36 @@ lint: setup
 RUN := $(PY) experiments/run.py
 PROTOCOL ?= fast
 DATA_DIR ?=
+# FROM_SCRATCH=1: train the base models too instead of installing the shipped ones (checkpoints/).
+FROM_SCRATCH ?=
+SHIPPED := $(if $(FROM_SCRATCH),shipped=false,)
 
 demo: setup
-	$(RUN) experiment=demo
+	$(RUN) experiment=demo $(SHIPPED)
 	@echo "rows: results/demo/rows.jsonl (W&B offline runs: outputs/wandb)"
 
 demo-sr: setup
-	$(RUN) experiment=demo_sr
+	$(RUN) experiment=demo_sr $(SHIPPED)
 	@echo "rows: results/demo-sr/rows.jsonl; image grid under results/demo-sr/outputs/*/grid.png"
 
 # Table 1 on the embedded corpus: 4 settings, exact for every k, then top-n and minimum block size rows.
 # fast protocol: one k=10 heads model per setting, decoded with every k <= 10; per_k: one model per k.
+# The paper's settings, then fine-tuning that keeps p_1 in charge (*_gentle, not the paper's).
 reproduce-mt-small: setup
 ifeq ($(PROTOCOL),per_k)
-	$(RUN) -m experiment=table1_small setting=regular,distillation,finetune,both heads.k=2,4,6,8,10 'decode.ks=[$${heads.k}]' name=table1_small_per_k
+	$(RUN) -m experiment=table1_small setting=regular,distillation,finetune,both heads.k=2,4,6,8,10 'decode.ks=[$${heads.k}]' name=table1_small_per_k $(SHIPPED)
 else
-	$(RUN) -m experiment=table1_small setting=regular,distillation,finetune,both
-	$(RUN) experiment=table1_small setting=both 'decode.criteria=[{name: topk, param: 2}, {name: topk, param: 3}]'
-	$(RUN) experiment=table1_small setting=both 'decode.ks=[2,4,6,8,10]' 'decode.criteria=[{name: exact, min_block_sizes: [2, 3]}]'
+	$(RUN) -m experiment=table1_small setting=regular,distillation,finetune,both,finetune_gentle,both_gentle $(SHIPPED)
+	$(RUN) experiment=table1_small setting=both 'decode.criteria=[{name: topk, param: 2}, {name: topk, param: 3}]' $(SHIPPED)
+	$(RUN) experiment=table1_small setting=both 'decode.ks=[2,4,6,8,10]' 'decode.criteria=[{name: exact, min_block_sizes: [2, 3]}]' $(SHIPPED)
 endif
 
 reproduce-sr-small: setup
-	$(RUN) -m experiment=table2_small setting=regular,finetune
+	$(RUN) -m experiment=table2_small setting=regular,finetune $(SHIPPED)
+
+# The base models that ship in checkpoints/ (hours on 2 cores; re-run the same command to resume).
+pretrain: setup
+	$(PY) experiments/pretrain.py experiment=pretrain_mt 'models=[base,teacher,distilled]'
 
 reproduce-mt: setup
 	@test -n "$(DATA_DIR)" || { echo "set DATA_DIR=/path/to/wmt14 (see docs/data.md)"; exit 2; }

@@ -43,6 +43,14 @@ def _check(ok: bool, message: str) -> None:
 # ---------------------------------------------------------------------------------------------------------------
 
 
+def keyed_fields(cfg: Any, drop: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A config's fields as cache keys hash them: without ``drop``, and without the fields of its
+    ``KEYED_WHEN_SET`` that are at their defaults (options added after models and data were cached, so
+    that the earlier keys stay valid)."""
+    unset = {k for k, default in getattr(cfg, "KEYED_WHEN_SET", {}).items() if getattr(cfg, k) == default}
+    return {k: v for k, v in dataclasses.asdict(cfg).items() if k not in drop and k not in unset}
+
+
 @dataclass
 class TranslationTaskConfig:
     """A parallel corpus: the embedded ding sentences, WMT14, or any ``{train,dev,test}.{src,tgt}`` folder."""
@@ -54,6 +62,8 @@ class TranslationTaskConfig:
     direction: str = "en-de"  # ding, wmt14: en-de (the paper's) or de-en
     ding_path: str | None = None  # ding: an explicit dictionary file (else Debian's, else apt-get download)
     include_phrases: bool = False  # ding: add the dictionary's phrase pairs to training
+    tag_phrases: bool = False  # ding: mark phrase sources with a tag, so untagged sentences keep their length
+    sentence_repeat: int = 1  # ding with phrases: the sentence pairs appear this many times in training
     vocab_size: int = 4000  # joint sentencepiece vocabulary
     max_len: int = 64  # training pairs longer than this (in pieces) are cut
     n_dev: int = 500  # ding: held-out sentences
@@ -69,6 +79,12 @@ class TranslationTaskConfig:
         _check(self.direction in ("en-de", "de-en"), f"task.direction must be en-de or de-en (got {self.direction!r}).")
         _check(self.vocab_size >= 8, f"task.vocab_size must be >= 8 (got {self.vocab_size}).")
         _check(self.max_len >= 2, f"task.max_len must be >= 2 (one token plus EOS; got {self.max_len}).")
+        _check(self.include_phrases or (not self.tag_phrases and self.sentence_repeat == 1),
+               "task.tag_phrases and task.sentence_repeat shape the phrase pairs: set task.include_phrases=true.")
+        _check(self.sentence_repeat >= 1, f"task.sentence_repeat must be >= 1 (got {self.sentence_repeat}).")
+
+    #: Fields added after data was cached: in keys only when they differ from their defaults.
+    KEYED_WHEN_SET = {"tag_phrases": False, "sentence_repeat": 1}
 
 
 @dataclass
@@ -119,6 +135,12 @@ class ModelConfig:
     positions: str = "sinusoidal"  # sinusoidal | learned (image models use row/column/channel tables)
     share_embeddings: bool = True  # source, target and output embeddings tied (translation)
     max_positions: int | None = None  # null: the task decides (translation: 4 * task.max_len + 64)
+    # Images: the decoder also sees, at each output position, the low-resolution intensity that position
+    # upsamples (beside attending to the encoded image), so the model need only learn the detail.
+    aligned_input: bool = False
+
+    #: Fields added after models were cached: in keys only when they differ from their defaults.
+    KEYED_WHEN_SET = {"aligned_input": False}
 
     def validate(self) -> None:
         _check(self.d_model % self.n_heads == 0,
@@ -172,16 +194,22 @@ class TrainConfig:
     ckpt_every: int = 200
     log_every: int = 20
     base_lr_scale: float = 1.0  # fine-tuning: base parameters learn at lr * base_lr_scale
-    keep_best: bool = False  # early stopping on p_1's dev loss (the final checkpoint holds the best weights)
+    keep_best: bool = False  # early stopping on dev (the final checkpoint holds the best weights)
     patience: int | None = None  # evaluations without improvement before stopping (single process)
     loader_workers: int | None = None  # DataLoader processes collating batches (null: 0 on a CPU, 4 on a GPU)
+    score_every: int = 0  # greedy-decode the dev set and score it (BLEU, PSNR) every N steps (0 = never)
+    score_examples: int | None = 200  # dev examples scored (null = all)
+    best_on: str = "loss"  # keep_best / patience watch: loss (p_1's dev loss) | score (the dev score)
 
     #: Fields that change how a model is trained, not which model: left out of cache keys.
     RUNTIME_ONLY = ("loader_workers",)
+    #: Fields added after models were cached: in cache keys only when they differ from their defaults, so
+    #: that the keys (and the models) of earlier configs stay valid.
+    KEYED_WHEN_SET = {"score_every": 0, "score_examples": 200, "best_on": "loss"}
 
     def product(self) -> dict[str, Any]:
         """The fields that determine the trained model (what cache keys hash)."""
-        return {k: v for k, v in dataclasses.asdict(self).items() if k not in self.RUNTIME_ONLY}
+        return keyed_fields(self, drop=self.RUNTIME_ONLY)
 
     def validate(self, where: str = "train") -> None:
         # A run that takes no step would still write a "finished" checkpoint that later stages build on.
@@ -195,6 +223,10 @@ class TrainConfig:
         _check(self.max_tokens >= 1, f"{where}.max_tokens must be >= 1 (got {self.max_tokens}).")
         _check(min(self.eval_every, self.ckpt_every, self.log_every) >= 1,
                f"{where}.eval_every, ckpt_every and log_every must be >= 1.")
+        _check(self.score_every >= 0, f"{where}.score_every must be >= 0 (0 = never; got {self.score_every}).")
+        _check(self.best_on in ("loss", "score"), f"{where}.best_on must be loss or score (got {self.best_on!r}).")
+        _check(self.best_on == "loss" or self.score_every > 0,
+               f"{where}.best_on=score needs {where}.score_every > 0 (how often the dev set is scored).")
 
 
 def _overlay_fields() -> list[tuple[str, Any, Any]]:
@@ -323,6 +355,7 @@ class DistConfig:
 class PathsConfig:
     cache_dir: str = "outputs/cache"  # models, data, distillation targets: keyed by config hashes
     results_dir: str | None = None  # null = results/<name>
+    shipped_dir: str = "checkpoints"  # shipped base models (make pretrain), installed when a config matches one
 
 
 @dataclass
@@ -346,6 +379,7 @@ class ExperimentConfig:
     dist: DistConfig = field(default_factory=DistConfig)
     paths: PathsConfig = field(default_factory=PathsConfig)
     command: str | None = None  # the command line that made this config (recorded in rows)
+    shipped: bool = True  # start from a shipped base model when one matches this config (false: train anew)
 
     @property
     def results_dir(self) -> str:
@@ -373,6 +407,8 @@ class ExperimentConfig:
                f"decode.proposal_vocab restricts a translation vocabulary; set it to null for {self.task.kind} tasks.")
         _check(self.heads.targets != "self" or self.heads.k > 1 or not self.heads.identity_p1,
                "heads.targets=self needs heads to train (heads.k > 1).")
+        _check(not self.model.aligned_input or self.task.kind == "image",
+               "model.aligned_input aligns output pixels with input pixels: set it to false for translation.")
         return self
 
 

@@ -124,6 +124,9 @@ def row_provenance(cfg: ExperimentConfig, task: Task, model_path: Path, payload:
         "command": cfg.command or command_line(),
         "train_steps": payload.get("step"),
         "train_minutes": round(payload.get("elapsed", 0.0) / 60, 2),
+        # "minutes": the time cap ended the stage, so the same command may train another model elsewhere.
+        "train_stopped_by": payload.get("stopped_by"),
+        "base_stopped_by": payload.get("meta", {}).get("config", {}).get("base_stopped_by"),
         "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
 

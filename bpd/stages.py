@@ -14,8 +14,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bpd.config import ExperimentConfig, HeadsConfig, TrainConfig
+from bpd.config import ExperimentConfig, HeadsConfig, TrainConfig, keyed_fields
 from bpd.runtime import cache_root, config_hash, process
+from bpd.shipped import install
 from bpd.targets import base_outputs, distilled_pairs, self_pairs
 from bpd.tasks import Pairs, Task
 from bpd.tracking import Tracker, command_line, git_sha, make_tracker
@@ -43,7 +44,7 @@ def finished(path: Path) -> bool:
 def base_path_for(cfg: ExperimentConfig, task: Task, targets: str = "gold", seed: int | None = None) -> Path:
     """Where the base model of this config is cached (whether or not it has been trained yet)."""
     seed = cfg.seed if seed is None else seed
-    key = config_hash(task.key, dataclasses.asdict(cfg.model), cfg.train.product(), targets, seed, "base")
+    key = config_hash(task.key, keyed_fields(cfg.model), cfg.train.product(), targets, seed, "base")
     return cache_root(cfg) / "models" / f"base_{targets}_s{seed}_{key}.pt"
 
 
@@ -52,6 +53,10 @@ def ensure_base(cfg: ExperimentConfig, task: Task, targets: str = "gold", seed: 
     seed = cfg.seed if seed is None else seed
     path = base_path_for(cfg, task, targets, seed)
     if finished(path):
+        return path
+    # A shipped base model (make pretrain) of exactly this config: installed instead of trained.
+    if cfg.shipped and dist.main_first(lambda: finished(path) or install(path, task.fingerprint(),
+                                                                          cfg.paths.shipped_dir)):
         return path
     pairs = task.pairs("train") if targets == "gold" else distillation_targets(cfg, task)
     model = task.build_model(cfg.model, BASE, 1, seed)
@@ -95,7 +100,7 @@ def ensure_heads(cfg: ExperimentConfig, task: Task) -> Path:
         pairs = distillation_targets(cfg, task)
     else:
         pairs = self_pairs(cfg, task, base_path)
-    base, _ = load_model(base_path)
+    base, base_payload = load_model(base_path)
     task.check_model(base, base_path)
     model = task.build_model(cfg.model, h, h.k, cfg.seed)
     missing, unexpected = model.load_state_dict(base.state_dict(), strict=False)
@@ -107,7 +112,8 @@ def ensure_heads(cfg: ExperimentConfig, task: Task) -> Path:
     if h.targets == "self" or h.eval_vs_self:
         process(cfg)  # under torchrun: rank 0 decodes the dev set, the others then read its file
         dev["dev_vs_base"] = task.eval_batches(dist.main_first(lambda: base_outputs(cfg, task, base_path, "dev")), mt)
-    described = {"heads": dataclasses.asdict(h), "heads_train": dataclasses.asdict(tcfg), "base": base_path.name}
+    described = {"heads": dataclasses.asdict(h), "heads_train": dataclasses.asdict(tcfg), "base": base_path.name,
+                 "base_stopped_by": base_payload.get("stopped_by")}
     name = f"heads-k{h.k}-{h.training}-{h.targets}"
     return _train_stage(cfg, task, model, pairs, tcfg, h, cfg.seed, path, name, dev, described)
 
@@ -138,6 +144,7 @@ def _train_stage(cfg: ExperimentConfig, task: Task, model, pairs: Pairs, tcfg: T
         seed=seed,
         resume=True,
         dev_sets=dev_sets,
+        dev_score=lambda m: task.dev_score(m, cfg.decode, tcfg.score_examples, device=device),
         log=tracker.log,
         device=device,
         meta={"name": name, "data": task.key, "config": described, "command": command_line(), "git_sha": git_sha()},

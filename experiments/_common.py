@@ -55,6 +55,12 @@ class DistillEntry(ExperimentSchema):
 
 
 @dataclass
+class PretrainEntry(ExperimentSchema):
+    models: list[str] = field(default_factory=lambda: ["base"])  # base | teacher | distilled (translation)
+    export: bool = True  # write the finished models to paths.shipped_dir with their manifests
+
+
+@dataclass
 class BenchEntry(ExperimentSchema):
     bench: BenchConfig = field(default_factory=BenchConfig)
 
@@ -62,7 +68,7 @@ class BenchEntry(ExperimentSchema):
 def register() -> None:
     cs = ConfigStore.instance()
     for name, node in (("experiment", ExperimentSchema), ("train", TrainEntry), ("evaluate", EvaluateEntry),
-                       ("distill", DistillEntry), ("bench", BenchEntry)):
+                       ("distill", DistillEntry), ("pretrain", PretrainEntry), ("bench", BenchEntry)):
         cs.store(group="schema", name=name, node=node, package="_global_")
     cs.store(group="task", name="translation_schema", node=TranslationTaskConfig)
     cs.store(group="task", name="image_schema", node=ImageTaskConfig)

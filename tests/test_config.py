@@ -37,8 +37,8 @@ def test_every_experiment_composes_into_valid_dataclasses():
     for name in EXPERIMENTS:
         cfg, _ = composed([f"experiment={name}"])
         assert type(cfg) is ExperimentConfig and isinstance(cfg.decode, DecodeConfig)
-        assert isinstance(cfg.task, TranslationTaskConfig if name.startswith(("demo", "table1")) and name != "demo_sr"
-                          else ImageTaskConfig), name
+        image = name.endswith("_sr") or name.startswith("table2")
+        assert isinstance(cfg.task, ImageTaskConfig if image else TranslationTaskConfig), name
         assert cfg.command and cfg.results_dir == f"results/{cfg.name}"
 
 
@@ -59,6 +59,16 @@ def test_files_set_what_they_say():
     both, _ = composed(["experiment=table1_small", "setting=both"])
     assert (both.base_targets, both.heads.training, both.heads.targets, both.heads.k) == (
         "distilled", "finetune", "distilled", 10)
+
+
+def test_settings_override_the_experiment():
+    """setting=... comes after the experiment: the paper's fine-tuning recipe (p_1 weighted like any head,
+    the base at the heads' rate) replaces the CPU recipe's gentle one, which stays as *_gentle."""
+    for name, p1, scale in (("finetune", 1.0, 1.0), ("both", 1.0, 1.0), ("finetune_gentle", 7.0, 0.05),
+                            ("both_gentle", 7.0, 0.05), ("regular", 7.0, 0.05)):
+        cfg, _ = composed(["experiment=table1_small", f"setting={name}"])
+        assert (cfg.setting, cfg.heads.p1_weight, cfg.heads_train_config.base_lr_scale) == (name, p1, scale)
+    assert composed(["experiment=table1_small", "setting=both_gentle"])[0].base_targets == "distilled"
 
 
 def test_a_multirun_override_composes_per_job():

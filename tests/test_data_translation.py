@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from bpd.data import ding as tr
-from bpd.data.ding import extract_ding_pairs, find_ding_file, parse_ding, prepare_ding, split_pairs
+from bpd.data.ding import PHRASE_TAG, extract_ding_pairs, find_ding_file, parse_ding, prepare_ding, split_pairs
 from bpd.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 from bpd.data.translation import count_lines, prepare_wmt14
 
@@ -146,6 +146,18 @@ def test_prepare_ding_phrases_only_in_train(ding_file: Path, tmp_path: Path) -> 
     dev_test = set((folder / "dev.src").read_text().splitlines() + (folder / "test.src").read_text().splitlines())
     assert "house" in train and not train & dev_test
     assert all(len(line.split()) >= 3 for line in dev_test)
+
+    # Tagged phrases and repeated sentences: the same dev/test, the sentences twice, every phrase tagged.
+    tagged = prepare_ding(tmp_path, ding_path=ding_file, include_phrases=True, tag_phrases=True,
+                          sentence_repeat=2, n_dev=5, n_test=10)
+    assert tagged.name == "ding_en-de_phrases_tagged_x2"
+    assert (tagged / "test.src").read_text() == (folder / "test.src").read_text()
+    lines = (tagged / "train.src").read_text().splitlines()
+    sentences = [s for s in lines if not s.startswith(PHRASE_TAG + " ")]
+    phrases = [s[len(PHRASE_TAG) + 1:] for s in lines if s.startswith(PHRASE_TAG + " ")]
+    plain = (folder / "train.src").read_text().splitlines()
+    assert sorted(set(sentences)) == sorted(set(plain) - set(phrases))
+    assert len(sentences) == 2 * (len(plain) - len(phrases)) and set(phrases) <= set(plain)
 
 
 # ------------------------------------------------------------------------------------------------------------

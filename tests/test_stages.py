@@ -72,6 +72,8 @@ def test_full_pipeline_rows(toy):
     for r in rows:
         assert ROW_COLUMNS <= set(r), ROW_COLUMNS - set(r)
         assert r["n_examples"] == len(task.pairs("test"))
+        # Both stages ran out of steps (no time cap in the toy config): the same model on any machine.
+        assert (r["train_stopped_by"], r["base_stopped_by"]) == ("steps", "steps")
     exact = [r for r in rows if r["criterion"] == "exact"]
     greedy = rows[0]
     for r in exact:
@@ -254,3 +256,60 @@ def test_every_test_line_is_decoded_even_a_long_one(toy, tmp_path):
     assert all(0 <= r["hit_length_limit"] <= n_lines for r in rows) and rows[1]["identical_to_greedy"] == 1.0
     hyps = resolve_path(rows[0]["hyp_file"]).read_text().splitlines()
     assert len(hyps) == n_lines
+
+
+def test_dev_score_learning_curve_and_best_by_score(toy):
+    """train.score_every records the greedy dev BLEU in the checkpoint's history (the learning curve), and
+    best_on=score keeps the weights of the best-scoring evaluation; the new options at their defaults leave
+    earlier cache keys unchanged."""
+    from bpd.training.checkpoint import load_model
+
+    _, cfg, task = toy
+    scored = tweak(cfg, train={"score_every": 10, "score_examples": 8, "keep_best": True, "best_on": "score"})
+    model, payload = load_model(stages.ensure_base(scored, task))
+    curve = [(r["step"], r["dev/bleu"]) for r in payload["history"] if "dev/bleu" in r]
+    assert payload["stopped_by"] == "steps"
+    assert [s for s, _ in curve] == [10, 20, 30]
+    best_step, best = max(curve, key=lambda c: (c[1], -c[0]))
+    assert payload["best_step"] == best_step and payload["best_dev_score"] == pytest.approx(best)
+    assert task.dev_score(model, scored.decode, 8)["bleu"] == pytest.approx(best)  # the kept weights
+    assert stages.base_path_for(tweak(cfg, train={"score_examples": 200}), task) == stages.base_path_for(cfg, task)
+    assert stages.base_path_for(scored, task) != stages.base_path_for(cfg, task)
+
+
+def test_a_shipped_base_is_installed_instead_of_trained(toy, tmp_path, monkeypatch):
+    """make pretrain's export, then a run of the same config: the shipped base (fp16 on disk) is installed
+    in the cache as fp32 instead of trained, and its manifest carries the scores and learning curve; a
+    run on other data is refused with the fix."""
+    import sys
+
+    from bpd.shipped import manifests
+    from bpd.training.checkpoint import CheckpointError, load_model
+
+    sys.path.insert(0, str(resolve_path("experiments")))
+    import pretrain
+    from _common import PretrainEntry
+
+    _, cfg, _ = toy
+    cfg = tweak(cfg, paths={"cache_dir": str(tmp_path / "cache"), "results_dir": str(tmp_path / "results"),
+                            "shipped_dir": str(tmp_path / "shipped")},
+                train={"score_every": 10, "score_examples": 8})
+    task = load_task(cfg)
+    pretrain.run(cfg, PretrainEntry(models=["base"]))
+    (m,) = manifests(tmp_path / "shipped").values()
+    path = stages.base_path_for(cfg, task)
+    assert m["cache_name"] == path.name and m["steps"] == 30 and m["stopped_by"] == "steps"
+    assert set(m["dev"]) == set(m["test"]) == {"bleu"} and [r["step"] for r in m["learning_curve"]] == [10, 20, 30]
+    trained, _ = load_model(path)
+    path.unlink()
+    monkeypatch.setattr(stages, "_train_stage", lambda *a, **k: pytest.fail("a shipped base must not be trained"))
+    assert stages.ensure_base(cfg, task) == path
+    installed, payload = load_model(path)
+    for (name, a), b in zip(trained.state_dict().items(), installed.state_dict().values()):
+        assert b.dtype == a.dtype and torch.equal(b, a.half().to(a.dtype)), name
+    assert payload["shipped"].endswith("folder_base.pt")
+    path.unlink()
+    manifest = tmp_path / "shipped" / "folder_base.json"  # as if trained on other data
+    manifest.write_text(manifest.read_text().replace(m["fingerprint"], "0" * 16))
+    with pytest.raises(CheckpointError, match="shipped=false"):
+        stages.ensure_base(cfg, task)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -26,8 +28,10 @@ def sr_config(tmp, **over):
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_image_model_exact_blockwise_equals_greedy(seed):
-    model = build_image_model(4, IMAGE_MICRO, lr_size=2, hr_size=4, seed=seed).double().eval()
+@pytest.mark.parametrize("aligned", [False, True])
+def test_image_model_exact_blockwise_equals_greedy(seed, aligned):
+    sizes = dataclasses.replace(IMAGE_MICRO, aligned_input=aligned)
+    model = build_image_model(4, sizes, lr_size=2, hr_size=4, seed=seed).double().eval()
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for p in model.heads.parameters():
@@ -54,6 +58,28 @@ def test_image_model_teacher_forced_shapes_and_positions():
     expect = [model.tgt_row.weight[r] + model.tgt_col.weight[c] + model.channel.weight[ch]
               for r, c, ch in ((0, 0, 0), (0, 0, 1), (0, 1, 0), (1, 0, 0))]
     torch.testing.assert_close(grid[0], torch.stack(expect))
+
+
+def test_aligned_input_adds_the_upsampled_intensity_of_the_predicted_pixel(tmp_path):
+    """model.aligned_input: position p (which predicts HR token p) also embeds the LR intensity that token
+    upsamples; a 2x2 -> 4x4 image: HR pixel (r, c) lies under LR pixel (r // 2, c // 2), same channel."""
+    sizes = dataclasses.replace(IMAGE_MICRO, aligned_input=True)
+    model = build_image_model(1, sizes, lr_size=2, hr_size=4, seed=0).eval()
+    plain = build_image_model(1, IMAGE_MICRO, lr_size=2, hr_size=4, seed=0).eval()
+    src = torch.randint(0, 256, (2, 12))
+    tgt = torch.randint(0, 256, (2, 5))
+    pos = torch.arange(5).expand(2, 5)
+    enc = model.encode(src)
+    plain.load_state_dict({k: v for k, v in model.state_dict().items() if not k.startswith("aligned")})
+    extra = model.embed_tgt(tgt, pos, 5, enc) - plain.embed_tgt(tgt, pos, 5, plain.encode(src))
+    # HR tokens 0..4 = (r0 c0 R), (r0 c0 G), (r0 c0 B), (r0 c1 R), (r0 c1 G): all under LR pixel (0, 0).
+    expect = model.aligned(src[:, [0, 1, 2, 0, 1]])
+    torch.testing.assert_close(extra, expect)
+    assert model.lr_index[3 * (2 * 4 + 3) + 2].item() == 3 * (1 * 2 + 1) + 2  # HR (2, 3) B -> LR (1, 1) B
+    with pytest.raises(ValueError, match="aligned_input"):
+        model.decode(tgt, dataclasses.replace(enc, src=None))
+    with pytest.raises(ValueError, match="aligned_input"):  # translation has no pixel alignment
+        toy_config(tmp_path, model={"aligned_input": True})
 
 
 def test_sr_pipeline_rows_files_and_psnr(tmp_path):

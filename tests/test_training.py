@@ -61,7 +61,16 @@ def test_few_steps_lower_the_loss(tmp_path):
     out = train(model, toy_batches(), cfg, tmp_path / "m.pt", dev_sets={"dev": dev}, progress=False)
     after = out["history"][-1]["dev/loss_head1"]
     assert after < 0.6 * before, (before, after)
-    assert load_checkpoint(tmp_path / "m.pt")["step"] == 120
+    assert load_checkpoint(tmp_path / "m.pt")["step"] == 120 and out["stopped_by"] == "steps"
+
+
+def test_a_binding_time_cap_is_recorded(tmp_path):
+    """max_minutes is a cap: when it, not the step budget, ends a stage, the checkpoint says so (rows carry it
+    as train_stopped_by / base_stopped_by), because that model depends on the machine's speed."""
+    cfg = TrainConfig(max_steps=1000, max_minutes=1e-6, warmup_steps=1, ckpt_every=1000, log_every=1000)
+    out = train(fresh_model(k=1, identity_p1=True), toy_batches(), cfg, tmp_path / "m.pt", progress=False)
+    assert out["step"] < 1000 and out["stopped_by"] == "minutes"
+    assert load_checkpoint(tmp_path / "m.pt")["stopped_by"] == "minutes"
 
 
 @pytest.mark.parametrize("arch", HEAD_ARCHS)
@@ -169,7 +178,7 @@ def test_keep_best_and_patience(tmp_path):
     ck = load_checkpoint(tmp_path / "m.pt")
     assert ck["best_step"] == out["history"][best_i]["step"]
     assert evaluate_heads(model, dev(), [0], "cpu")["loss_head1"] == pytest.approx(losses[best_i], rel=1e-5)
-    assert out["step"] < 60, "the run must stop by patience"
+    assert out["step"] < 60 and out["stopped_by"] == "patience", "the run must stop by patience"
     assert len(losses) - 1 - best_i == 3  # exactly `patience` evaluations after the best one
 
 

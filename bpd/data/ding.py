@@ -283,9 +283,16 @@ def split_pairs(
     return train, dev, test
 
 
-def ding_folder(cache_dir: Path, direction: str = "en-de", include_phrases: bool = False) -> Path:
+#: Marks the source of a phrase pair (``tag_phrases``): the model learns that an untagged input is a sentence,
+#: so the phrases' short outputs do not shorten its translations.
+PHRASE_TAG = "<phrase>"
+
+
+def ding_folder(cache_dir: Path, direction: str = "en-de", include_phrases: bool = False,
+                tag_phrases: bool = False, sentence_repeat: int = 1) -> Path:
     """Where ``prepare_ding`` keeps the split corpus of these options."""
-    return Path(cache_dir) / f"ding_{direction}{'_phrases' if include_phrases else ''}"
+    name = f"ding_{direction}{'_phrases' if include_phrases else ''}{'_tagged' if tag_phrases else ''}"
+    return Path(cache_dir) / (name + (f"_x{sentence_repeat}" if sentence_repeat > 1 else ""))
 
 
 def prepare_ding(
@@ -293,6 +300,8 @@ def prepare_ding(
     ding_path: str | Path | None = None,
     direction: str = "en-de",
     include_phrases: bool = False,
+    tag_phrases: bool = False,
+    sentence_repeat: int = 1,
     n_dev: int = 500,
     n_test: int = 1000,
     seed: int = 0,
@@ -303,11 +312,13 @@ def prepare_ding(
 
     Existing complete folders are reused without reading the dictionary again. In multi-process (DDP)
     runs call this on rank 0 first and barrier: concurrent calls are safe (atomic writes) but wasteful.
-    Phrase pairs only ever go to train, and never ones that share a side with a dev/test sentence.
+    Phrase pairs only ever go to train, and never ones that share a side with a dev/test sentence; with
+    ``tag_phrases`` their sources start with ``PHRASE_TAG``, and ``sentence_repeat`` repeats the training
+    sentences so that they are not drowned by the 355k phrases.
     """
     src_lang, _ = check_direction(direction)
     cache_dir = Path(cache_dir)
-    folder = ding_folder(cache_dir, direction, include_phrases)
+    folder = ding_folder(cache_dir, direction, include_phrases, tag_phrases, sentence_repeat)
     files = split_files(folder)
     if all(f.is_file() for f in files):
         counts = {s: count_lines(folder / f"{s}.src") for s in SPLITS}
@@ -321,13 +332,18 @@ def prepare_ding(
     n_sent_train = len(train)
     if include_phrases:
         held = {s for pair in dev + test for s in pair}
-        train = train + [(en, de) for en, de in corpus.phrases if en not in held and de not in held]
+        phrases = [(en, de) for en, de in corpus.phrases if en not in held and de not in held]
+        if tag_phrases:  # on the source side, whichever language it is
+            phrases = [(f"{PHRASE_TAG} {en}", de) if src_lang == "en" else (en, f"{PHRASE_TAG} {de}")
+                       for en, de in phrases]
+        train = train * sentence_repeat + phrases
     for split, split_pairs_ in zip(SPLITS, (train, dev, test)):
         en_de = src_lang == "en"
         atomic_write_lines(folder / f"{split}.src", (en if en_de else de for en, de in split_pairs_))
         atomic_write_lines(folder / f"{split}.tgt", (de if en_de else en for en, de in split_pairs_))
     st = corpus.stats
-    phrases = f" + {len(train) - n_sent_train} phrase pairs" if include_phrases else ""
+    phrases = (f" (x{sentence_repeat}) + {len(train) - n_sent_train * sentence_repeat} phrase pairs"
+               f"{' (tagged)' if tag_phrases else ''}") if include_phrases else ""
     print(
         f"ding {direction}: {path} ({st['lines']} lines, {st['sentence_like']} sentence-like pairs, "
         f"{st['sentences']} clean) -> train {n_sent_train}{phrases}, dev {len(dev)}, test {len(test)} "
@@ -340,6 +356,7 @@ __all__ = [
     "DING_SYSTEM_PATH",
     "DING_URL",
     "DingCorpus",
+    "PHRASE_TAG",
     "extract_ding_pairs",
     "fetch_ding_from_upstream",
     "fetch_ding_with_apt",

@@ -47,6 +47,14 @@ class ImageTransformer(Transformer):
         self.bos_pos = nn.Parameter(torch.zeros(d))
         for e in (self.src_row, self.src_col, self.tgt_row, self.tgt_col, self.channel):
             nn.init.normal_(e.weight, std=0.02)
+        if cfg.aligned_input:
+            # Output position p (the HR intensity predicted there) -> index of the LR intensity it upsamples.
+            hr, lr, f = cfg.hr_size, cfg.lr_size, cfg.hr_size // cfg.lr_size
+            p = torch.arange(hr * hr * 3)
+            pix, ch = p // 3, p % 3
+            self.register_buffer("lr_index", ((pix // hr // f) * lr + (pix % hr) // f) * 3 + ch, persistent=False)
+            self.aligned = nn.Embedding(N_INTENSITIES, d)
+            nn.init.normal_(self.aligned.weight, std=0.02)
 
     @property
     def seq_len(self) -> int:
@@ -62,12 +70,19 @@ class ImageTransformer(Transformer):
         x = self.src_embed(src) * math.sqrt(self.cfg.d_model)
         return self.drop(x + self._grid(pos, self.cfg.lr_size, self.src_row, self.src_col))
 
-    def embed_tgt(self, tgt: torch.Tensor, pos: torch.Tensor, upper: int) -> torch.Tensor:
-        # Position 0 holds BOS; position p >= 1 holds HR token p - 1.
+    def embed_tgt(self, tgt: torch.Tensor, pos: torch.Tensor, upper: int, enc=None) -> torch.Tensor:
+        # Position 0 holds BOS; position p >= 1 holds HR token p - 1 (and predicts HR token p).
         x = self.tgt_embed(tgt) * math.sqrt(self.cfg.d_model)
         grid = self._grid(pos - 1, self.cfg.hr_size, self.tgt_row, self.tgt_col)
         grid = torch.where((pos == 0)[..., None], self.bos_pos.to(grid.dtype), grid)
-        return self.drop(x + grid)
+        x = x + grid
+        if self.cfg.aligned_input:
+            if enc is None or enc.src is None:
+                raise ValueError("model.aligned_input needs the source image: decode with the model's encode().")
+            # The LR intensity under the token this position predicts (verify passes may run past the end).
+            lr_pos = self.lr_index[pos.clamp(max=self.seq_len - 1)]
+            x = x + self.aligned(enc.src.gather(1, lr_pos)).to(x.dtype)
+        return self.drop(x)
 
 
 def build_image_model(

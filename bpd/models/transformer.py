@@ -164,11 +164,13 @@ class EncoderState:
 
     src_mask: torch.Tensor  # (B,1,1,S) bool, True = attend
     cross_kv: list[tuple[torch.Tensor, torch.Tensor]]  # per decoder layer, projected once
+    src: torch.Tensor | None = None  # (B,S) the source ids (image models with aligned_input read them)
 
     def select(self, rows: torch.Tensor) -> EncoderState:
         return EncoderState(
             self.src_mask.index_select(0, rows),
             [(k.index_select(0, rows), v.index_select(0, rows)) for k, v in self.cross_kv],
+            None if self.src is None else self.src.index_select(0, rows),
         )
 
 
@@ -234,7 +236,8 @@ class Transformer(nn.Module):
         x = self.src_embed(src) * math.sqrt(self.cfg.d_model)
         return self.drop(x + self._positions(pos, src.shape[1]).to(x.dtype))
 
-    def embed_tgt(self, tgt: torch.Tensor, pos: torch.Tensor, upper: int) -> torch.Tensor:
+    def embed_tgt(self, tgt: torch.Tensor, pos: torch.Tensor, upper: int, enc: EncoderState | None = None
+                  ) -> torch.Tensor:
         x = self.tgt_embed(tgt) * math.sqrt(self.cfg.d_model)
         return self.drop(x + self._positions(pos, upper).to(x.dtype))
 
@@ -246,7 +249,7 @@ class Transformer(nn.Module):
         for layer in self.enc_layers:
             x = layer(x, src_mask)
         mem = self.enc_ln(x)
-        return EncoderState(src_mask, [layer.cross_attn.project_kv(mem) for layer in self.dec_layers])
+        return EncoderState(src_mask, [layer.cross_attn.project_kv(mem) for layer in self.dec_layers], src)
 
     # -- decoder ----------------------------------------------------------------------------------
     def new_cache(self, batch: int, capacity: int, device=None, dtype=None) -> KVCache:
@@ -276,7 +279,7 @@ class Transformer(nn.Module):
             keys = torch.arange(t_total, device=dev)
             self_mask = (keys[None, None, :] <= pos[:, :, None])[:, None]  # (B,1,n,T)
             rows = torch.arange(b, device=dev)[:, None].expand(b, n)
-        x = self.embed_tgt(tgt, pos, t_total)
+        x = self.embed_tgt(tgt, pos, t_total, enc)
         for li, layer in enumerate(self.dec_layers):
             h = layer.ln1(x)
             k_new, v_new = layer.self_attn.project_kv(h)

@@ -18,7 +18,7 @@ from bpd.config import SPLITS, DecodeConfig, HeadsConfig, ModelConfig
 from bpd.data.batches import batch_iterator, make_batches
 from bpd.data.store import ArrayPairs, ListPairs, PairStore
 from bpd.decoding.spec import DecodeSpec
-from bpd.decoding.timed import RunOutput
+from bpd.decoding.timed import RunOutput, decode_and_time
 from bpd.tracking import Tracker
 from bpd.training.checkpoint import CheckpointError
 
@@ -72,6 +72,11 @@ class Task:
         order = make_batches(pairs.src_lengths, pairs.tgt_lengths, max_tokens, shuffle=False)
         return lambda: batch_iterator(pairs, order, self.pad_id, self.bos_id)
 
+    def fingerprint(self) -> str:
+        """A content hash of the data (and tokenizer) as the model sees it: a shipped model trained on other
+        data is refused (``bpd.shipped``)."""
+        raise NotImplementedError
+
     # -- models --------------------------------------------------------------------------------------------
     def build_model(self, model: ModelConfig, heads: HeadsConfig, k: int, seed: int):
         """A fresh model with ``k`` slots (k = 1: the base model) of ``heads``' architecture."""
@@ -104,6 +109,21 @@ class Task:
     def scorer(self, split: str, n: int) -> Scorer:
         """The scorer of the first ``n`` examples of ``split``."""
         raise NotImplementedError
+
+    def dev_score(self, model, decode: DecodeConfig, n: int | None = None, split: str = "dev",
+                  batch_size: int = 32, device: str | torch.device = "cpu") -> dict[str, float]:
+        """Greedy quality of the first ``n`` examples of ``split`` ({quality: value}, e.g. BLEU): the learning
+        curve a training stage records every ``train.score_every`` steps."""
+        pairs = self.pairs(split)
+        n = len(pairs) if n is None else min(n, len(pairs))
+        was_training = model.training
+        model.eval()
+        try:
+            out = decode_and_time(model, pairs.sources(range(n)), [DecodeSpec("greedy")], self.max_len(decode),
+                                  batch_size=batch_size, device=device, warmup=0, progress=False)["greedy"]
+        finally:
+            model.train(was_training)
+        return {self.quality: float(self.scorer(split, n).score(out.tokens, out.tokens)[self.quality])}
 
     def extra_rows(self, scorer: Scorer, outs: dict[str, RunOutput], specs: list[DecodeSpec],
                    rows: list[dict[str, Any]], common: dict[str, Any], out_dir: Path) -> list[dict[str, Any]]:

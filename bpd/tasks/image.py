@@ -5,6 +5,7 @@ rows and a grid of outputs as the figure."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from bpd.config import DecodeConfig, HeadsConfig, ImageTaskConfig, ModelConfig
+from bpd.config import SPLITS, DecodeConfig, HeadsConfig, ImageTaskConfig, ModelConfig
 from bpd.data import images as im
 from bpd.data.celeba import prepare_celeba
 from bpd.data.faces import load_sr_npz, prepare_embedded_sr
@@ -93,6 +94,13 @@ class ImageTask(Task):
         key = config_hash(dataclasses.asdict(cfg))
         super().__init__(cfg.name, key, im.VOCAB_SIZE, splits, im.PAD_ID, im.BOS_ID, im.EOS_ID)
         self.cfg = cfg
+
+    def fingerprint(self) -> str:
+        digest = hashlib.sha1()
+        for split in SPLITS:
+            for array in self.images[split]:
+                digest.update(np.ascontiguousarray(array).data)
+        return digest.hexdigest()[:16]
 
     def build_model(self, model: ModelConfig, heads: HeadsConfig, k: int, seed: int):
         return build_image_model(k, model, self.cfg.lr_size, self.cfg.hr_size, seed=seed, **heads_options(heads))

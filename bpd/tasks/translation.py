@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from bpd.config import SPLITS, DecodeConfig, HeadsConfig, ModelConfig, TranslationTaskConfig
+from bpd.config import SPLITS, DecodeConfig, HeadsConfig, ModelConfig, TranslationTaskConfig, keyed_fields
 from bpd.data.ding import prepare_ding
 from bpd.data.store import build_store, file_hash
 from bpd.data.tokenizer import Tokenizer
@@ -29,7 +29,8 @@ WMT14_LAYOUT = "train.{en,de}, newstest2013.{en,de}, newstest2014.{en,de}"
 
 def _ding(cfg: TranslationTaskConfig, data_cache: Path) -> Path:
     return prepare_ding(data_cache, ding_path=cfg.ding_path, direction=cfg.direction,
-                        include_phrases=cfg.include_phrases, n_dev=cfg.n_dev, n_test=cfg.n_test)
+                        include_phrases=cfg.include_phrases, tag_phrases=cfg.tag_phrases,
+                        sentence_repeat=cfg.sentence_repeat, n_dev=cfg.n_dev, n_test=cfg.n_test)
 
 
 def _wmt14(cfg: TranslationTaskConfig, data_cache: Path) -> Path:
@@ -84,7 +85,7 @@ class TranslationTask(Task):
         # The tokenizer learns from a fixed-seed sample of the training text (sentencepiece's own sampling).
         tok = Tokenizer.train([folder / "train.src", folder / "train.tgt"], folder / f"spm{cfg.vocab_size}",
                               cfg.vocab_size, seed=0)
-        key = config_hash({k: v for k, v in dataclasses.asdict(cfg).items() if k != "ding_path"})
+        key = config_hash(keyed_fields(cfg, drop=("ding_path",)))
         tok_hash = file_hash(tok.model_path)
         splits = {}
         for split in SPLITS:
@@ -96,10 +97,15 @@ class TranslationTask(Task):
                 folder / f"{split}.tgt", tok.encode_batch, tok.eos_id, tok.vocab_size, tok_hash,
                 max_len=cfg.max_len if train else None, keep_all=not train,
             )
+        self.folder = folder
         self.refs = {s: (folder / f"{s}.tgt").read_text(encoding="utf-8").split("\n")[: len(splits[s])]
                      for s in ("dev", "test")}
         super().__init__(cfg.name, key, tok.vocab_size, splits, tok.pad_id, tok.bos_id, tok.eos_id)
         self.cfg, self.tokenizer = cfg, tok
+
+    def fingerprint(self) -> str:
+        files = [self.folder / f"{s}.{x}" for s in SPLITS for x in ("src", "tgt")] + [self.tokenizer.model_path]
+        return config_hash([file_hash(f) for f in files], self.cfg.max_len)
 
     def build_model(self, model: ModelConfig, heads: HeadsConfig, k: int, seed: int):
         # Room for the longest dev/test line (4 * max_len) and its output limit.

@@ -129,6 +129,7 @@ def train(
     seed: int = 0,
     resume: bool = True,
     dev_sets: dict[str, Callable[[], Iterable[Batch]]] | None = None,
+    dev_score: Callable[[Any], dict[str, float]] | None = None,
     log: Callable[[dict[str, Any]], None] | None = None,
     device: str | torch.device = "cpu",
     meta: dict[str, Any] | None = None,
@@ -140,6 +141,11 @@ def train(
 
     ``heads`` None trains the base model (p_1 alone); a ``HeadsConfig`` trains the proposal heads, frozen or
     fine-tuned with the base, with its loss (mean or sampled) and p_1 weight. ``seed`` fixes initial RNG state.
+
+    ``ddp_model`` (``bpd.training.distributed.wrap_ddp(model, info)``: DDP around ``LossModule(model)``)
+    ``dev_score(model)`` (e.g. greedy dev BLEU: ``Task.dev_score``) is called every ``cfg.score_every``
+    steps; its first value is "the score" that ``cfg.best_on = "score"`` keeps the best weights by (higher is
+    better). Its values join the history as ``dev/<name>``: the learning curve the checkpoint keeps.
 
     ``ddp_model`` (``bpd.training.distributed.wrap_ddp(model, info)``: DDP around ``LossModule(model)``)
     computes the losses when given; then each rank weights its micro-batches by their share of the global
@@ -201,11 +207,14 @@ def train(
             "history": history,
             "meta": meta or {},
             "final": final,
+            "stopped_by": stopped_by(),
         }
         if not final:
             p["optimizer"] = opt.state_dict()
             p["rng"] = _rng_state()
             p["best"] = best
+        elif best is not None and cfg.best_on == "score":
+            p["best_step"], p["best_dev_score"] = best["step"], -best["loss"]
         elif best is not None:
             p["best_step"], p["best_dev_loss"] = best["step"], best["loss"]
         return p
@@ -216,10 +225,20 @@ def train(
             if final:
                 save_checkpoint(ckpt_path, payload(True))
 
-    def done() -> bool:
+    def stopped_by() -> str | None:
+        """What ends the stage now: "steps" (the budget), "minutes" (the cap: the model then depends on the
+        machine's speed, so rows record it), "patience" (early stopping), or None (not yet)."""
+        if step >= cfg.max_steps:
+            return "steps"
+        if budget_s is not None and elapsed >= budget_s:
+            return "minutes"
         # Only rank 0 evaluates, so early stopping is single-process only (a lone rank stopping would hang DDP).
-        stalled = world == 1 and cfg.patience is not None and best is not None and best["evals_since"] >= cfg.patience
-        return step >= cfg.max_steps or (budget_s is not None and elapsed >= budget_s) or stalled
+        if world == 1 and cfg.patience is not None and best is not None and best["evals_since"] >= cfg.patience:
+            return "patience"
+        return None
+
+    def done() -> bool:
+        return stopped_by() is not None
 
     bar = tqdm(total=cfg.max_steps, initial=step, disable=not (progress and is_main), desc=f"train {stage}")
     last_loss = float("nan")
@@ -278,14 +297,23 @@ def train(
                 row.update({f"train/loss_head{i + 1}": v for i, v in per_head.items()})
                 if log and is_main:
                     log(row)
-            if dev_sets and is_main and step % cfg.eval_every == 0:  # not counted as training time
+            evals = bool(dev_sets) and step % cfg.eval_every == 0
+            scores = dev_score is not None and cfg.score_every > 0 and step % cfg.score_every == 0
+            if is_main and (evals or scores):  # not counted as training time
                 row = {"step": step}
-                for name, make in dev_sets.items():
+                for name, make in (dev_sets or {}).items() if evals else ():
                     for key, v in evaluate_heads(model, make(), list(range(model.k)), device, cfg.bf16).items():
                         row[f"{name}/{key}"] = v
+                if scores:
+                    scored = dev_score(model)
+                    row.update({f"dev/{k}": v for k, v in scored.items()})
+                    row["dev/score"] = next(iter(scored.values()))
                 history.append(row)
                 if cfg.keep_best:
-                    metric = next((v for k, v in row.items() if k.endswith("/loss_head1")), None)
+                    if cfg.best_on == "score":  # lower is better below: the negated score
+                        metric = -row["dev/score"] if "dev/score" in row else None
+                    else:
+                        metric = next((v for k, v in row.items() if k.endswith("/loss_head1")), None)
                     if metric is not None and (best is None or metric < best["loss"]):
                         best = {
                             "loss": metric,
@@ -293,7 +321,7 @@ def train(
                             "evals_since": 0,
                             "state": {k: v.detach().clone() for k, v in model.state_dict().items()},
                         }
-                    elif best is not None:
+                    elif metric is not None:
                         best["evals_since"] += 1
                 if is_main and progress:
                     tqdm.write(f"step {step}: " + " ".join(f"{k}={v:.3f}" for k, v in row.items() if k != "step"))
@@ -312,6 +340,8 @@ def train(
     if best is not None:
         model.load_state_dict(best["state"])
         if is_main:
-            print(f"keeping the best dev checkpoint: step {best['step']} (dev loss {best['loss']:.3f})")
+            what = f"dev score {-best['loss']:.3f}" if cfg.best_on == "score" else f"dev loss {best['loss']:.3f}"
+            print(f"keeping the best dev checkpoint: step {best['step']} ({what})")
     checkpoint(final=True)
-    return {"step": step, "epoch": epoch, "elapsed_min": elapsed / 60, "last_loss": last_loss, "history": history}
+    return {"step": step, "epoch": epoch, "elapsed_min": elapsed / 60, "last_loss": last_loss, "history": history,
+            "stopped_by": stopped_by()}

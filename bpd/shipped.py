@@ -1,0 +1,89 @@
+"""Shipped base models: checkpoints trained once by ``make pretrain`` and committed under ``checkpoints/``,
+so that the demo and the small reproductions start from the same good base on every machine.
+
+A shipped checkpoint is a cached stage product that travels: ``checkpoints/<name>.pt`` holds the weights
+(fp16: half the bytes; the training run's fp32 weights rounded once) and ``checkpoints/<name>.json`` its
+manifest: the cache file name the model has under its config (``stages.base_path_for``), the fingerprint of
+the data and tokenizer it was trained with, its steps, learning curve and dev/test scores, and the command
+and commit that made it. When a run needs a base model whose cache file name a manifest names, the shipped
+weights are installed there (as fp32) instead of training; with other data the run refuses with the fix
+rather than decode garbage. ``shipped=false`` (``make demo FROM_SCRATCH=1``) trains everything anew.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from bpd.runtime import repo_relative, resolve_path
+from bpd.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+
+
+def manifests(shipped_dir: str | Path) -> dict[str, dict[str, Any]]:
+    """The shipped checkpoints' manifests by the cache file name each one installs as."""
+    folder = resolve_path(shipped_dir)
+    out = {}
+    for f in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        m = json.loads(f.read_text())
+        out[m["cache_name"]] = {**m, "manifest": f}
+    return out
+
+
+def install(path: Path, fingerprint: str, shipped_dir: str | Path) -> bool:
+    """Write the shipped checkpoint whose manifest names ``path.name`` to ``path`` (fp32), if there is one;
+    False if none is shipped for it. Data other than the one it was trained on is refused with the fix."""
+    m = manifests(shipped_dir).get(path.name)
+    if m is None:
+        return False
+    if m["fingerprint"] != fingerprint:
+        raise CheckpointError(
+            f"the shipped base {m['manifest'].name} was trained on other data or another tokenizer than this run "
+            f"has (fingerprint {m['fingerprint']} vs {fingerprint}); run with shipped=false (make ... "
+            "FROM_SCRATCH=1) to train a base model on your data."
+        )
+    payload = load_checkpoint(m["manifest"].with_suffix(".pt"))
+    payload["model"] = {k: v.float() if v.is_floating_point() else v for k, v in payload["model"].items()}
+    payload["shipped"] = repo_relative(m["manifest"].with_suffix(".pt"))
+    save_checkpoint(path, payload)
+    print(f"base model: the shipped {payload['shipped']} ({m['steps']} steps, dev {m['dev']})")
+    return True
+
+
+def export(path: Path, name: str, fingerprint: str, shipped_dir: str | Path, scores: dict[str, Any],
+           extra: dict[str, Any] | None = None) -> Path:
+    """Write the finished checkpoint ``path`` as ``<shipped_dir>/<name>.pt`` (fp16 weights, no optimizer
+    state) with its manifest ``<name>.json``; returns the manifest's path."""
+    payload = load_checkpoint(path)
+    if not payload.get("final", True):
+        raise CheckpointError(f"{path} is not a finished checkpoint; let its training finish first.")
+    folder = resolve_path(shipped_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    slim = {k: v for k, v in payload.items() if k not in ("optimizer", "rng", "best")}
+    slim["model"] = {k: v.half() if v.is_floating_point() else v for k, v in payload["model"].items()}
+    save_checkpoint(folder / f"{name}.pt", slim)
+    # The learning curve: every scored evaluation (train.score_every), with the dev loss where it was taken.
+    curve = [{k: v for k, v in row.items() if k == "step" or (k.startswith("dev/") and k != "dev/score")}
+             for row in payload.get("history", []) if "dev/score" in row]
+    manifest = {
+        "name": name,
+        "cache_name": path.name,
+        "fingerprint": fingerprint,
+        "steps": payload["step"],
+        "stopped_by": payload.get("stopped_by"),
+        "train_minutes": round(payload.get("elapsed", 0.0) / 60, 1),
+        "best_step": payload.get("best_step"),
+        **scores,
+        "parameters": sum(v.numel() for v in payload["model"].values()),
+        "bytes": (folder / f"{name}.pt").stat().st_size,
+        "model_config": payload["model_config"],
+        "train_config": payload["train_config"],
+        "trained_by": {k: payload.get("meta", {}).get(k) for k in ("command", "git_sha")},
+        "exported": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "learning_curve": curve,
+        **(extra or {}),
+    }
+    out = folder / f"{name}.json"
+    out.write_text(json.dumps(manifest, indent=1) + "\n")
+    return out
