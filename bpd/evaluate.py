@@ -17,6 +17,7 @@ import torch
 from bpd.config import ExperimentConfig
 from bpd.decoding.spec import DecodeSpec, decode_specs
 from bpd.decoding.timed import RunOutput, decode_and_time
+from bpd.locks import exclusive
 from bpd.metrics import block_histogram, mean_block_size, per_example_block_means, summarize
 from bpd.runtime import config_hash, process, repo_relative, resolve_path
 from bpd.tasks import Scorer, Task
@@ -48,13 +49,28 @@ def evaluate(cfg: ExperimentConfig, task: Task, model_path: Path) -> list[dict]:
     rid = run_id(cfg, model_path)
     info, device = process(cfg)
     model, payload = load_model(model_path, device)
-    if d.skip_existing:
+
+    def done() -> list[dict]:
         # The same run id *and* the same trained weights: a model file retrained under the same config
         # (e.g. a fresh clone, whose results/ already holds our committed rows) is evaluated anew.
-        done = [r for r in read_rows(rows_path) if r.get("run_id") == rid and same_weights(r, payload)]
-        if done:
-            print(f"results for run {rid} already in {rows_path}; skipping (decode.skip_existing=false to redo)")
-            return done
+        if not d.skip_existing:
+            return []
+        return [r for r in read_rows(rows_path) if r.get("run_id") == rid and same_weights(r, payload)]
+
+    if not done():
+        # One job decodes a run; an identical one started meanwhile waits, then finds its rows and skips.
+        with exclusive(results_dir / ".locks" / f"{rid}.lock", lambda: bool(done())) as finished:
+            if not finished:
+                return _evaluate(cfg, task, model_path, model, payload, rid, info, device)
+    rows = done()
+    print(f"results for run {rid} already in {rows_path}; skipping (decode.skip_existing=false to redo)")
+    return rows
+
+
+def _evaluate(cfg: ExperimentConfig, task: Task, model_path: Path, model, payload: dict, rid: str, info, device
+              ) -> list[dict]:
+    d = cfg.decode
+    results_dir = resolve_path(cfg.results_dir)
     task.check_model(model, model_path)
     if d.dtype == "bfloat16":
         model = model.to(torch.bfloat16)
@@ -86,13 +102,23 @@ def evaluate(cfg: ExperimentConfig, task: Task, model_path: Path) -> list[dict]:
         if not info.is_main:
             return []  # rank 0 writes the rows and files
     common = row_provenance(cfg, task, model_path, payload, rid, device)
-    out_dir = results_dir / "outputs" / rid
+    out_dir = fresh_folder(results_dir / "outputs", rid)
     rows = make_rows(outs, specs, scorer, common, out_dir, task.eos_id)
     rows += task.extra_rows(scorer, outs, specs, rows, common, out_dir)
-    append_rows(rows_path, rows)
+    append_rows(results_dir / "rows.jsonl", rows)
     print(format_table(rows, task.quality))
     log_to_wandb(cfg, task, rows, common, rid, scorer, outs, specs, pairs, out_dir)
     return rows
+
+
+def fresh_folder(parent: Path, name: str) -> Path:
+    """``parent/name``, or ``name-2``, ``name-3``, ... if taken: a redone run (``decode.skip_existing=false``)
+    writes its outputs beside the earlier run's, whose rows keep pointing at unchanged files."""
+    out, n = parent / name, 1
+    while out.exists():
+        n += 1
+        out = parent / f"{name}-{n}"
+    return out
 
 
 def row_provenance(cfg: ExperimentConfig, task: Task, model_path: Path, payload: dict, rid: str,

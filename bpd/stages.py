@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bpd.config import ExperimentConfig, HeadsConfig, TrainConfig, keyed_fields
+from bpd.locks import exclusive
 from bpd.runtime import cache_root, config_hash, process
 from bpd.shipped import install
 from bpd.targets import base_outputs, distilled_pairs, self_pairs
@@ -54,15 +55,25 @@ def ensure_base(cfg: ExperimentConfig, task: Task, targets: str = "gold", seed: 
     path = base_path_for(cfg, task, targets, seed)
     if finished(path):
         return path
-    # A shipped base model (make pretrain) of exactly this config: installed instead of trained.
-    if cfg.shipped and dist.main_first(lambda: finished(path) or install(path, task.fingerprint(),
-                                                                          cfg.paths.shipped_dir)):
-        return path
-    pairs = task.pairs("train") if targets == "gold" else distillation_targets(cfg, task)
-    model = task.build_model(cfg.model, BASE, 1, seed)
-    dev = {"dev": task.eval_batches(task.pairs("dev"), cfg.train.max_tokens)}
-    described = {"model": dataclasses.asdict(cfg.model), "train": dataclasses.asdict(cfg.train), "targets": targets}
-    return _train_stage(cfg, task, model, pairs, cfg.train, None, seed, path, f"base-{targets}-s{seed}", dev, described)
+    with exclusive(lock_for(path), lambda: finished(path)) as done:  # one job trains it, the others wait
+        if done:
+            return path
+        # A shipped base model (make pretrain) of exactly this config: installed instead of trained.
+        if cfg.shipped and dist.main_first(lambda: finished(path) or install(path, task.fingerprint(),
+                                                                              cfg.paths.shipped_dir)):
+            return path
+        pairs = task.pairs("train") if targets == "gold" else distillation_targets(cfg, task)
+        model = task.build_model(cfg.model, BASE, 1, seed)
+        dev = {"dev": task.eval_batches(task.pairs("dev"), cfg.train.max_tokens)}
+        described = {"model": dataclasses.asdict(cfg.model), "train": dataclasses.asdict(cfg.train),
+                     "targets": targets}
+        return _train_stage(cfg, task, model, pairs, cfg.train, None, seed, path, f"base-{targets}-s{seed}", dev,
+                            described)
+
+
+def lock_for(path: Path) -> Path:
+    """The lock file of a cached product (``bpd.locks``): beside it, so every job sharing the cache sees it."""
+    return path.with_name(path.name + ".lock")
 
 
 def distillation_targets(cfg: ExperimentConfig, task: Task) -> Pairs:
@@ -86,7 +97,6 @@ def heads_path_for(cfg: ExperimentConfig, task: Task) -> Path:
 
 def ensure_heads(cfg: ExperimentConfig, task: Task) -> Path:
     """Train (or reuse) k proposal heads on top of the base model (frozen or fine-tuned)."""
-    h = cfg.heads
     path = heads_path_for(cfg, task)
     # A finished heads model is all decoding needs: neither its base nor its training targets are rebuilt.
     if finished(path):
@@ -94,6 +104,12 @@ def ensure_heads(cfg: ExperimentConfig, task: Task) -> Path:
     base_path = ensure_base(cfg, task, cfg.base_targets)
     if path == base_path:
         return base_path
+    with exclusive(lock_for(path), lambda: finished(path)) as done:  # one job trains it, the others wait
+        return path if done else _heads_stage(cfg, task, path, base_path)
+
+
+def _heads_stage(cfg: ExperimentConfig, task: Task, path: Path, base_path: Path) -> Path:
+    h = cfg.heads
     if h.targets == "gold":
         pairs = task.pairs("train")
     elif h.targets == "distilled":

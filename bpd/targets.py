@@ -19,6 +19,7 @@ from bpd.config import ExperimentConfig
 from bpd.data.store import ListPairs, PairStore, write_store
 from bpd.decoding import beam_decode, greedy_decode
 from bpd.decoding.common import pad_rows
+from bpd.locks import exclusive
 from bpd.runtime import cache_root, pick_device, process
 from bpd.tasks import Pairs, Task
 from bpd.training import distributed as dist
@@ -38,6 +39,13 @@ def decode_targets(cfg: ExperimentConfig, task: Task, model_path: Path, out: Pat
     final = out / "targets.store"
     if (final / "manifest.json").is_file():
         return PairStore(final)
+    with exclusive(out / "decode.lock", lambda: (final / "manifest.json").is_file()) as done:  # one job decodes
+        return PairStore(final) if done else _decode_targets(cfg, task, model_path, out, beam, alpha)
+
+
+def _decode_targets(cfg: ExperimentConfig, task: Task, model_path: Path, out: Path, beam: int, alpha: float
+                    ) -> Pairs:
+    final = out / "targets.store"
     info, device = process(cfg)  # under torchrun, rank r decodes shards r, r + world, ... and reads the others'
     model, _ = load_model(model_path, device)
     train = task.pairs("train")

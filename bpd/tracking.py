@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from bpd.config import ExperimentConfig
+from bpd.locks import FileLock
 from bpd.runtime import REPO_ROOT, resolve_path
 
 
@@ -66,14 +67,46 @@ def command_line() -> str:
 
 
 def append_rows(path: str | Path, rows: list[dict[str, Any]]) -> None:
-    """Append rows to a JSON-lines file (one flush per call, so a crash loses at most this call)."""
+    """Append rows to a JSON-lines file (one flush per call, so a crash loses at most this call), under the
+    file's lock (two jobs appending at once) and always on a fresh line: a damaged line (a partial last
+    line after a crash or a full disk) is first moved to ``<file>.damaged`` and reported."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as f:
-        for r in rows:
-            f.write(json.dumps(r, default=_jsonable) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    with FileLock(path.with_name(path.name + ".lock")):
+        repair_rows(path)
+        with open(path, "a") as f:
+            for r in rows:
+                f.write(json.dumps(r, default=_jsonable) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def repair_rows(path: Path) -> int:
+    """Move the lines of a JSON-lines file that do not parse to ``<file>.damaged`` (appended, so nothing is
+    lost), end the file with a newline, and return how many lines moved."""
+    if not path.exists() or path.stat().st_size == 0:
+        return 0
+    data = path.read_bytes()
+    good, bad = [], []
+    for line in data.split(b"\n"):
+        if not line.strip():
+            continue
+        try:
+            json.loads(line)
+            good.append(line)
+        except ValueError:
+            bad.append(line)
+    if bad:
+        with open(path.with_name(path.name + ".damaged"), "ab") as f:
+            f.write(b"\n".join(bad) + b"\n")
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(b"\n".join(good) + b"\n" if good else b"")
+        os.replace(tmp, path)
+        print(f"warning: {len(bad)} damaged line(s) of {path} moved to {path.name}.damaged (the other rows are kept)")
+    elif not data.endswith(b"\n"):
+        with open(path, "ab") as f:  # a complete last row without its newline: the next row starts afresh
+            f.write(b"\n")
+    return len(bad)
 
 
 def read_rows(path: str | Path) -> list[dict[str, Any]]:

@@ -75,11 +75,14 @@ def test_exact_blockwise_equals_greedy(seed, vocab, k, batch, src_len, max_len, 
         check_contract(b, batch, max_len, model.eos_id)
         assert all(bs <= kk for row in b.block_sizes for bs in row)
         assert b.invocations == max(b.iterations) + 1
-        if kk > 1:  # per-position acceptance bookkeeping
-            assert b.position_reached[0] == sum(b.iterations)
+        if kk > 1:  # per-position acceptance, counted over kept tokens only
+            blocks = [bs for row in b.block_sizes for bs in row]
+            # Slot j's proposal was accepted exactly in the rounds that kept more than j tokens (a block cut at
+            # EOS or the length limit counts only what it kept).
+            assert b.position_accepted == [sum(bs > j for bs in blocks) for j in range(1, kk)]
             assert all(a <= r for a, r in zip(b.position_accepted, b.position_reached))
-            assert b.position_reached[1:] == b.position_accepted[:-1]
-            assert b.total_tokens <= sum(b.iterations) + sum(b.position_accepted)
+            assert all(r <= a for r, a in zip(b.position_reached[1:], b.position_accepted[:-1]))
+            assert b.position_reached[0] <= sum(b.iterations)
     check_contract(g, batch, max_len, model.eos_id)
     check_argmax_chain(model, src, g.tokens)
 
@@ -306,6 +309,17 @@ def test_bad_k_and_criterion_errors():
         criteria.make_criterion("fuzzy")
     with pytest.raises(ValueError, match="min_block_size"):
         criteria.Exact(min_block_size=0)
+    # A minimum block size above k used to be clamped to k without a word.
+    with pytest.raises(ValueError, match=r"between 1 and k=3 \(got 9\)"):
+        blockwise_decode(model, src, k=3, min_block_size=9)
+    with pytest.raises(ValueError, match=r"between 1 and k=2 \(got 3\)"):
+        blockwise_decode(model, src, k=2, criterion=criteria.TopK(n=2, min_block_size=3))
+    from bpd.config import CriterionConfig, DecodeConfig
+    from bpd.decoding.spec import decode_specs
+
+    specs = decode_specs(DecodeConfig(ks=[2, 4], beam_size=0, criteria=[CriterionConfig("exact", None, [1, 3])]), 4)
+    assert [(s.k, s.min_block_size, s.columns()["criterion_label"]) for s in specs[1:]] == [
+        (2, 1, "exact"), (4, 1, "exact"), (4, 3, "exact, min block 3 (approximate)")]  # no l=3 at k=2
     from bpd.models import build_translation_model
 
     with pytest.raises(ValueError, match="k must be >= 1"):

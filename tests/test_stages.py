@@ -99,9 +99,15 @@ def test_full_pipeline_rows(toy):
     torch.save(ckpt, path)
     evaluate(cfg, task, path)
     assert len(read_rows(tmp / "results" / "rows.jsonl")) == 2 * len(rows)
-    # decode.skip_existing=false redoes the same run: same run id, so the same output folder.
+    # decode.skip_existing=false redoes the same run (same run id) into a new output folder: the files that
+    # earlier rows point at are never rewritten.
     redo = tweak(cfg, decode={"skip_existing": False})
     assert run_id(redo, path) == run_id(cfg, path) == rows[0]["run_id"]
+    written = {r["hyp_file"] for r in read_rows(tmp / "results" / "rows.jsonl")}
+    before = {f: resolve_path(f).read_bytes() for f in written}
+    again = evaluate(redo, task, path)
+    assert {resolve_path(r["hyp_file"]).parent.name for r in again} == {rows[0]["run_id"] + "-3"}
+    assert all(resolve_path(f).read_bytes() == b for f, b in before.items())
     json.dumps(rows)  # tidy: serialisable
 
 

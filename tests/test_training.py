@@ -64,12 +64,15 @@ def test_few_steps_lower_the_loss(tmp_path):
     assert load_checkpoint(tmp_path / "m.pt")["step"] == 120 and out["stopped_by"] == "steps"
 
 
-def test_a_binding_time_cap_is_recorded(tmp_path):
+def test_a_binding_time_cap_is_recorded(tmp_path, capsys):
     """max_minutes is a cap: when it, not the step budget, ends a stage, the checkpoint says so (rows carry it
-    as train_stopped_by / base_stopped_by), because that model depends on the machine's speed."""
+    as train_stopped_by / base_stopped_by), because that model depends on the machine's speed; the progress
+    bar counts towards the cap, not towards the 1,000 steps that will never run."""
     cfg = TrainConfig(max_steps=1000, max_minutes=1e-6, warmup_steps=1, ckpt_every=1000, log_every=1000)
-    out = train(fresh_model(k=1, identity_p1=True), toy_batches(), cfg, tmp_path / "m.pt", progress=False)
+    out = train(fresh_model(k=1, identity_p1=True), toy_batches(), cfg, tmp_path / "m.pt")
     assert out["step"] < 1000 and out["stopped_by"] == "minutes"
+    bar = capsys.readouterr().err
+    assert "min cap" in bar and "/1000" not in bar.split("min cap")[-1]
     assert load_checkpoint(tmp_path / "m.pt")["stopped_by"] == "minutes"
 
 

@@ -114,9 +114,10 @@ def blockwise_decode(
             "train more heads or lower k."
         )
     criterion = criterion or Exact()
-    floor = min(k, max(int(min_block_size), criterion.min_block_size))
-    if floor < 1:
-        raise ValueError(f"min_block_size must be >= 1 (got {min_block_size}).")
+    floor = max(int(min_block_size), criterion.min_block_size)
+    if not 1 <= floor <= k:
+        raise ValueError(f"min_block_size must be between 1 and k={k} (got {floor}): a round accepts at most k "
+                         "tokens; lower the minimum block size or raise k.")
     max_len = default_max_len(src, max_len)
     b, dev = src.shape[0], src.device
     enc = model.encode(src)
@@ -127,14 +128,23 @@ def blockwise_decode(
 
     props = start(model, torch.full((b, 1), model.bos_id, dtype=torch.long, device=dev), enc, cache, k)
     invocations = 1
-    counts = [0] * k  # rounds whose leading accepted run reached slot i
+    reached, accepted = [0] * (k - 1), [0] * (k - 1)  # per proposal slot 1..k-1
     while rows.active:
         r = run_round(model, props, enc, cache, criterion, k, floor)
         invocations += 1
-        for n in r.verdict.runs:
-            for i in range(n + 1):
-                counts[i] += 1
-        finished = [s for s, row in enumerate(r.verdict.proposals) if rows.accept(s, row[: r.khat[s]])]
+        finished = []
+        for s, (row, n) in enumerate(zip(r.verdict.proposals, r.verdict.runs)):
+            done = rows.accept(s, row[: r.khat[s]])
+            if done:
+                finished.append(s)
+            # Slot j was examined when the run before it reached j - 1 and accepted when the run reached j;
+            # only slots whose tokens were kept count (a block cut at EOS or the length limit ends there).
+            kept = rows.blocks[rows.active[s]][-1]
+            top = k - 1 if kept == r.khat[s] else kept - 1
+            for j in range(min(n + 1, top)):
+                reached[j] += 1
+            for j in range(min(n, top)):
+                accepted[j] += 1
         h_last, first = r.h_last, r.first
         keep = rows.drop(finished)
         if keep is not None:
@@ -144,6 +154,4 @@ def blockwise_decode(
             enc, h_last, first = enc.select(idx), h_last.index_select(0, idx), first.index_select(0, idx)
             cache.select(keep)
         props = propose(model, h_last, first, k)
-    # Slot i (1-based) was examined when the run before it reached i-1, accepted when it reached i.
-    reached, accepted = counts[: k - 1], counts[1:]
     return rows.result(invocations, position_reached=reached, position_accepted=accepted)

@@ -42,8 +42,16 @@ class DecodeSpec:
             "criterion": self.criterion if bw else None,
             "criterion_param": self.criterion_param if bw else None,
             "min_block_size": self.min_block_size if bw else None,
+            # What the rule really is: a minimum block size > 1 overrides acceptance, so such "exact" rows are
+            # approximate (their outputs need not equal greedy's).
+            "criterion_label": self.criterion_label if bw else None,
             "beam_size": self.beam_size if self.method == "beam" else None,
         }
+
+    @property
+    def criterion_label(self) -> str:
+        base = self.criterion if self.criterion == "exact" else f"{self.criterion} {self.criterion_param:g}"
+        return base if self.min_block_size == 1 else f"{base}, min block {self.min_block_size} (approximate)"
 
     @property
     def name(self) -> str:
@@ -68,8 +76,8 @@ def decode_specs(decode: DecodeConfig, trained_k: int) -> list[DecodeSpec]:
     for crit in decode.criteria:
         for l in crit.min_block_sizes:
             for k in decode.ks:
-                if k == 1 and (crit.name != "exact" or l != 1):
-                    continue
+                if (k == 1 and (crit.name != "exact" or l != 1)) or l > k:
+                    continue  # k = 1 approximate is greedy; a block of k tokens cannot hold l > k
                 specs.append(DecodeSpec("blockwise", k=k, criterion=crit.name, criterion_param=crit.param,
                                         min_block_size=int(l)))
     return specs

@@ -290,6 +290,11 @@ def train(
                 dt = all_reduce_sum([dt])[0] / world
             elapsed += dt
             last_loss = total
+            if budget_s is not None:  # the bar's total is the budget that will end the stage: steps or minutes
+                by_time = step + int(max(0.0, budget_s - elapsed) / max(1e-9, elapsed / max(1, step)))
+                if by_time < cfg.max_steps and bar.total != by_time:
+                    bar.total = by_time
+                    bar.set_description(f"train {stage} ({cfg.max_minutes:g} min cap)")
             bar.update(1)
             if step % cfg.log_every == 0:
                 bar.set_postfix(loss=f"{total:.3f}")
