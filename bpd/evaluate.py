@@ -19,7 +19,7 @@ from bpd.decoding.spec import DecodeSpec, decode_specs
 from bpd.decoding.timed import RunOutput, decode_and_time
 from bpd.locks import exclusive
 from bpd.metrics import block_histogram, mean_block_size, per_example_block_means, summarize
-from bpd.runtime import config_hash, process, repo_relative, resolve_path
+from bpd.runtime import config_hash, ensure_writable, process, repo_relative, resolve_path
 from bpd.tasks import Scorer, Task
 from bpd.tracking import append_rows, command_line, device_name, git_sha, make_tracker, read_rows
 from bpd.training import distributed as dist
@@ -44,7 +44,7 @@ def same_weights(row: dict, payload: dict) -> bool:
 def evaluate(cfg: ExperimentConfig, task: Task, model_path: Path) -> list[dict]:
     """Decode the configured split with greedy, beam and every blockwise config; write and return rows."""
     d = cfg.decode
-    results_dir = resolve_path(cfg.results_dir)
+    results_dir = ensure_writable(cfg.results_dir)
     rows_path = results_dir / "rows.jsonl"
     rid = run_id(cfg, model_path)
     info, device = process(cfg)

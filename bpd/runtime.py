@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -55,3 +56,21 @@ def process(cfg: ExperimentConfig) -> tuple[dist.DistInfo, torch.device]:
     rank 0 of 1) and the device it computes on."""
     info = dist.init_distributed(cfg.dist.backend, cfg.device, cfg.dist.timeout_min)
     return info, info.device if info.distributed else pick_device(cfg.device)
+
+
+def ensure_writable(folder: str | Path, what: str = "paths.results_dir") -> Path:
+    """Create ``folder`` and check that files can be written there, before any long work whose results
+    would otherwise be lost at the end."""
+    folder = resolve_path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".write-test-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+        rows = folder / "rows.jsonl"
+        if rows.exists() and not os.access(rows, os.W_OK):
+            raise PermissionError(f"{rows} is read-only")
+    except OSError as e:
+        raise ValueError(f"cannot write results to {folder} ({e.strerror or e}); point {what} at a writable "
+                         "folder.") from e
+    return folder

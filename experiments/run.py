@@ -17,9 +17,11 @@ from bpd.config import ExperimentConfig
 
 def run(cfg: ExperimentConfig, _entry=None) -> list[dict]:
     from bpd.evaluate import evaluate
+    from bpd.runtime import ensure_writable
     from bpd.stages import ensure_heads
     from bpd.tasks import load_task
 
+    ensure_writable(cfg.results_dir)  # before training, not after decoding
     task = load_task(cfg)
     return evaluate(cfg, task, ensure_heads(cfg, task))
 

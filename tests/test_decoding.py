@@ -380,3 +380,25 @@ def test_frequent_targets():
     assert task.proposal_vocab(None) is None
     with pytest.raises(ValueError, match="proposal_vocab"):
         ImageTask.__new__(ImageTask).proposal_vocab(3)
+
+
+def test_bad_library_inputs_get_one_sentence():
+    """What a library user can get wrong, each refused with the fix instead of a raw torch error."""
+    model = random_model(10, 3, 0)
+    src = random_src(2, 4, 10, 0)
+    cases = [
+        (src.float(), "integer tensor of token ids"),
+        (src[0], r"\(batch, length\) integer tensor"),
+        (src[:, :0], "has no tokens"),
+        (torch.full((1, 3), 10), "token id 10, outside the model's vocabulary of 10"),
+        (torch.full((1, 3), model.pad_id), r"row\(s\) \[0\] are all padding"),
+    ]
+    for decode in (greedy_decode, blockwise_decode, lambda m, s, **kw: beam_decode(m, s, 2, 0.6, **kw)):
+        for bad, match in cases:
+            with pytest.raises(ValueError, match=match):
+                decode(model, bad)
+        with pytest.raises(ValueError, match="max_len must be a whole number >= 0"):
+            decode(model, src, max_len=-1)
+    for wrong, hint in (("exact", r"make_criterion\('exact'\)"), (criteria.Exact, r"criteria.Exact\(\)")):
+        with pytest.raises(TypeError, match=hint):
+            blockwise_decode(model, src, criterion=wrong)

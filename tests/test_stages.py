@@ -319,3 +319,39 @@ def test_a_shipped_base_is_installed_instead_of_trained(toy, tmp_path, monkeypat
     manifest.write_text(manifest.read_text().replace(m["fingerprint"], "0" * 16))
     with pytest.raises(CheckpointError, match="shipped=false"):
         stages.ensure_base(cfg, task)
+
+
+def test_a_corrupt_resume_state_is_set_aside_and_the_stage_retrained(toy, tmp_path, capsys):
+    """The README's promise for the resume file too: a damaged .state.pt is moved aside with a warning and
+    the stage trains from the start (it used to stop the run)."""
+    _, cfg, task = toy
+    cfg = tweak(cfg, paths={"cache_dir": str(tmp_path / "cache"), "results_dir": str(tmp_path / "results")})
+    path = stages.base_path_for(cfg, task)
+    state = path.with_name(path.stem + ".state.pt")
+    state.parent.mkdir(parents=True)
+    state.write_bytes(b"half a checkpoint")
+    assert stages.ensure_base(cfg, task) == path and path.exists()
+    assert state.with_name(state.name + ".corrupt").read_bytes() == b"half a checkpoint"
+    assert "training this stage from the start" in capsys.readouterr().out
+
+
+def test_bad_data_and_folders_are_named_before_training(toy, tmp_path):
+    from toy import make_corpus
+
+    from bpd.data.tokenizer import Tokenizer
+    from bpd.runtime import ensure_writable
+
+    _, cfg, _ = toy
+    folder = make_corpus(tmp_path / "corpus")
+    (folder / "test.src").write_text("")
+    with pytest.raises(ValueError, match=r"test set .*test.src is empty"):
+        load_task(tweak(cfg, task={"data_dir": str(folder)}))
+    (tmp_path / "empty.txt").write_text("\n\n")
+    with pytest.raises(ValueError, match="empty.txt is empty"):
+        Tokenizer.train([tmp_path / "empty.txt"], tmp_path / "spm", 50)
+    (tmp_path / "text.txt").write_text("".join(chr(0x4E00 + i) + "\n" for i in range(200)))
+    with pytest.raises(ValueError, match="could not learn a 20-piece vocabulary .*change task.vocab_size"):
+        Tokenizer.train([tmp_path / "text.txt"], tmp_path / "spm", 20)
+    (tmp_path / "a_file").write_text("")
+    with pytest.raises(ValueError, match="cannot write results to .*point paths.results_dir at a writable folder"):
+        ensure_writable(tmp_path / "a_file" / "results")

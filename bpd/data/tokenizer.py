@@ -125,24 +125,34 @@ class Tokenizer:
             raise FileNotFoundError(f"tokenizer training files missing: {', '.join(missing)}")
         prefix.parent.mkdir(parents=True, exist_ok=True)
         tmp_prefix = prefix.with_name(f"{prefix.name}.tmp{os.getpid()}")
+        empty = [str(f) for f in files if not any(line.strip() for line in open(f, "rb"))]
+        if empty:
+            raise ValueError(f"no text to learn a vocabulary from: {', '.join(empty)} "
+                             f"{'is' if len(empty) == 1 else 'are'} empty; check the data folder.")
         spm.set_random_generator_seed(seed)
-        spm.SentencePieceTrainer.train(
-            input=",".join(str(f) for f in files),
-            model_prefix=str(tmp_prefix),
-            vocab_size=vocab_size,
-            model_type=model_type,
-            character_coverage=character_coverage,
-            pad_id=PAD_ID,
-            bos_id=BOS_ID,
-            eos_id=EOS_ID,
-            unk_id=UNK_ID,
-            hard_vocab_limit=False,
-            input_sentence_size=input_sentence_size,
-            shuffle_input_sentence=True,
-            num_threads=num_threads,
-            minloglevel=2,
-        )
+        try:
+            spm.SentencePieceTrainer.train(
+                input=",".join(str(f) for f in files),
+                model_prefix=str(tmp_prefix),
+                vocab_size=vocab_size,
+                model_type=model_type,
+                character_coverage=character_coverage,
+                pad_id=PAD_ID,
+                bos_id=BOS_ID,
+                eos_id=EOS_ID,
+                unk_id=UNK_ID,
+                hard_vocab_limit=False,
+                input_sentence_size=input_sentence_size,
+                shuffle_input_sentence=True,
+                num_threads=num_threads,
+                minloglevel=2,
+            )
+        except RuntimeError as e:  # sentencepiece's own checks (e.g. fewer pieces than characters)
+            raise ValueError(f"sentencepiece could not learn a {vocab_size}-piece vocabulary from "
+                             f"{', '.join(str(f) for f in files)} ({str(e).split('] ')[-1].strip()}); "
+                             "change task.vocab_size.") from e
         vocab_path = prefix.with_name(prefix.name + ".vocab")
         os.replace(tmp_prefix.with_name(tmp_prefix.name + ".vocab"), vocab_path)
         os.replace(tmp_prefix.with_name(tmp_prefix.name + ".model"), model_path)
         return cls(model_path)
+

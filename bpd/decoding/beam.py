@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from bpd.decoding.common import default_max_len
+from bpd.decoding.common import checked_max_len
 from bpd.decoding.result import DecodeResult
 
 
@@ -25,7 +25,7 @@ def beam_decode(
 ) -> DecodeResult:
     if beam_size < 1:
         raise ValueError(f"beam_size must be >= 1 (got {beam_size}).")
-    max_len = default_max_len(src, max_len)
+    max_len = checked_max_len(model, src, max_len)
     b, w, dev = src.shape[0], beam_size, src.device
     eos = model.eos_id
     enc = model.encode(src)

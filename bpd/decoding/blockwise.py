@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from bpd.decoding.common import RowTracker, default_max_len, top1
+from bpd.decoding.common import RowTracker, checked_max_len, top1
 from bpd.decoding.criteria import Criterion, Exact, Verdict
 from bpd.decoding.result import DecodeResult
 
@@ -114,11 +114,15 @@ def blockwise_decode(
             "train more heads or lower k."
         )
     criterion = criterion or Exact()
+    if not isinstance(criterion, Criterion):
+        hint = f"criteria.{criterion.__name__}()" if isinstance(criterion, type) else \
+            f"criteria.make_criterion({criterion!r})" if isinstance(criterion, str) else "criteria.Exact()"
+        raise TypeError(f"criterion must be an acceptance criterion instance, e.g. {hint} (got {criterion!r}).")
     floor = max(int(min_block_size), criterion.min_block_size)
     if not 1 <= floor <= k:
         raise ValueError(f"min_block_size must be between 1 and k={k} (got {floor}): a round accepts at most k "
                          "tokens; lower the minimum block size or raise k.")
-    max_len = default_max_len(src, max_len)
+    max_len = checked_max_len(model, src, max_len)
     b, dev = src.shape[0], src.device
     enc = model.encode(src)
     cache = model.new_cache(b, max_len + k + 1)

@@ -8,7 +8,7 @@ from bpd.config import output_limit
 from bpd.decoding.result import DecodeResult
 from bpd.models.fastpath import top1
 
-__all__ = ["RowTracker", "default_max_len", "pad_rows", "top1"]
+__all__ = ["RowTracker", "checked_max_len", "default_max_len", "pad_rows", "top1"]
 
 
 class RowTracker:
@@ -53,6 +53,29 @@ class RowTracker:
 def default_max_len(src: torch.Tensor, max_len: int | None) -> int:
     """``max_len``, or the harness's output-length rule (``bpd.config.output_limit``) of the padded source."""
     return int(max_len) if max_len is not None else output_limit(int(src.shape[1]))
+
+
+def checked_max_len(model, src: torch.Tensor, max_len: int | None) -> int:
+    """What every decoder checks first: a (batch, length) integer source of the model's token ids with at least
+    one real token per row, and a non-negative length limit (default: ``default_max_len``). Returns the limit."""
+    if not isinstance(src, torch.Tensor) or src.dim() != 2 or src.dtype.is_floating_point or src.dtype == torch.bool:
+        what = f"{src.dtype} of shape {tuple(src.shape)}" if isinstance(src, torch.Tensor) else type(src).__name__
+        raise ValueError(f"src must be a (batch, length) integer tensor of token ids (got {what}); e.g. "
+                         "torch.tensor([ids]) for one sentence, or .long() for a float tensor.")
+    if src.shape[0] == 0 or src.shape[1] == 0:
+        raise ValueError(f"src of shape {tuple(src.shape)} has no tokens; give every row at least one (EOS for an "
+                         "empty sentence).")
+    lo, hi = int(src.min()), int(src.max())
+    if lo < 0 or hi >= model.cfg.vocab_size:
+        raise ValueError(f"src holds token id {lo if lo < 0 else hi}, outside the model's vocabulary of "
+                         f"{model.cfg.vocab_size}; encode with the model's own tokenizer.")
+    empty = (src == model.pad_id).all(dim=1).nonzero().flatten().tolist()
+    if empty:
+        raise ValueError(f"src row(s) {empty[:5]} are all padding; give every row at least one token (EOS for an "
+                         "empty sentence).")
+    if max_len is not None and (isinstance(max_len, bool) or int(max_len) != max_len or max_len < 0):
+        raise ValueError(f"max_len must be a whole number >= 0 (got {max_len!r}).")
+    return default_max_len(src, max_len)
 
 
 def pad_rows(rows: list[list[int]], pad_id: int) -> torch.Tensor:

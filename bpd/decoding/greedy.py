@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import torch
 
-from bpd.decoding.common import RowTracker, default_max_len, top1
+from bpd.decoding.common import RowTracker, checked_max_len, top1
 from bpd.decoding.result import DecodeResult
 
 
 @torch.inference_mode()
 def greedy_decode(model, src: torch.Tensor, max_len: int | None = None) -> DecodeResult:
     """Argmax of p_1 one token at a time, reusing the encoder output and the decoder's KV cache."""
-    max_len = default_max_len(src, max_len)
+    max_len = checked_max_len(model, src, max_len)
     b = src.shape[0]
     enc = model.encode(src)
     cache = model.new_cache(b, max_len + 1)
@@ -40,7 +40,7 @@ def greedy_decode(model, src: torch.Tensor, max_len: int | None = None) -> Decod
 @torch.inference_mode()
 def naive_greedy_decode(model, src: torch.Tensor, max_len: int | None = None) -> DecodeResult:
     """Greedy without a decoder cache: the whole prefix is re-run at every step (weak baseline)."""
-    max_len = default_max_len(src, max_len)
+    max_len = checked_max_len(model, src, max_len)
     b = src.shape[0]
     enc = model.encode(src)
     rows = RowTracker(b, model.eos_id, max_len)

@@ -82,6 +82,10 @@ class TranslationTask(Task):
 
     def __init__(self, cfg: TranslationTaskConfig, data_cache: Path) -> None:
         folder = SOURCES[cfg.source](cfg, data_cache)
+        for split in ("dev", "test"):  # before any training: an empty test set would only fail at scoring
+            if not (folder / f"{split}.src").stat().st_size:
+                raise ValueError(f"the {split} set {folder / f'{split}.src'} is empty; every split needs "
+                                 "sentence pairs (see docs/data.md).")
         # The tokenizer learns from a fixed-seed sample of the training text (sentencepiece's own sampling).
         tok = Tokenizer.train([folder / "train.src", folder / "train.tgt"], folder / f"spm{cfg.vocab_size}",
                               cfg.vocab_size, seed=0)

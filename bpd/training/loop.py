@@ -14,6 +14,7 @@ another world size restarts at that same global position (``resume_position``).
 from __future__ import annotations
 
 import math
+import os
 import random
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -26,7 +27,7 @@ import torch
 from tqdm.auto import tqdm
 
 from bpd.config import HeadsConfig, TrainConfig
-from bpd.training.checkpoint import load_checkpoint, save_checkpoint
+from bpd.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from bpd.training.distributed import all_reduce_sum
 from bpd.training.losses import LossModule, combine, head_losses, shifted_targets, teacher_tokens
 
@@ -173,8 +174,16 @@ def train(
     torch.manual_seed(seed)
     random.seed(seed)
     state_path = ckpt_path.with_name(ckpt_path.stem + ".state.pt")
+    st = None
     if resume and state_path.exists():
-        st = load_checkpoint(state_path, device)
+        try:
+            st = load_checkpoint(state_path, device)
+        except CheckpointError as e:  # a kill mid-write is impossible (atomic saves), but disks fail: set it aside
+            bad = state_path.with_name(state_path.name + ".corrupt")
+            if is_main:
+                os.replace(state_path, bad)
+                print(f"warning: {e} Moved it to {bad.name}; training this stage from the start.")
+    if st is not None:
         model.load_state_dict(st["model"])
         opt.load_state_dict(st["optimizer"])
         step, epoch, batch_idx, elapsed = st["step"], st["epoch"], st["batch_idx"], st["elapsed"]
