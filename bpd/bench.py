@@ -31,6 +31,7 @@ import json
 import resource
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -221,34 +222,53 @@ def bench_rows(
     return rows
 
 
-def specbench_records(run: dict[str, RunOutput], specs: list[DecodeSpec], model_id: str) -> list[dict[str, Any]]:
-    """Per-example records in Spec-Bench's answer format (one JSON line per input and configuration).
+def median_run(outs: list[RunOutput]) -> RunOutput:
+    """The repeat whose total wall time is the median (the lower middle one for an even count): the repeat
+    whose per-example records stand beside the rows' median figures."""
+    return sorted(outs, key=lambda o: o.wallclock_s)[(len(outs) - 1) // 2]
 
-    ``accept_lengths`` are the tokens accepted per round (they sum to ``new_tokens``); at batch > 1
-    ``wall_time`` is the wall time of the batch the example was decoded in.
-    """
+
+def specbench_records(out: RunOutput, model_id: str, category: str,
+                      detok: Callable[[list[int]], str] | None = None) -> list[dict[str, Any]]:
+    """One decoder's per-example records in Spec-Bench's answer format (``evaluation/speed.py`` reads a
+    method's file and a baseline's file of these): ``turns`` the output text (``token_ids`` the ids),
+    ``new_tokens``, ``wall_time`` (at batch > 1 the example's share of its batch's time, said by
+    ``wall_time_is``), ``decoding_steps`` and ``accept_lengths`` (tokens kept per round; they sum to
+    ``new_tokens``)."""
     recs = []
-    for spec in specs:
-        o = run[spec.name]
-        for i, toks in enumerate(o.tokens):
-            recs.append(
-                {
-                    "question_id": i,
-                    "model_id": f"{model_id}-{spec.name}",
-                    "choices": [
-                        {
-                            "index": 0,
-                            "turns": [toks],
-                            "new_tokens": [len(toks)],
-                            "wall_time": [o.example_wall_s[i] if o.example_wall_s else None],
-                            "decoding_steps": [o.iterations[i]],
-                            "accept_lengths": o.block_sizes[i],
-                        }
-                    ],
-                    "tstamp": time.time(),
-                }
-            )
+    for i, toks in enumerate(out.tokens):
+        size = out.example_batch_size[i] if out.example_batch_size else 1
+        recs.append({
+            "question_id": i,
+            "answer_id": f"{model_id}-{i}",
+            "category": category,
+            "model_id": model_id,
+            "choices": [{
+                "index": 0,
+                "turns": [detok(toks) if detok else " ".join(map(str, toks))],
+                "token_ids": [toks],
+                "new_tokens": [len(toks)],
+                "wall_time": [out.example_wall_s[i] / size if out.example_wall_s else None],
+                "wall_time_is": "example" if size == 1 else f"share of a batch of {size}",
+                "decoding_steps": [out.iterations[i]],
+                "accept_lengths": out.block_sizes[i],
+            }],
+            "tstamp": time.time(),
+        })
     return recs
+
+
+def specbench_speed(method: list[dict[str, Any]], baseline: list[dict[str, Any]]) -> dict[str, float]:
+    """Spec-Bench's figures from two record lists, by its documented formula: the mean over examples of
+    tokens / wall time, method over baseline (baseline tokens from ``new_tokens``: what speed.py's
+    re-tokenisation of ``turns`` counts with the model's own tokenizer); mean accepted tokens = the mean of
+    all ``accept_lengths``. Our ``speedup`` is instead total greedy time / total method time."""
+    def speeds(recs: list[dict[str, Any]]) -> list[float]:
+        return [sum(r["choices"][0]["new_tokens"]) / sum(r["choices"][0]["wall_time"]) for r in recs]
+
+    lengths = [n for r in method for n in r["choices"][0]["accept_lengths"]]
+    return {"speedup": statistics.mean(speeds(method)) / statistics.mean(speeds(baseline)),
+            "mean_accepted_tokens": statistics.mean(lengths) if lengths else float("nan")}
 
 
 def run_bench(
@@ -264,10 +284,14 @@ def run_bench(
     common: dict[str, Any] | None = None,
     model_id: str = "bpd",
     step_repeats: int = 200,
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Rows and Spec-Bench records for every batch size (greedy must be the first spec)."""
+    category: str = "bench",
+    detok: Callable[[list[int]], str] | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
+    """Rows, and Spec-Bench records by model id (one file's worth per batch size and decoder; greedy's is the
+    baseline) from the median repeat, for every batch size (greedy must be the first spec)."""
     assert specs[0].method == "greedy", "greedy is the reference and must come first"
-    rows, records = [], []
+    rows: list[dict[str, Any]] = []
+    records: dict[str, list[dict[str, Any]]] = {}
     ks = sorted({s.k for s in specs if s.method == "blockwise"})
     for bs in batch_sizes:
         n = min(len(sources), (n_examples or {}).get(bs, len(sources)))
@@ -294,8 +318,15 @@ def run_bench(
             for r in range(repeats)
         ]
         extra = {**(common or {}), "batch_size": bs, "n_batches": -(-n // bs), "peak_mem_mb": peak_memory_mb(device)}
-        rows += bench_rows(runs, bs_specs, costs, extra)
-        records += specbench_records(runs[0], bs_specs, f"{model_id}-b{bs}")
+        bs_rows = bench_rows(runs, bs_specs, costs, extra)
+        for spec in bs_specs:
+            mid = f"{model_id}-b{bs}-{spec.name}"
+            records[mid] = specbench_records(median_run([r[spec.name] for r in runs]), mid, category, detok)
+        baseline = records[f"{model_id}-b{bs}-greedy"]
+        for row, spec in zip(bs_rows, bs_specs):
+            sb = specbench_speed(records[f"{model_id}-b{bs}-{spec.name}"], baseline)
+            row["speedup_specbench"], row["mean_accepted_tokens"] = sb["speedup"], sb["mean_accepted_tokens"]
+        rows += bs_rows
     return rows, records
 
 
@@ -328,10 +359,12 @@ def format_breakdown(rows: list[dict[str, Any]]) -> str:
 
 
 def format_bench(rows: list[dict[str, Any]]) -> str:
-    """The printed table: eff = speedup / ideal, ceil = the efficiency the once-per-batch costs leave,
-    pred = the speedup the step costs predict, eff_p = speedup / pred (the loop's own share)."""
+    """The printed table: speedup = total greedy time / total time (median of repeats, [min, max]); sb =
+    Spec-Bench's definition (mean per-example tokens/s over greedy's); eff = speedup / ideal, ceil = the
+    efficiency the once-per-batch costs leave, pred = the speedup the step costs predict, eff_p = speedup /
+    pred (the loop's own share)."""
     head = (
-        f"{'arch':<9} {'bs':>3} {'decoder':<24} {'k_hat':>5} {'tok/s':>8} {'speedup':>15} {'t_k/t_1':>7} "
+        f"{'arch':<9} {'bs':>3} {'decoder':<24} {'k_hat':>5} {'tok/s':>8} {'speedup':>15} {'sb':>5} {'t_k/t_1':>7} "
         f"{'ideal':>6} {'eff':>5} {'ceil':>5} {'pred':>5} {'eff_p':>5} {'=greedy':>7}"
     )
     lines = [head, "-" * len(head)]
@@ -341,7 +374,8 @@ def format_bench(rows: list[dict[str, Any]]) -> str:
         f = lambda v, fmt: format(v, fmt) if isinstance(v, int | float) else "-"  # noqa: E731
         lines.append(
             f"{str(r.get('heads_arch')):<9} {r['batch_size']:>3} {r['decoder']:<24} {r['mean_block_size']:5.2f} "
-            f"{f(r['tokens_per_s'], '8.0f')} {rng:>15} {f(r['step_cost_ratio'], '7.2f')} "
+            f"{f(r['tokens_per_s'], '8.0f')} {rng:>15} {f(r.get('speedup_specbench'), '5.2f')} "
+            f"{f(r['step_cost_ratio'], '7.2f')} "
             f"{f(r['ideal_speedup'], '6.2f')} {f(r['efficiency'], '5.2f')} {f(r.get('efficiency_ceiling'), '5.2f')} "
             f"{f(r.get('predicted_speedup'), '5.2f')} "
             f"{f(r.get('efficiency_vs_predicted'), '5.2f')} {r['identical_to_greedy']:7.2f}"

@@ -81,14 +81,17 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
         }
         rows, records = run_bench(model, sources, specs, b.batch_sizes, task.max_len(cfg.decode), device,
                                   repeats=b.repeats, n_examples=b.n_examples, criterion_kwargs=task.criterion_kwargs,
-                                  common=common, model_id=f"{cfg.name}-{arch}", step_repeats=b.step_repeats)
+                                  common=common, model_id=f"{cfg.name}-{arch}", step_repeats=b.step_repeats,
+                                  category=task.name, detok=task.detokenize)
         append_rows(out_dir / "rows.jsonl", rows)
-        write_jsonl(out_dir / "specbench" / f"{stamp}_{arch}.jsonl", records)
+        for model_id, recs in records.items():  # one file per decoder; *-greedy.jsonl is the baseline
+            write_jsonl(out_dir / "specbench" / f"{stamp}_{arch}" / f"{model_id}.jsonl", recs)
         print(format_bench(rows), flush=True)
         print("\nwhere a step's time goes (ms; exact rounds; scoring = p_1 projection, argmax, accept, sync, rollback)")
         print(format_breakdown(rows), flush=True)
         all_rows += rows
-    print(f"\nrows: {Path(out_dir) / 'rows.jsonl'}; Spec-Bench records: {Path(out_dir) / 'specbench'}/")
+    print(f"\nrows: {Path(out_dir) / 'rows.jsonl'}; Spec-Bench records: {Path(out_dir) / 'specbench' / stamp}_*/ "
+          "(Spec-Bench's evaluation/speed.py: --file-path <decoder>.jsonl --base-path <...>-greedy.jsonl)")
     return all_rows
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from conftest import random_model, random_src
@@ -10,6 +11,7 @@ from bpd.bench import (
     bench_rows,
     format_bench,
     format_breakdown,
+    median_run,
     run_bench,
     specbench_records,
     step_costs,
@@ -72,14 +74,29 @@ def test_naive_baseline_same_tokens_as_greedy(bench):
 
 
 def test_specbench_records_consistent_with_rows(bench):
+    """Spec-Bench records: one list per batch size and decoder (greedy's the baseline), with the fields its
+    evaluation/speed.py reads; its speedup and mean accepted tokens, computed by its documented formula from
+    the records, are the rows' speedup_specbench and mean_accepted_tokens."""
     _, sources, _, rows, records = bench
     for r in rows:
-        mine = [x for x in records if x["model_id"].endswith(f"-b{r['batch_size']}-{r['decoder']}")]
-        assert len(mine) == len(sources)
+        mine = records[f"bpd-b{r['batch_size']}-{r['decoder']}"]
+        base = records[f"bpd-b{r['batch_size']}-greedy"]
+        assert len(mine) == len(sources) and {x["category"] for x in mine} == {"bench"}
+        assert len({x["answer_id"] for x in mine}) == len(mine) and [x["question_id"] for x in mine] == list(
+            range(len(sources)))
         ch = [x["choices"][0] for x in mine]
-        assert all(sum(c["accept_lengths"]) == c["new_tokens"][0] == len(c["turns"][0]) for c in ch)
+        assert all(sum(c["accept_lengths"]) == c["new_tokens"][0] == len(c["token_ids"][0]) for c in ch)
+        assert all(isinstance(c["turns"][0], str) for c in ch)
         assert sum(c["new_tokens"][0] for c in ch) == r["output_tokens"]
         assert sum(c["decoding_steps"][0] for c in ch) == r["iterations"]
+        assert {c["wall_time_is"] for c in ch} == ({"example"} if r["batch_size"] == 1 else {"share of a batch of 4"})
+        # Spec-Bench's speed.py: mean over examples of tokens / time, method over baseline.
+        speeds = [c["new_tokens"][0] / c["wall_time"][0] for c in ch]
+        base_speeds = [x["choices"][0]["new_tokens"][0] / x["choices"][0]["wall_time"][0] for x in base]
+        assert r["speedup_specbench"] == pytest.approx(np.mean(speeds) / np.mean(base_speeds))
+        lengths = [n for c in ch for n in c["accept_lengths"]]
+        assert r["mean_accepted_tokens"] == pytest.approx(np.mean(lengths))
+        assert r["mean_accepted_tokens"] == pytest.approx(r["output_tokens"] / r["iterations"])
 
 
 def test_step_costs_measure_each_k():
@@ -117,8 +134,10 @@ def test_bench_rows_from_synthetic_runs():
     assert rows[0]["step_scoring_ms"] == pytest.approx(0.7)
     line = format_breakdown(rows).splitlines()[-1].split()
     assert line[1] == "k=3" and line[-2:] == ["2.00", "1.67"]  # 4.4 / 2.2 and 2.5 / 1.5
-    rec = specbench_records({"greedy": g, specs[1].name: b}, specs, "m")
-    assert rec[1]["choices"][0]["accept_lengths"] == [3, 3, 2, 2]
+    slow, fast = (RunOutput([[5]], [1], [[1]], wallclock_s=w) for w in (3.0, 0.1))
+    assert median_run([slow, b, fast]) is b and median_run([slow, fast]) is fast  # the records' repeat
+    rec = specbench_records(b, "m-blockwise", "toy", detok=lambda t: "x" * len(t))
+    assert rec[0]["choices"][0]["accept_lengths"] == [3, 3, 2, 2] and rec[0]["choices"][0]["turns"] == ["x" * 10]
 
 
 @pytest.mark.parametrize(
@@ -174,8 +193,15 @@ def test_bench_entry_point_on_a_toy_model(tmp_path, capsys):
     assert all(r["train_steps"] == 20 and r["n_examples"] == (3 if r["batch_size"] == 1 else 4) for r in rows)
     written = [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines()]
     assert [r["decoder"] for r in written] == [r["decoder"] for r in rows]
-    (records,) = (out / "specbench").glob("*.jsonl")
-    recs = [json.loads(line) for line in records.read_text().splitlines()]
+    files = sorted((out / "specbench").glob("*/*.jsonl"))
+    assert [f.stem.rsplit("-", 1)[-1] for f in files if "-b1-" in f.name] == [
+        "blockwise_k2_exact", "blockwise_k3_exact", "greedy", "naive_greedy"]
+    recs = [json.loads(line) for f in files for line in f.read_text().splitlines()]
     assert len(recs) == sum(r["n_examples"] for r in rows)
+    from bpd.tasks import load_task
+
+    task = load_task(cfg)
+    assert {r["category"] for r in recs} == {"folder"}
+    assert all(r["choices"][0]["turns"][0] == task.detokenize(r["choices"][0]["token_ids"][0]) for r in recs)
     printed = capsys.readouterr().out
     assert "ceil" in printed and "where a step's time goes" in printed

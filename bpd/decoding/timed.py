@@ -33,6 +33,7 @@ class RunOutput:
     position_reached: list[int] = field(default_factory=list)
     position_accepted: list[int] = field(default_factory=list)
     example_wall_s: list[float] = field(default_factory=list)  # wall time of the batch each example was in
+    example_batch_size: list[int] = field(default_factory=list)  # how many examples that batch held
 
 
 def _sync(device: torch.device) -> None:
@@ -60,7 +61,8 @@ def decode_and_time(
     order = sorted(range(len(sources)), key=lambda i: len(sources[i])) if batch_size > 1 else list(range(len(sources)))
     batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
     n = len(sources)
-    out = {s.name: RunOutput([[]] * n, [0] * n, [[]] * n, example_wall_s=[0.0] * n) for s in specs}
+    out = {s.name: RunOutput([[]] * n, [0] * n, [[]] * n, example_wall_s=[0.0] * n, example_batch_size=[0] * n)
+           for s in specs}
     for idx in batches[: min(warmup, len(batches))]:  # warm-up: allocator, kernels, caches
         src = pad_rows([sources[i] for i in idx], model.pad_id).to(device)
         for fn in fns.values():
@@ -79,7 +81,7 @@ def decode_and_time(
             o.invocations += res.invocations
             for j, i in enumerate(idx):
                 o.tokens[i], o.iterations[i], o.block_sizes[i] = res.tokens[j], res.iterations[j], res.block_sizes[j]
-                o.example_wall_s[i] = dt
+                o.example_wall_s[i], o.example_batch_size[i] = dt, len(idx)
             if res.position_reached:
                 if not o.position_reached:
                     o.position_reached = [0] * len(res.position_reached)

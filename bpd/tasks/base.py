@@ -106,6 +106,10 @@ class Task:
         return None
 
     # -- evaluation outputs --------------------------------------------------------------------------------
+    def detokenize(self, tokens: list[int]) -> str:
+        """An output as text (translation: the sentence; images: the intensities)."""
+        return " ".join(map(str, tokens))
+
     def scorer(self, split: str, n: int) -> Scorer:
         """The scorer of the first ``n`` examples of ``split``."""
         raise NotImplementedError

@@ -134,6 +134,9 @@ class TranslationTask(Task):
         order = np.lexsort((np.arange(len(counts)), -counts))[: min(int(n), len(counts))]
         return torch.from_numpy(np.sort(order))
 
+    def detokenize(self, tokens: list[int]) -> str:
+        return self.tokenizer.decode(tokens)
+
     def scorer(self, split: str, n: int) -> TranslationScorer:
         return TranslationScorer(self.tokenizer, self.refs[split][:n] if split in self.refs else [])
 
