@@ -33,7 +33,7 @@ EXPECTED_COLUMNS = (
     "heads_targets distilled setting batch_size dtype device threads seed git_sha command time decoder method k "
     "criterion criterion_param min_block_size beam_size n_examples output_tokens iterations mean_block_size "
     "identical_to_greedy wallclock_s greedy_wallclock_s speedup acceptance_rate_per_position bleu psnr "
-    "psnr_vs_greedy pixel_agreement_with_greedy grid_file source_experiment t1_ms tk_ms step_cost_ratio "
+    "psnr_vs_greedy pixel_agreement_with_greedy grid_file grid_columns source_experiment t1_ms tk_ms step_cost_ratio "
     "ideal_speedup efficiency predicted_speedup efficiency_vs_predicted efficiency_ceiling tokens_per_s speedup_min "
     "speedup_max peak_mem_mb compile"
 ).split()
@@ -79,15 +79,21 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+#: Result folders whose rows are not decoding rows.
+NOT_DECODING = "scale"
+
+
 def result_files(results_dir: Path) -> list[Path]:
     """``results/<experiment>/rows.jsonl``, any ``results/<dir>/bench*.jsonl`` (benchmark rows) and every
     ``rows.jsonl`` under ``results/studies/`` (side studies, grouped in subfolders as needed).
 
-    Other nested files are not read: ``results/bench/<ab>/*.jsonl`` or ``results/<x>/outputs/`` stay out.
+    Other nested files are not read: ``results/bench/<ab>/*.jsonl`` or ``results/<x>/outputs/`` stay out, and
+    so does ``results/scale/`` (data-path measurements of ``make scale-check``, not decoding rows).
     """
     if not results_dir.is_dir():
         return []
     files = set(results_dir.glob("*/rows.jsonl")) | set(results_dir.glob("*/bench*.jsonl"))
+    files -= set(results_dir.glob(f"{NOT_DECODING}/*"))
     studies = results_dir / STUDIES_DIR
     if studies.is_dir():
         files |= set(studies.rglob("rows.jsonl"))

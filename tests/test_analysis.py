@@ -56,7 +56,7 @@ def mt_row(setting: str | None, k: int, bleu: float, block: float, *, training: 
 
 def sr_row(training: str, k: int, block: float, *, criterion: str | None = "exact", param: float | None = None,
            method: str = "blockwise", psnr: float = 20.0, rates: list[float] | None = None,
-           speedup: float = 1.0, grid: str | None = None) -> dict[str, Any]:
+           speedup: float = 1.0, grid: str | None = None, agree: float = 0.9) -> dict[str, Any]:
     return {
         "run_id": f"sr-{training}", "experiment": "table2_small", "task": "image", "dataset": "faces_sr",
         "split": "test", "model": f"img_{training}.pt", "heads_training": training, "heads_targets": "gold",
@@ -66,7 +66,7 @@ def sr_row(training: str, k: int, block: float, *, criterion: str | None = "exac
         "method": method, "k": k, "criterion": criterion if method == "blockwise" else None,
         "criterion_param": param, "min_block_size": 1 if method == "blockwise" else None, "n_examples": 16,
         "mean_block_size": block, "speedup": speedup, "psnr": psnr, "psnr_vs_greedy": 40.0,
-        "pixel_agreement_with_greedy": 0.9, "acceptance_rate_per_position": rates or [], "grid_file": grid,
+        "pixel_agreement_with_greedy": agree, "acceptance_rate_per_position": rates or [], "grid_file": grid,
     }
 
 
@@ -119,7 +119,7 @@ def make_results(root: Path) -> Path:
     rel_grid = str(grid.relative_to(root))
     sr = [
         sr_row("frozen", 1, 1.0, method="greedy", psnr=20.0),
-        sr_row("frozen", 2, 1.1),
+        sr_row("frozen", 2, 1.1, agree=1.0),
         sr_row("frozen", 4, 1.2),
         sr_row("frozen", 2, 1.3, criterion="distance", param=2.0),
         sr_row("frozen", 4, 1.5, criterion="distance", param=2.0, psnr=19.5),
@@ -283,6 +283,9 @@ def test_table2_and_references(report) -> None:
     assert both4["block_diff"] == pytest.approx(3.5 - 3.75)
     assert _cell(d, setting="approximate", k=2)["block_ours"] == 1.3
     assert _cell(d, setting="regular", k=4)["block_ours"] == 1.2
+    # Outputs identical to greedy's are reported as such, not as the capped PSNR against greedy.
+    assert _cell(d, setting="regular", k=2)["psnr_vs_greedy"] == "identical"
+    assert _cell(d, setting="regular", k=4)["psnr_vs_greedy"] == 40.0
     assert _cell(d, setting="finetune", k=2)["block_ours"] == 1.6
     assert _cell(d, setting="regular", k=1)["psnr"] == 20.0  # greedy stands in for k = 1
     ref = t["sr_reference"].data.set_index("decoder")["psnr"]

@@ -105,6 +105,13 @@ def test_sr_pipeline_rows_files_and_psnr(tmp_path):
         if r["criterion"] == "exact" or r["method"] == "greedy":
             assert r["identical_to_greedy"] == 1.0
     assert resolve_path(rows[0]["grid_file"]).exists()
+    # The grid's columns, as its caption must name them: the largest k of each criterion, with its k̂.
+    shown = {r["decoder"]: r["mean_block_size"] for r in rows if r["decoder"] in ("blockwise_k3_exact",
+                                                                                   "blockwise_k3_distance2")}
+    assert rows[0]["grid_columns"] == ["low-res input", "greedy",
+                                       f"blockwise k=3 exact (k̂={shown['blockwise_k3_exact']:.2f})",
+                                       f"blockwise k=3 eps=2 (k̂={shown['blockwise_k3_distance2']:.2f})",
+                                       "ground truth"]
 
 
 def test_sr_training_lowers_loss(tmp_path):

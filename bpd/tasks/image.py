@@ -123,14 +123,17 @@ class ImageTask(Task):
             pred = fn(scorer.lr, factor)
             extra.append({**common, "decoder": name, "method": "reference", "k": None, "n_examples": len(pred),
                           "psnr": im.mean_psnr(pred, scorer.hr)})
-        grid = repo_relative(self.grid(scorer, outs, specs, out_dir / "grid.png"))
+        path, columns = self.grid(scorer, outs, specs, out_dir / "grid.png")
+        grid = repo_relative(path)
         for r in rows + extra:
-            r["grid_file"] = grid
+            r["grid_file"], r["grid_columns"] = grid, columns  # what the figure shows, for its caption
         return extra
 
     @staticmethod
-    def grid(scorer: ImageScorer, outs: dict[str, RunOutput], specs: list[DecodeSpec], path: Path) -> Path:
-        """LR input | greedy | best exact blockwise | best approximate blockwise | ground truth."""
+    def grid(scorer: ImageScorer, outs: dict[str, RunOutput], specs: list[DecodeSpec], path: Path
+             ) -> tuple[Path, list[str]]:
+        """LR input | greedy | exact blockwise at the largest k | approximate blockwise at the largest k |
+        ground truth; returns the file and the columns' labels (blockwise ones with their k̂)."""
         cols: list[tuple[str, np.ndarray]] = [
             ("low-res input", scorer.lr),
             ("greedy", scorer.images(outs["greedy"].tokens)),
@@ -141,9 +144,12 @@ class ImageTask(Task):
             if cands:
                 best = max(cands, key=lambda s: s.k)
                 label = f"blockwise k={best.k} " + ("exact" if crit == "exact" else f"eps={best.criterion_param:g}")
-                cols.append((label, scorer.images(outs[best.name].tokens)))
+                o = outs[best.name]
+                khat = sum(len(t) for t in o.tokens) / max(1, sum(o.iterations))
+                cols.append((f"{label} (k̂={khat:.2f})", scorer.images(o.tokens)))
         cols.append(("ground truth", scorer.hr))
-        return save_grid(cols, path, max_images=8)
+        return save_grid([(label.split(" (")[0], images) for label, images in cols], path, max_images=8), \
+            [label for label, _ in cols]
 
     def log_outputs(self, tracker: Tracker, scorer: ImageScorer, outs: dict[str, RunOutput], specs: list[DecodeSpec],
                     pairs: Pairs, out_dir: Path) -> None:
