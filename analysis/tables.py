@@ -403,8 +403,10 @@ def speedup_points(rows: pd.DataFrame, prefer_mt: tuple[str, ...] = PREFER_MT,
             line = line.sort_values("_t", na_position="first", kind="mergesort")
             parts.append(line.drop_duplicates(["series", "k"], keep="last").drop(columns="_t"))
     if not parts:
-        return pd.DataFrame(columns=["task", "series", "k", "mean_block_size", "speedup"])
+        return pd.DataFrame(columns=["task", "series", "k", "mean_block_size", "speedup", "approximate"])
     pts = pd.concat(parts, ignore_index=True)
+    # Whether a point's outputs may differ from greedy's: the figure draws those lines dashed.
+    pts["approximate"] = ~pts["criterion"].astype(str).eq("exact") | pts["min_block_size"].fillna(1).gt(1)
     return pts.dropna(subset=["mean_block_size", "speedup"])
 
 
