@@ -99,3 +99,47 @@ def test_an_append_after_a_partial_line_loses_nothing(tmp_path, capsys):
     append_rows(rows, [{"run_id": "e"}])
     assert [r["run_id"] for r in read_rows(rows)] == ["a", "c", "d", "e"]
     assert not (tmp_path / "rows.jsonl.lock").exists()
+
+
+EVAL_SCRIPT = r"""
+import sys, time
+sys.path.insert(0, {tests!r})
+from pathlib import Path
+from toy import toy_config
+from bpd import evaluate as ev, stages
+from bpd.tasks import load_task
+
+cfg = toy_config(Path({tmp!r}), train={{"max_steps": 12, "eval_every": 100}})
+task = load_task(cfg)
+real = ev._evaluate
+def slow(*args, **kw):
+    time.sleep(8)  # hold the run's lock while the other job arrives
+    return real(*args, **kw)
+ev._evaluate = slow
+rows = ev.evaluate(cfg, task, stages.ensure_heads(cfg, task))
+print("ROWS", len(rows))
+"""
+
+
+def test_two_identical_evaluations_decode_once(tmp_path):
+    """The second of two identical evaluations started together waits for the first, then skips: the rows
+    appear once, not twice."""
+    from toy import toy_config
+
+    from bpd import stages
+    from bpd.tasks import load_task
+    from bpd.tracking import read_rows
+
+    cfg = toy_config(tmp_path, train={"max_steps": 12, "eval_every": 100})
+    stages.ensure_heads(cfg, load_task(cfg))  # the model first: this test is about the evaluation
+    script = tmp_path / "job.py"
+    script.write_text(EVAL_SCRIPT.format(tests=str(REPO / "tests"), tmp=str(tmp_path)))
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    jobs = [subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=env) for _ in range(2)]
+    outs = [j.communicate(timeout=600) for j in jobs]
+    assert all(j.returncode == 0 for j in jobs), [o[1][-2000:] for o in outs]
+    rows = read_rows(tmp_path / "results" / "rows.jsonl")
+    assert len(rows) == len({r["decoder"] for r in rows}) > 0  # one set of rows
+    assert sum("skipping" in out for out, _ in outs) == 1 and sum("waiting for" in out for out, _ in outs) == 1
+    assert len(list((tmp_path / "results" / "outputs").iterdir())) == 1
