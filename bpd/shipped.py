@@ -87,3 +87,24 @@ def export(path: Path, name: str, fingerprint: str, shipped_dir: str | Path, sco
     out = folder / f"{name}.json"
     out.write_text(json.dumps(manifest, indent=1) + "\n")
     return out
+
+
+def load_shipped(manifest: str | Path):
+    """The model of a shipped checkpoint as runs install it (fp16 weights widened to fp32), in eval mode."""
+    from bpd.models import model_from_config
+
+    payload = load_checkpoint(Path(manifest).with_suffix(".pt"))
+    model = model_from_config(payload["model_config"])
+    model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in payload["model"].items()})
+    return model.eval()
+
+
+def golden_sample(manifest: str | Path, sources: list[list[int]], max_len: int) -> dict[str, Any]:
+    """Greedy outputs of the shipped (fp16-stored) weights on a few sources: the test of every shipped
+    checkpoint decodes them again and must get the same tokens, with no data set needed."""
+    from bpd.decoding import greedy_decode
+    from bpd.decoding.common import pad_rows
+
+    model = load_shipped(manifest)
+    outs = [greedy_decode(model, pad_rows([s], model.pad_id), max_len=max_len).tokens[0] for s in sources]
+    return {"sources": sources, "max_len": max_len, "greedy": outs}
