@@ -44,17 +44,24 @@ def install(path: Path, fingerprint: str, shipped_dir: str | Path) -> bool:
             "FROM_SCRATCH=1) to train a base model on your data."
         )
     payload = load_checkpoint(m["manifest"].with_suffix(".pt"))
-    payload["model"] = {k: v.float() if v.is_floating_point() else v for k, v in payload["model"].items()}
+    payload["model"] = _widened(payload["model"])
     payload["shipped"] = repo_relative(m["manifest"].with_suffix(".pt"))
     save_checkpoint(path, payload)
     print(f"base model: the shipped {payload['shipped']} ({m['steps']} steps, dev {m['dev']})")
     return True
 
 
+def _widened(state: dict[str, Any]) -> dict[str, Any]:
+    """Shipped fp16 weights as runs use them (fp32)."""
+    return {k: v.float() if v.is_floating_point() else v for k, v in state.items()}
+
+
 def export(path: Path, name: str, fingerprint: str, shipped_dir: str | Path, scores: dict[str, Any],
-           extra: dict[str, Any] | None = None) -> Path:
+           extra: dict[str, Any] | None = None, sample: list[list[int]] | None = None,
+           sample_max_len: int | None = None) -> Path:
     """Write the finished checkpoint ``path`` as ``<shipped_dir>/<name>.pt`` (fp16 weights, no optimizer
-    state) with its manifest ``<name>.json``; returns the manifest's path."""
+    state) with its manifest ``<name>.json``; returns the manifest's path. ``sample`` sources become the
+    manifest's golden sample (``golden_sample``), decoded by the weights as shipped."""
     payload = load_checkpoint(path)
     if not payload.get("final", True):
         raise CheckpointError(f"{path} is not a finished checkpoint; let its training finish first.")
@@ -84,22 +91,24 @@ def export(path: Path, name: str, fingerprint: str, shipped_dir: str | Path, sco
         "learning_curve": curve,
         **(extra or {}),
     }
+    if sample:
+        manifest["golden_sample"] = golden_sample(folder / f"{name}.pt", sample, sample_max_len)
     out = folder / f"{name}.json"
     out.write_text(json.dumps(manifest, indent=1) + "\n")
     return out
 
 
 def load_shipped(manifest: str | Path):
-    """The model of a shipped checkpoint as runs install it (fp16 weights widened to fp32), in eval mode."""
+    """The model of a shipped checkpoint (its manifest or its ``.pt``) as runs install it, in eval mode."""
     from bpd.models import model_from_config
 
     payload = load_checkpoint(Path(manifest).with_suffix(".pt"))
     model = model_from_config(payload["model_config"])
-    model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in payload["model"].items()})
+    model.load_state_dict(_widened(payload["model"]))
     return model.eval()
 
 
-def golden_sample(manifest: str | Path, sources: list[list[int]], max_len: int) -> dict[str, Any]:
+def golden_sample(manifest: str | Path, sources: list[list[int]], max_len: int | None) -> dict[str, Any]:
     """Greedy outputs of the shipped (fp16-stored) weights on a few sources: the test of every shipped
     checkpoint decodes them again and must get the same tokens, with no data set needed."""
     from bpd.decoding import greedy_decode

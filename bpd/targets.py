@@ -92,7 +92,7 @@ def _assemble(final: Path, shards: list[Path], train: Pairs, task: Task, info: d
     starts[index] = np.concatenate([[0], np.cumsum(lengths)[:-1]])
     length_of = np.zeros(n, dtype=np.int64)
     length_of[index] = lengths
-    keep = [i for i in range(n) if length_of[i] > (1 if task.eos_id >= 0 else 0)]  # EOS alone: nothing to learn
+    keep = np.flatnonzero(length_of > (1 if task.eos_id >= 0 else 0)).tolist()  # EOS alone: nothing to learn
     pairs = ((train.src(i), tokens[starts[i] : starts[i] + length_of[i]]) for i in keep)
     write_store(final, pairs, task.vocab_size, {"decoded_by": info, "source_lines": n, "dropped_empty": n - len(keep)})
 

@@ -13,7 +13,6 @@ manifest (``bpd/shipped.py``); later runs whose config matches install it instea
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import hydra
 from _common import CONF_DIR, PretrainEntry, friendly
@@ -26,7 +25,7 @@ MODELS = ("base", "teacher", "distilled")
 
 def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
     from bpd.decoding.common import pad_rows
-    from bpd.shipped import export, golden_sample
+    from bpd.shipped import export
     from bpd.stages import ensure_base
     from bpd.tasks import load_task
     from bpd.training.checkpoint import load_model
@@ -50,14 +49,11 @@ def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
             continue
         model, _ = load_model(path)
         scores = {split: task.dev_score(model, cfg.decode, None, split) for split in ("dev", "test")}
-        manifest = export(path, f"{task.name}_{name}", task.fingerprint(), cfg.paths.shipped_dir, scores,
-                          {"role": name, "task": task.name})
-        # A few dev sources and the shipped weights' greedy outputs: tests/test_shipped.py decodes them again.
+        # A few dev sources, decoded by the shipped weights: tests/test_shipped.py decodes them again.
         sources = task.pairs("dev").sources(range(min(4, len(task.pairs("dev")))))
-        limit = task.max_len(cfg.decode)(pad_rows(sources, task.pad_id))
-        data = json.loads(manifest.read_text())
-        data["golden_sample"] = golden_sample(manifest, sources, limit)
-        manifest.write_text(json.dumps(data, indent=1) + "\n")
+        manifest = export(path, f"{task.name}_{name}", task.fingerprint(), cfg.paths.shipped_dir, scores,
+                          {"role": name, "task": task.name}, sources,
+                          task.max_len(cfg.decode)(pad_rows(sources, task.pad_id)))
         print(f"{name}: dev {scores['dev']}, test {scores['test']} -> {manifest}")
 
 

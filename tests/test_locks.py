@@ -58,23 +58,30 @@ print("PATH", stages.ensure_base(cfg, task))
 """
 
 
+def two_jobs(script: str, tmp_path: Path) -> list[str]:
+    """Run ``script`` (formatted with the tests folder and ``tmp_path``) as two processes started together,
+    job i getting argument i; their standard outputs, once both succeeded."""
+    path = tmp_path / "job.py"
+    path.write_text(script.format(tests=str(REPO / "tests"), tmp=str(tmp_path)))
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    jobs = [subprocess.Popen([sys.executable, str(path), str(i)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=env) for i in range(2)]
+    outs = [j.communicate(timeout=600) for j in jobs]
+    assert all(j.returncode == 0 for j in jobs), [o[1][-2000:] for o in outs]
+    return [out for out, _ in outs]
+
+
 def test_two_jobs_asking_for_the_same_base_model_train_it_once(tmp_path):
     from toy import toy_config
 
     from bpd.tasks import load_task
 
     load_task(toy_config(tmp_path))  # the data and tokenizer first, as a sweep's first job would
-    script = tmp_path / "job.py"
-    script.write_text(SCRIPT.format(tests=str(REPO / "tests"), tmp=str(tmp_path)))
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    jobs = [subprocess.Popen([sys.executable, str(script), str(i)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, env=env) for i in range(2)]
-    outs = [j.communicate(timeout=600) for j in jobs]
-    assert all(j.returncode == 0 for j in jobs), [o[1][-2000:] for o in outs]
-    paths = {line for out, _ in outs for line in out.splitlines() if line.startswith("PATH")}
+    outs = two_jobs(SCRIPT, tmp_path)
+    paths = {line for out in outs for line in out.splitlines() if line.startswith("PATH")}
     assert len(paths) == 1  # both got the same model
     assert len(list(tmp_path.glob("trained-*"))) == 1  # and only one of them trained it
-    assert any("waiting for" in out for out, _ in outs)
+    assert any("waiting for" in out for out in outs)
     assert not list(tmp_path.rglob("*.lock"))
 
 
@@ -132,14 +139,8 @@ def test_two_identical_evaluations_decode_once(tmp_path):
 
     cfg = toy_config(tmp_path, train={"max_steps": 12, "eval_every": 100})
     stages.ensure_heads(cfg, load_task(cfg))  # the model first: this test is about the evaluation
-    script = tmp_path / "job.py"
-    script.write_text(EVAL_SCRIPT.format(tests=str(REPO / "tests"), tmp=str(tmp_path)))
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    jobs = [subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, env=env) for _ in range(2)]
-    outs = [j.communicate(timeout=600) for j in jobs]
-    assert all(j.returncode == 0 for j in jobs), [o[1][-2000:] for o in outs]
+    outs = two_jobs(EVAL_SCRIPT, tmp_path)
     rows = read_rows(tmp_path / "results" / "rows.jsonl")
     assert len(rows) == len({r["decoder"] for r in rows}) > 0  # one set of rows
-    assert sum("skipping" in out for out, _ in outs) == 1 and sum("waiting for" in out for out, _ in outs) == 1
+    assert sum("skipping" in out for out in outs) == 1 and sum("waiting for" in out for out in outs) == 1
     assert len(list((tmp_path / "results" / "outputs").iterdir())) == 1

@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from bpd.data.translation import count_lines
+
 FORMAT = 2
 CHUNK_LINES = 200_000
 
@@ -163,8 +165,7 @@ class ListPairs(ArrayPairs):
         return np.asarray(self._pairs[i][1], dtype=np.int64)
 
     def target_counts(self, vocab_size: int) -> np.ndarray:
-        flat = [t for _, tgt in self._pairs for t in tgt]
-        return np.bincount(np.asarray(flat, dtype=np.int64), minlength=vocab_size)
+        return token_counts(np.asarray([t for _, tgt in self._pairs for t in tgt], dtype=np.int64), vocab_size)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -249,7 +250,7 @@ def build_store(
             return PairStore(path)
         shutil.rmtree(path)  # another tokenizer, options or format: rebuilt, never read as this one
     src_file, tgt_file = Path(src_file), Path(tgt_file)
-    n_src, n_tgt = count_lines_fast(src_file), count_lines_fast(tgt_file)
+    n_src, n_tgt = count_lines(src_file), count_lines(tgt_file)
     if n_src != n_tgt:
         raise ValueError(f"{src_file} has {n_src} lines but {tgt_file} has {n_tgt}; they must align line by line.")
     partial = path.with_name(path.name + ".partial")
@@ -259,7 +260,7 @@ def build_store(
         shutil.rmtree(partial)
         partial.mkdir(parents=True)
     meta.write_text(json.dumps(options))
-    dtype = np.uint16 if vocab_size <= np.iinfo(np.uint16).max + 1 else np.int32
+    dtype = _token_dtype(vocab_size)
     stats = {"dropped_empty": 0, "truncated": 0, "empty_sources": 0}
     chunk_id = 0
     for src_chunk, tgt_chunk in zip(_chunks(src_file, chunk_lines), _chunks(tgt_file, chunk_lines)):
@@ -273,9 +274,7 @@ def build_store(
                          stats=np.array([st["dropped_empty"], st["truncated"], st["empty_sources"]]))
             os.replace(tmp, done)
         chunk_id += bool(src_chunk)
-    staging = path.with_name(f"{path.name}.staging{os.getpid()}")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
+    staging = _staging(path)
     offsets = {"src": [np.zeros(1, np.int64)], "tgt": [np.zeros(1, np.int64)]}
     ends = {"src": 0, "tgt": 0}
     with open(staging / "src.bin", "wb") as fs, open(staging / "tgt.bin", "wb") as ft:
@@ -289,17 +288,11 @@ def build_store(
                 for k, v in zip(("dropped_empty", "truncated", "empty_sources"), z["stats"].tolist()):
                     stats[k] += v
     for side in ("src", "tgt"):
-        idx = np.concatenate(offsets[side]).astype(np.int64)
-        idx.tofile(staging / f"{side}.idx")
-        np.diff(idx).astype(np.int32).tofile(staging / f"{side}.len")
+        _write_index(staging, side, np.concatenate(offsets[side]))
     kept = sum(len(o) for o in offsets["src"]) - 1  # the offsets start with one 0
     manifest = {**options, "dtype": np.dtype(dtype).name, "lines": kept, "source_lines": n_src,
                 "src_file": str(src_file), "tgt_file": str(tgt_file), **stats}
-    (staging / "manifest.json").write_text(json.dumps(manifest, indent=1))
-    try:
-        os.replace(staging, path)  # the store appears whole, or not at all
-    except OSError:  # another process (a rank, a parallel job) finished the same store first: use theirs
-        shutil.rmtree(staging, ignore_errors=True)
+    if not _publish(staging, path, manifest):
         return PairStore(path)
     shutil.rmtree(partial, ignore_errors=True)
     notes = [f"{stats[k]} {k.replace('_', ' ')}" for k in ("truncated", "dropped_empty", "empty_sources") if stats[k]]
@@ -307,24 +300,13 @@ def build_store(
     return PairStore(path)
 
 
-def count_lines_fast(path: Path) -> int:
-    n, last = 0, b"\n"
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 22):
-            n += chunk.count(b"\n")
-            last = chunk[-1:]
-    return n + (last != b"\n")
-
-
 def write_store(path: str | os.PathLike, pairs: Iterator[tuple[np.ndarray, np.ndarray]], vocab_size: int,
                 info: dict[str, Any]) -> PairStore:
     """A store at ``path`` from (source ids, target ids) pairs streamed in order (decoded training targets),
     written to a staging folder and renamed into place whole; ``info`` goes into the manifest."""
     path = Path(path)
-    dtype = np.uint16 if vocab_size <= np.iinfo(np.uint16).max + 1 else np.int32
-    staging = path.with_name(f"{path.name}.staging{os.getpid()}")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
+    dtype = _token_dtype(vocab_size)
+    staging = _staging(path)
     ends, n = {"src": [0], "tgt": [0]}, 0
     with open(staging / "src.bin", "wb") as fs, open(staging / "tgt.bin", "wb") as ft:
         for s, t in pairs:
@@ -334,13 +316,38 @@ def write_store(path: str | os.PathLike, pairs: Iterator[tuple[np.ndarray, np.nd
             ends["tgt"].append(ends["tgt"][-1] + len(t))
             n += 1
     for side in ("src", "tgt"):
-        idx = np.asarray(ends[side], dtype=np.int64)
-        idx.tofile(staging / f"{side}.idx")
-        np.diff(idx).astype(np.int32).tofile(staging / f"{side}.len")
-    manifest = {"format": FORMAT, "dtype": np.dtype(dtype).name, "lines": n, **info}
+        _write_index(staging, side, np.asarray(ends[side]))
+    _publish(staging, path, {"format": FORMAT, "dtype": np.dtype(dtype).name, "lines": n, **info})
+    return PairStore(path)
+
+
+def _token_dtype(vocab_size: int) -> type:
+    """Two bytes per token when the vocabulary fits, else four."""
+    return np.uint16 if vocab_size <= np.iinfo(np.uint16).max + 1 else np.int32
+
+
+def _staging(path: Path) -> Path:
+    """An empty folder of this process beside ``path``, where a store is written before it is published."""
+    staging = path.with_name(f"{path.name}.staging{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    return staging
+
+
+def _write_index(staging: Path, side: str, offsets: np.ndarray) -> None:
+    """A side's int64 offsets (line i is tokens[idx[i]:idx[i + 1]]) and the int32 lengths batching reads."""
+    idx = offsets.astype(np.int64)
+    idx.tofile(staging / f"{side}.idx")
+    np.diff(idx).astype(np.int32).tofile(staging / f"{side}.len")
+
+
+def _publish(staging: Path, path: Path, manifest: dict[str, Any]) -> bool:
+    """Write the manifest and rename the staging folder to ``path``: the store appears whole, or not at all.
+    False if another process (a rank, a parallel job) published the same store first: theirs is used."""
     (staging / "manifest.json").write_text(json.dumps(manifest, indent=1))
     try:
         os.replace(staging, path)
-    except OSError:  # another rank wrote it first
+    except OSError:
         shutil.rmtree(staging, ignore_errors=True)
-    return PairStore(path)
+        return False
+    return True

@@ -65,12 +65,14 @@ def checked_max_len(model, src: torch.Tensor, max_len: int | None) -> int:
     if src.shape[0] == 0 or src.shape[1] == 0:
         raise ValueError(f"src of shape {tuple(src.shape)} has no tokens; give every row at least one (EOS for an "
                          "empty sentence).")
-    lo, hi = int(src.min()), int(src.max())
+    # One host synchronisation for all three facts: this runs inside every timed decode call.
+    lo, hi, any_empty = torch.stack([src.min().long(), src.max().long(),
+                                     (src == model.pad_id).all(dim=1).any().long()]).tolist()
     if lo < 0 or hi >= model.cfg.vocab_size:
         raise ValueError(f"src holds token id {lo if lo < 0 else hi}, outside the model's vocabulary of "
                          f"{model.cfg.vocab_size}; encode with the model's own tokenizer.")
-    empty = (src == model.pad_id).all(dim=1).nonzero().flatten().tolist()
-    if empty:
+    if any_empty:
+        empty = (src == model.pad_id).all(dim=1).nonzero().flatten().tolist()
         raise ValueError(f"src row(s) {empty[:5]} are all padding; give every row at least one token (EOS for an "
                          "empty sentence).")
     if max_len is not None and (isinstance(max_len, bool) or int(max_len) != max_len or max_len < 0):

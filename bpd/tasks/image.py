@@ -138,6 +138,7 @@ class ImageTask(Task):
             ("low-res input", scorer.lr),
             ("greedy", scorer.images(outs["greedy"].tokens)),
         ]
+        captions = [label for label, _ in cols]
         bw = [s for s in specs if s.method == "blockwise"]
         for crit in ("exact", "distance"):
             cands = [s for s in bw if s.criterion == crit and s.min_block_size == 1]
@@ -145,11 +146,11 @@ class ImageTask(Task):
                 best = max(cands, key=lambda s: s.k)
                 label = f"blockwise k={best.k} " + ("exact" if crit == "exact" else f"eps={best.criterion_param:g}")
                 o = outs[best.name]
-                khat = sum(len(t) for t in o.tokens) / max(1, sum(o.iterations))
-                cols.append((f"{label} (k̂={khat:.2f})", scorer.images(o.tokens)))
+                cols.append((label, scorer.images(o.tokens)))
+                captions.append(f"{label} (k̂={sum(len(t) for t in o.tokens) / max(1, sum(o.iterations)):.2f})")
         cols.append(("ground truth", scorer.hr))
-        return save_grid([(label.split(" (")[0], images) for label, images in cols], path, max_images=8), \
-            [label for label, _ in cols]
+        captions.append("ground truth")
+        return save_grid(cols, path, max_images=8), captions
 
     def log_outputs(self, tracker: Tracker, scorer: ImageScorer, outs: dict[str, RunOutput], specs: list[DecodeSpec],
                     pairs: Pairs, out_dir: Path) -> None:

@@ -143,7 +143,6 @@ def train(
     ``heads`` None trains the base model (p_1 alone); a ``HeadsConfig`` trains the proposal heads, frozen or
     fine-tuned with the base, with its loss (mean or sampled) and p_1 weight. ``seed`` fixes initial RNG state.
 
-    ``ddp_model`` (``bpd.training.distributed.wrap_ddp(model, info)``: DDP around ``LossModule(model)``)
     ``dev_score(model)`` (e.g. greedy dev BLEU: ``Task.dev_score``) is called every ``cfg.score_every``
     steps; its first value is "the score" that ``cfg.best_on = "score"`` keeps the best weights by (higher is
     better). Its values join the history as ``dev/<name>``: the learning curve the checkpoint keeps.
