@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The wall-clock benchmark on one CUDA GPU: greedy vs blockwise (exact, top-2; k = 2..8) at batch 1, 8
-# and 32, in float32 and bfloat16, on the demo's model (100 / 256 / 512 test sentences, 3 repeats, per
-# dtype; not yet timed on a GPU by us). Without the demo's model at hand it is trained there first.
+# and 32, in float32 and bfloat16, on the demo's model (100 / 256 / 512 test sentences, 3 to 10 repeats
+# until each speedup's 95% interval is within +-3%, per dtype; not yet timed on a GPU by us). Without the
+# demo's model at hand it is trained there first.
 #
 #   bash bench/gpu.sh                        # on a CUDA machine
-#   ARCHS=1 bash bench/gpu.sh                # also Medusa / block-diagonal / paper heads (1-min trainings)
+#   ARCHS=1 bash bench/gpu.sh                # also Medusa / block-diagonal / paper heads (300-step trainings)
 #   COMPILE=1 bash bench/gpu.sh              # also torch.compile'd decoder layers, for both decoders
 #   DEVICE=cpu QUICK=1 bash bench/gpu.sh     # a half-minute dry run of this script on a CPU, before spending GPU time
 #
@@ -51,14 +52,14 @@ EOF
 
 COMMON=(experiment=demo device="$DEVICE" logger=none bench.results_dir="$RESULTS" 'bench.batch_sizes=[1,8,32]')
 if [ -n "${QUICK:-}" ]; then  # plumbing check: few inputs, one repeat, two k
-    COMMON+=('bench.n_examples={1: 6, 8: 16, 32: 32}' bench.repeats=1 bench.step_repeats=10 'bench.ks=[2,4]')
+    COMMON+=('bench.n_examples={1: 6, 8: 16, 32: 32}' bench.repeats=1 bench.max_repeats=1 bench.step_repeats=10 'bench.ks=[2,4]')
 fi
 run() { echo "+ bench.py $*"; "$PY" experiments/bench.py "${COMMON[@]}" "$@"; }
 run bench.dtype=float32
 run bench.dtype=bfloat16 bench.naive_greedy=false
 if [ -n "${COMPILE:-}" ]; then run bench.dtype=float32 bench.compile=true bench.naive_greedy=false; fi
 if [ -n "${ARCHS:-}" ]; then
-    run 'bench.archs=[medusa,blockdiag,paper]' 'bench.batch_sizes=[1]' bench.arch_train_minutes=1 bench.naive_greedy=false
+    run 'bench.archs=[medusa,blockdiag,paper]' 'bench.batch_sizes=[1]' bench.naive_greedy=false
 fi
 if [ -n "${OUT:-}" ]; then  # a remote runner brings back what is under $OUT: the rows and the records, 2 files
     cp "$RESULTS/rows.jsonl" "$OUT/rows.jsonl"

@@ -1,10 +1,13 @@
 """Wall-clock benchmark of greedy vs blockwise decoding, measured side by side in one process.
 
-For each batch size the configurations are decoded on the same inputs, batch by batch, interleaved
-(``bpd.decoding.timed.decode_and_time``), after a warm-up, and the whole pass is repeated; speedups are
-reported as the median over repeats with min/max. Separately, the cost of one decoding step is timed
-in isolation at a representative cache length: t_1 for a greedy step (decode one token, p_1, argmax,
-host sync) and t_k for a blockwise round (verify k tokens, accept, truncate, propose), so that
+For each batch size the configurations are decoded on the same inputs, batch by batch, back to back in an
+order that rotates from batch to batch (``bpd.decoding.timed.decode_and_time``), after a warm-up that
+lasts until greedy's time settles, and the whole pass is repeated until every speedup's 95% bootstrap
+interval is within +-``ci_target`` (or ``max_repeats``): the speedup is the paired estimate of
+``bpd.speedup_ci`` (greedy's total over the method's, per-batch medians over repeats), with its interval.
+Separately, the cost of one decoding step is timed in isolation at a representative cache length: t_1 for a
+greedy step (decode one token, p_1, argmax, host sync) and t_k for a blockwise round (verify k tokens,
+accept, truncate, propose), so that
 
     ideal speedup = k_hat * t_1 / t_k        efficiency = measured speedup / ideal speedup
 
@@ -35,6 +38,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from bpd.decoding.blockwise import propose, run_round, start
@@ -42,6 +46,7 @@ from bpd.decoding.common import pad_rows, top1
 from bpd.decoding.criteria import make_criterion
 from bpd.decoding.spec import DecodeSpec
 from bpd.decoding.timed import RunOutput, decode_and_time
+from bpd.speedup_ci import SpeedupEstimate, paired_speedup
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -159,8 +164,13 @@ def bench_rows(
     specs: list[DecodeSpec],
     costs: dict[str, float],
     common: dict[str, Any],
+    estimates: dict[str, SpeedupEstimate] | None = None,
 ) -> list[dict[str, Any]]:
-    """Aggregate repeated runs of one batch size into rows (medians, min/max, ideal, efficiency)."""
+    """Aggregate repeated runs of one batch size into rows (the speedup, its interval, ideal, efficiency).
+
+    ``speedup`` is the paired estimate of ``estimates`` (``bpd.speedup_ci``) where given, else (hand-made
+    runs without per-batch times) the median over repeats of total greedy time / total time, which rows
+    also keep as ``speedup_repeat_median``."""
     rows = []
     g_runs = [r["greedy"] for r in runs]
     g_iters = sum(g_runs[0].iterations)
@@ -174,7 +184,9 @@ def bench_rows(
         khat = g_iters / max(1, iters) if spec.method == "blockwise" else 1.0
         tk = costs.get(f"t{spec.k}") if spec.method == "blockwise" else (t1 if spec.method == "greedy" else None)
         ideal = khat * t1 / tk if tk else None
-        speedup = statistics.median(speedups) if speedups else None
+        repeat_median = statistics.median(speedups) if speedups else None
+        e = (estimates or {}).get(spec.name)
+        speedup = e.speedup if e else repeat_median
         t_start = costs.get(f"s{spec.k}") if spec.method == "blockwise" else None
         predicted = None
         if tk and t_start is not None and t_enc is not None and n_batches:
@@ -201,6 +213,12 @@ def bench_rows(
                 "speedup": speedup,
                 "speedup_min": min(speedups) if speedups else None,
                 "speedup_max": max(speedups) if speedups else None,
+                "speedup_repeat_median": repeat_median,
+                "speedup_ci_low": e.low if e else None,
+                "speedup_ci_high": e.high if e else None,
+                "speedup_ci_halfwidth": e.halfwidth if e else None,  # relative: 0.03 = +-3%
+                "speedup_ci_level": e.level if e else None,
+                "ci_target_met": e.halfwidth <= common["ci_target"] if e and "ci_target" in common else None,
                 "t1_ms": t1,
                 "tk_ms": tk,
                 "step_cost_ratio": tk / t1 if tk else None,
@@ -271,6 +289,29 @@ def specbench_speed(method: list[dict[str, Any]], baseline: list[dict[str, Any]]
             "mean_accepted_tokens": statistics.mean(lengths) if lengths else float("nan")}
 
 
+def settle(model, sources: list[list[int]], specs: list[DecodeSpec], max_len, batch_size: int, device: torch.device,
+           criterion_kwargs: dict | None = None, tol: float = 0.03, max_passes: int = 8) -> int:
+    """Warm up until step times settle: decode the first few batches with every spec, untimed for the rows,
+    until greedy's time for them changes by less than ``tol`` between two passes (allocator, caches and
+    clock ramp-up first make it fall); returns the passes it took (at most ``max_passes``)."""
+    head = sources[: batch_size * 4]
+    prev = None
+    for n in range(1, max_passes + 1):
+        out = decode_and_time(model, head, specs, max_len, batch_size=batch_size, device=device,
+                              criterion_kwargs=criterion_kwargs, warmup=0, progress=False)
+        t = out["greedy"].wallclock_s
+        if prev is not None and abs(t - prev) <= tol * prev:
+            return n
+        prev = t
+    return max_passes
+
+
+def paired_estimates(runs: list[dict[str, RunOutput]], specs: list[DecodeSpec]) -> dict[str, SpeedupEstimate]:
+    """Each spec's paired speedup over greedy from the per-batch times of every repeat (``bpd.speedup_ci``)."""
+    g = np.array([r["greedy"].batch_wall_s for r in runs])
+    return {s.name: paired_speedup(g, np.array([r[s.name].batch_wall_s for r in runs])) for s in specs}
+
+
 def run_bench(
     model,
     sources: list[list[int]],
@@ -286,10 +327,16 @@ def run_bench(
     step_repeats: int = 200,
     category: str = "bench",
     detok: Callable[[list[int]], str] | None = None,
+    max_repeats: int | None = None,
+    ci_target: float = 0.03,
 ) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
     """Rows, and Spec-Bench records by model id (one file's worth per batch size and decoder; greedy's is the
-    baseline) from the median repeat, for every batch size (greedy must be the first spec)."""
+    baseline) from the median repeat, for every batch size (greedy must be the first spec).
+
+    Each batch size takes at least ``repeats`` passes and continues, up to ``max_repeats``, until every
+    configuration's 95% interval is within +-``ci_target`` of its speedup; rows say whether it got there."""
     assert specs[0].method == "greedy", "greedy is the reference and must come first"
+    max_repeats = max(repeats, max_repeats or repeats)
     rows: list[dict[str, Any]] = []
     records: dict[str, list[dict[str, Any]]] = {}
     ks = sorted({s.k for s in specs if s.method == "blockwise"})
@@ -303,22 +350,21 @@ def run_bench(
             torch.cuda.reset_peak_memory_stats(device)
         # The naive recompute-everything greedy is quadratic in length: batch 1 only, as a reference.
         bs_specs = [s for s in specs if s.method != "naive_greedy" or bs == 1]
-        runs = [
-            decode_and_time(
-                model,
-                srcs,
-                bs_specs,
-                max_len,
-                batch_size=bs,
-                device=device,
-                criterion_kwargs=criterion_kwargs,
-                warmup=1 if r == 0 else 0,
-                desc=f"bench b{bs} r{r}",
-            )
-            for r in range(repeats)
-        ]
-        extra = {**(common or {}), "batch_size": bs, "n_batches": -(-n // bs), "peak_mem_mb": peak_memory_mb(device)}
-        bs_rows = bench_rows(runs, bs_specs, costs, extra)
+        passes = settle(model, srcs, bs_specs, max_len, bs, device, criterion_kwargs)
+        runs: list[dict[str, RunOutput]] = []
+        while len(runs) < max_repeats:
+            r = len(runs)
+            runs.append(decode_and_time(model, srcs, bs_specs, max_len, batch_size=bs, device=device,
+                                        criterion_kwargs=criterion_kwargs, warmup=0, desc=f"bench b{bs} r{r}",
+                                        rotate=r))
+            if len(runs) >= repeats:
+                est = paired_estimates(runs, bs_specs[1:])
+                if all(e.halfwidth <= ci_target for e in est.values()):
+                    break
+        est = paired_estimates(runs, bs_specs)
+        extra = {**(common or {}), "batch_size": bs, "n_batches": -(-n // bs), "peak_mem_mb": peak_memory_mb(device),
+                 "warmup_passes": passes, "ci_target": ci_target, "max_repeats": max_repeats}
+        bs_rows = bench_rows(runs, bs_specs, costs, extra, est)
         for spec in bs_specs:
             mid = f"{model_id}-b{bs}-{spec.name}"
             records[mid] = specbench_records(median_run([r[spec.name] for r in runs]), mid, category, detok)
@@ -359,22 +405,27 @@ def format_breakdown(rows: list[dict[str, Any]]) -> str:
 
 
 def format_bench(rows: list[dict[str, Any]]) -> str:
-    """The printed table: speedup = total greedy time / total time (median of repeats, [min, max]); sb =
+    """The printed table: speedup = the paired estimate with its 95% interval (``bpd.speedup_ci``; [min, max]
+    over repeats for rows without one) and the repeats it took; sb =
     Spec-Bench's definition (mean per-example tokens/s over greedy's); eff = speedup / ideal, ceil = the
     efficiency the once-per-batch costs leave, pred = the speedup the step costs predict, eff_p = speedup /
     pred (the loop's own share)."""
     head = (
-        f"{'arch':<9} {'bs':>3} {'decoder':<24} {'k_hat':>5} {'tok/s':>8} {'speedup':>15} {'sb':>5} {'t_k/t_1':>7} "
+        f"{'arch':<9} {'bs':>3} {'decoder':<24} {'k_hat':>5} {'tok/s':>8} {'speedup [95% CI]':>18} {'rep':>3} "
+        f"{'sb':>5} {'t_k/t_1':>7} "
         f"{'ideal':>6} {'eff':>5} {'ceil':>5} {'pred':>5} {'eff_p':>5} {'=greedy':>7}"
     )
     lines = [head, "-" * len(head)]
     for r in rows:
         sp = r["speedup"] or float("nan")
-        rng = f"{sp:5.2f}x [{(r['speedup_min'] or sp):.2f},{(r['speedup_max'] or sp):.2f}]"
+        lo, hi = r.get("speedup_ci_low"), r.get("speedup_ci_high")
+        if lo is None or not np.isfinite(lo) or not np.isfinite(hi):
+            lo, hi = r["speedup_min"] or sp, r["speedup_max"] or sp
+        rng = f"{sp:5.2f}x [{lo:.2f},{hi:.2f}]"
         f = lambda v, fmt: format(v, fmt) if isinstance(v, int | float) else "-"  # noqa: E731
         lines.append(
             f"{str(r.get('heads_arch')):<9} {r['batch_size']:>3} {r['decoder']:<24} {r['mean_block_size']:5.2f} "
-            f"{f(r['tokens_per_s'], '8.0f')} {rng:>15} {f(r.get('speedup_specbench'), '5.2f')} "
+            f"{f(r['tokens_per_s'], '8.0f')} {rng:>18} {r['repeats']:>3} {f(r.get('speedup_specbench'), '5.2f')} "
             f"{f(r['step_cost_ratio'], '7.2f')} "
             f"{f(r['ideal_speedup'], '6.2f')} {f(r['efficiency'], '5.2f')} {f(r.get('efficiency_ceiling'), '5.2f')} "
             f"{f(r.get('predicted_speedup'), '5.2f')} "

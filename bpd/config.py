@@ -421,11 +421,14 @@ class BenchConfig:
     criteria: list[CriterionConfig] = field(
         default_factory=lambda: [CriterionConfig("exact"), CriterionConfig("topk", 2.0)]
     )
-    repeats: int = 3
+    repeats: int = 3  # at least this many passes over the inputs per batch size
+    max_repeats: int = 10  # ... and more, up to this, until every speedup's 95% interval is within ci_target
+    ci_target: float = 0.03  # relative half-width of the interval (0.03 = +-3%)
     n_examples: dict[int, int] = field(default_factory=lambda: {1: 100, 8: 256, 32: 512})
     naive_greedy: bool = True  # batch 1: the recompute-everything baseline the reference code used
     archs: list[str] | None = None  # compare head architectures (missing ones are trained)
-    arch_train_minutes: float = 2.0
+    arch_train_steps: int = 300  # heads of another architecture: trained this many steps (the same on any machine)
+    arch_train_minutes: float | None = 10.0  # ... with this cap (rows record when it binds)
     dtype: str = "float32"  # float32 | bfloat16 | float16 (half precision: for GPUs)
     compile: bool = False  # torch.compile the decoder layers, for both decoders
     step_repeats: int = 200
@@ -438,6 +441,9 @@ class BenchConfig:
                f"bench.batch_sizes must be a non-empty list of sizes >= 1 (got {list(self.batch_sizes)}).")
         _check(bool(self.ks) and all(k >= 1 for k in self.ks),
                f"bench.ks must be a non-empty list of block sizes >= 1 (got {list(self.ks)}).")
+        _check(1 <= self.repeats <= self.max_repeats,
+               f"bench.repeats must be >= 1 and <= bench.max_repeats (got {self.repeats} and {self.max_repeats}).")
+        _check(self.ci_target > 0, f"bench.ci_target must be > 0 (a relative half-width; got {self.ci_target}).")
         _check(self.dtype in DTYPES, f"unknown bench.dtype {self.dtype!r}; choose one of {', '.join(DTYPES)}.")
         bad = [a for a in (self.archs or []) if a not in HEAD_ARCHS]
         _check(not bad, f"unknown head architecture {bad[0] if bad else ''!r} in bench.archs; "

@@ -45,7 +45,8 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
         c = cfg
         if arch != cfg.heads.arch:  # another architecture's heads, trained briefly with the same recipe
             c = dataclasses.replace(cfg, heads=dataclasses.replace(cfg.heads, arch=arch),
-                                    heads_train=dataclasses.replace(cfg.heads_train, max_minutes=b.arch_train_minutes))
+                                    heads_train=dataclasses.replace(cfg.heads_train, max_steps=b.arch_train_steps,
+                                                                    max_minutes=b.arch_train_minutes))
         path = ensure_heads(c, task)
         model, payload = load_model(path, device)
         if b.dtype != "float32":
@@ -80,7 +81,8 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
             "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
         }
         rows, records = run_bench(model, sources, specs, b.batch_sizes, task.max_len(cfg.decode), device,
-                                  repeats=b.repeats, n_examples=b.n_examples, criterion_kwargs=task.criterion_kwargs,
+                                  repeats=b.repeats, max_repeats=b.max_repeats, ci_target=b.ci_target,
+                                  n_examples=b.n_examples, criterion_kwargs=task.criterion_kwargs,
                                   common=common, model_id=f"{cfg.name}-{arch}", step_repeats=b.step_repeats,
                                   category=task.name, detok=task.detokenize)
         append_rows(out_dir / "rows.jsonl", rows)

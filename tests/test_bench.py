@@ -19,6 +19,7 @@ from bpd.bench import (
 from bpd.config import BenchConfig, from_dict
 from bpd.decoding.spec import DecodeSpec
 from bpd.decoding.timed import RunOutput
+from bpd.speedup_ci import SpeedupEstimate, paired_speedup
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +51,8 @@ def test_rows_ratios_from_measured_parts(bench):
         assert r["efficiency_vs_predicted"] == pytest.approx(r["speedup"] / r["predicted_speedup"])
         assert r["efficiency"] == pytest.approx(r["efficiency_ceiling"] * r["efficiency_vs_predicted"])
         assert r["step_cost_ratio"] == pytest.approx(r["tk_ms"] / r["t1_ms"])
-        assert r["speedup_min"] <= r["speedup"] <= r["speedup_max"]
+        assert r["speedup_ci_low"] <= r["speedup"] <= r["speedup_ci_high"] and r["repeats"] == 2
+        assert r["speedup_repeat_median"] == pytest.approx((r["speedup_min"] + r["speedup_max"]) / 2)  # 2 repeats
         assert r["tokens_per_s"] == pytest.approx(r["output_tokens"] / r["wallclock_s"])
         if r["criterion"] == "exact":
             assert r["identical_to_greedy"] == 1.0
@@ -180,7 +182,7 @@ def test_bench_entry_point_on_a_toy_model(tmp_path, capsys):
     cfg = toy_config(tmp_path, name="toy")
     bench = from_dict(BenchConfig, {
         "batch_sizes": [1, 2], "ks": [2, 3, 10], "criteria": [{"name": "exact"}], "repeats": 1,
-        "n_examples": {1: 3, 2: 4}, "naive_greedy": True, "archs": None, "arch_train_minutes": 0.1,
+        "n_examples": {1: 3, 2: 4}, "naive_greedy": True, "archs": None, "arch_train_steps": 5,
         "dtype": "float32", "compile": False, "step_repeats": 3, "results_dir": str(out),
     })
     rows = bench_entry.run(cfg, bench_entry.BenchEntry(bench=bench))
@@ -205,3 +207,40 @@ def test_bench_entry_point_on_a_toy_model(tmp_path, capsys):
     assert all(r["choices"][0]["turns"][0] == task.detokenize(r["choices"][0]["token_ids"][0]) for r in recs)
     printed = capsys.readouterr().out
     assert "ceil" in printed and "where a step's time goes" in printed
+
+
+def test_paired_speedup_interval():
+    """The paired estimate and its bootstrap interval (bpd.speedup_ci): exact on noise-free times, immune to
+    drift that hits both sides of a pair alike, narrower with more repeats, and refusing unpaired input."""
+    rng = np.random.default_rng(0)
+    base = rng.uniform(0.01, 0.05, size=(1, 50))
+    exact = paired_speedup(np.repeat(base, 3, 0), np.repeat(base, 3, 0) / 2)
+    assert (exact.speedup, exact.low, exact.high, exact.halfwidth) == (pytest.approx(2.0),) * 3 + (pytest.approx(0),)
+    # Each repeat ran on a machine up to 2x slower, but greedy and the method of a pair shared it.
+    drift = rng.uniform(1.0, 2.0, size=(5, 1))
+    paired = paired_speedup(base * drift, base * drift / 1.5)
+    assert paired.speedup == pytest.approx(1.5) and paired.halfwidth < 1e-9
+    # The same drift, unpaired (the method's repeats in another order): the interval widens.
+    assert paired_speedup(base * drift, base * drift[::-1] / 1.5).halfwidth > 0.05
+
+    def noisy(reps: int) -> SpeedupEstimate:
+        noise = lambda: 1 + 0.2 * rng.standard_normal((reps, 50))  # noqa: E731
+        return paired_speedup(base * noise(), base / 1.5 * noise())
+
+    few, many = noisy(3), noisy(30)
+    assert many.halfwidth < few.halfwidth and many.low <= 1.5 <= many.high
+    assert not np.isfinite(paired_speedup(base, base).halfwidth)  # one repeat: no interval to claim
+    with pytest.raises(ValueError, match="same shape|one shape"):
+        paired_speedup(base, np.ones((1, 49)))
+
+
+@pytest.mark.parametrize("target, reps", [(10.0, 2), (1e-12, 4)])
+def test_bench_repeats_until_the_interval_is_narrow(target, reps):
+    """A loose target stops at the minimum repeats; an unreachable one runs to the cap, and says so."""
+    model = random_model(24, 4, 0, head_noise=0.05, dtype=torch.float32)
+    sources = [row.tolist() for row in random_src(4, 6, 24, 0, ragged=False)]
+    specs = [DecodeSpec("greedy"), DecodeSpec("blockwise", k=2)]
+    rows, _ = run_bench(model, sources, specs, [1], lambda s: 12, torch.device("cpu"), repeats=2, max_repeats=4,
+                        ci_target=target, step_repeats=2)
+    assert {r["repeats"] for r in rows} == {reps}
+    assert rows[1]["ci_target_met"] is (target == 10.0) and rows[1]["warmup_passes"] >= 2

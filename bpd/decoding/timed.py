@@ -1,8 +1,10 @@
 """Decode a list of sources with several decoders, batch by batch, interleaved and timed in one process.
 
-Fair timing: every batch of inputs is decoded by every configuration in turn (greedy first), so slow
-drift of the machine (thermal, other processes) hits all of them alike; a warm-up batch runs first,
-untimed. ``speedup`` is greedy's wall-clock over the configuration's, on the same inputs.
+Fair timing: every batch of inputs is decoded by every configuration back to back, so slow drift of the
+machine (thermal, other processes) hits all of them alike, and the order rotates from batch to batch
+(``rotate``), so that no configuration always runs first, on the caches the previous one left; a warm-up
+batch runs first, untimed. Each batch's time is kept per configuration (``batch_wall_s``): the bench pairs
+them (``bpd.speedup_ci``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class RunOutput:
     position_accepted: list[int] = field(default_factory=list)
     example_wall_s: list[float] = field(default_factory=list)  # wall time of the batch each example was in
     example_batch_size: list[int] = field(default_factory=list)  # how many examples that batch held
+    batch_wall_s: list[float] = field(default_factory=list)  # each batch's wall time, in decoding order
 
 
 def _sync(device: torch.device) -> None:
@@ -52,8 +55,11 @@ def decode_and_time(
     warmup: int = 1,
     progress: bool = True,
     desc: str = "decode",
+    rotate: int | None = None,
 ) -> dict[str, RunOutput]:
-    """Decode ``sources`` with every spec, batch by batch, interleaved; outputs in input order."""
+    """Decode ``sources`` with every spec, batch by batch, interleaved; outputs in input order. With
+    ``rotate`` set, batch j runs the specs starting at spec ``(j + rotate) % len(specs)``; else in the given
+    order."""
     device = torch.device(device)
     model = model.to(device).eval()
     fns = {s.name: decoder_fn(s, criterion_kwargs) for s in specs}
@@ -67,10 +73,12 @@ def decode_and_time(
         src = pad_rows([sources[i] for i in idx], model.pad_id).to(device)
         for fn in fns.values():
             fn(model, src, max_len(src))
-    for idx in tqdm(batches, desc=desc, disable=not progress, leave=False, mininterval=progress_interval()):
+    for j, idx in enumerate(tqdm(batches, desc=desc, disable=not progress, leave=False,
+                                 mininterval=progress_interval())):
         src = pad_rows([sources[i] for i in idx], model.pad_id).to(device)
         limit = max_len(src)
-        for spec in specs:
+        first = 0 if rotate is None else (j + rotate) % len(specs)
+        for spec in specs[first:] + specs[:first]:
             _sync(device)
             t0 = time.perf_counter()
             res: DecodeResult = fns[spec.name](model, src, limit)
@@ -78,6 +86,7 @@ def decode_and_time(
             dt = time.perf_counter() - t0
             o = out[spec.name]
             o.wallclock_s += dt
+            o.batch_wall_s.append(dt)
             o.invocations += res.invocations
             for j, i in enumerate(idx):
                 o.tokens[i], o.iterations[i], o.block_sizes[i] = res.tokens[j], res.iterations[j], res.block_sizes[j]
