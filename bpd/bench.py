@@ -44,8 +44,9 @@ import torch
 from bpd.decoding.blockwise import propose, run_round, start
 from bpd.decoding.common import pad_rows, top1
 from bpd.decoding.criteria import make_criterion
-from bpd.decoding.spec import DecodeSpec
+from bpd.decoding.spec import ROUND_METHODS, DecodeSpec
 from bpd.decoding.timed import RunOutput, decode_and_time
+from bpd.decoding.tree import TreeShape, build_tree, verify_tree
 from bpd.speedup_ci import SpeedupEstimate, paired_speedup
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -77,8 +78,10 @@ def step_costs(
     prefix_len: int = 12,
     repeats: int = 200,
     criterion_kwargs: dict | None = None,
+    trees: list[tuple[int, TreeShape]] | None = None,
 ) -> dict[str, float]:
-    """Median milliseconds of one greedy step (``t1``), one blockwise round per k (``t<k>``), the
+    """Median milliseconds of one greedy step (``t1``), one blockwise round per k (``t<k>``), one tree round
+    per (k, shape) of ``trees`` (``tree<k>_<shape>``: build the tree, verify, accept, keep the path), the
     encoder (``enc``) and blockwise's propose-only start call per k (``s<k>``), and the parts of the
     steps, timed in a second rotation and keyed ``part_*``: the whole steps again (``part_t1``,
     ``part_t<k>``), the decoder layers alone over 1 and k tokens (``part_d1``, ``part_d<k>``) and the
@@ -90,7 +93,7 @@ def step_costs(
     device = src.device
     b = src.shape[0]
     enc = model.encode(src)
-    kmax = max(ks + [1])
+    kmax = max(ks + [1] + [shape.n_nodes for _, shape in trees or []])
     cache = model.new_cache(b, prefix_len + kmax + 2)
     prefix = torch.full((b, prefix_len), model.bos_id, dtype=torch.long, device=device)
     model.decode(prefix, enc, cache)
@@ -129,6 +132,12 @@ def step_costs(
         fns[f"t{k}"], fns[f"s{k}"] = round_k, start_k
         parts[f"t{k}"], parts[f"d{k}"] = round_k, lambda props=props: decoder_only(props)
         parts[f"p{k}"] = lambda k=k: propose(model, h_one, tok, k)
+    for k, shape in trees or []:
+        def tree_round(shape: TreeShape = shape) -> None:
+            verify_tree(model, build_tree(model, h_one, tok, shape), enc, cache, crit)
+            cache.rewind(mark)
+
+        fns[f"tree{k}_{shape.name}"] = tree_round
     for fn in [*fns.values(), *parts.values()]:  # warm-up
         for _ in range(5):
             fn()
@@ -181,8 +190,9 @@ def bench_rows(
         speedups = [g.wallclock_s / o.wallclock_s for g, o in zip(g_runs, outs) if o.wallclock_s > 0]
         iters = sum(outs[0].iterations)
         tokens = sum(len(t) for t in outs[0].tokens)
-        khat = g_iters / max(1, iters) if spec.method == "blockwise" else 1.0
-        tk = costs.get(f"t{spec.k}") if spec.method == "blockwise" else (t1 if spec.method == "greedy" else None)
+        khat = g_iters / max(1, iters) if spec.method in ROUND_METHODS else 1.0
+        tk = {"blockwise": costs.get(f"t{spec.k}"), "greedy": t1,
+              "tree": costs.get(f"tree{spec.k}_{spec.shape.name}") if spec.shape else None}.get(spec.method)
         ideal = khat * t1 / tk if tk else None
         repeat_median = statistics.median(speedups) if speedups else None
         e = (estimates or {}).get(spec.name)
@@ -340,12 +350,13 @@ def run_bench(
     rows: list[dict[str, Any]] = []
     records: dict[str, list[dict[str, Any]]] = {}
     ks = sorted({s.k for s in specs if s.method == "blockwise"})
+    trees = [(s.k, s.shape) for s in specs if s.method == "tree"]
     for bs in batch_sizes:
         n = min(len(sources), (n_examples or {}).get(bs, len(sources)))
         srcs = sources[:n]
         # Step costs at this batch size, on the first inputs, cache length ~ a typical prefix.
         src = pad_rows(srcs[:bs], model.pad_id).to(device)
-        costs = step_costs(model, src, ks, repeats=step_repeats, criterion_kwargs=criterion_kwargs)
+        costs = step_costs(model, src, ks, repeats=step_repeats, criterion_kwargs=criterion_kwargs, trees=trees)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
         # The naive recompute-everything greedy is quadratic in length: batch 1 only, as a reference.

@@ -22,6 +22,7 @@ Defaults that had drifted apart before this module existed, and the value kept:
 from __future__ import annotations
 
 import dataclasses
+import re
 import typing
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -285,6 +286,7 @@ class DecodeConfig:
     threads: int | None = None  # CPU threads while decoding (null = unchanged)
     naive_greedy: bool = False  # also the recompute-everything greedy (slow; a weak-baseline reference)
     proposal_vocab: int | None = None  # translation: heads propose among the N most frequent target tokens
+    trees: list[str] = field(default_factory=list)  # also tree verification: shapes "3x2x1" (widths), "beam4"
     skip_existing: bool = True  # an evaluation whose run id already has rows is not redone
 
     def validate(self, trained_k: int | None = None) -> None:
@@ -303,11 +305,18 @@ class DecodeConfig:
         for c in self.criteria:
             _check(c.name in CRITERIA, f"unknown acceptance criterion {c.name!r}; choose one of {', '.join(CRITERIA)}.")
             _check(all(m >= 1 for m in c.min_block_sizes), f"decode.criteria min_block_sizes must be >= 1 ({c}).")
+        check_tree_shapes(self.trees, "decode.trees")
 
     def output_limit(self, src_len: int) -> int:
         """Translation output length limit a * source length + b (fairseq's max_len_a / max_len_b): a weak
         model's degenerate repetitions stop early instead of costing tens of wasted steps per sentence."""
         return output_limit(src_len, self.max_len_a, self.max_len_extra)
+
+
+def check_tree_shapes(trees: list[str], where: str) -> None:
+    for t in trees:
+        _check(re.fullmatch(r"beam[1-9][0-9]*|[1-9][0-9]*(x[1-9][0-9]*)*", str(t)) is not None,
+               f"unknown tree shape {t!r} in {where}; use widths per depth like '3x2x1' or a budget like 'beam4'.")
 
 
 def output_limit(src_len: int, a: float = 1.5, b: int = 10) -> int:
@@ -426,6 +435,7 @@ class BenchConfig:
     ci_target: float = 0.03  # relative half-width of the interval (0.03 = +-3%)
     n_examples: dict[int, int] = field(default_factory=lambda: {1: 100, 8: 256, 32: 512})
     naive_greedy: bool = True  # batch 1: the recompute-everything baseline the reference code used
+    trees: list[str] = field(default_factory=list)  # also tree verification with these shapes (as decode.trees)
     archs: list[str] | None = None  # compare head architectures (missing ones are trained)
     arch_train_steps: int = 300  # heads of another architecture: trained this many steps (the same on any machine)
     arch_train_minutes: float | None = 10.0  # ... with this cap (rows record when it binds)
@@ -450,6 +460,7 @@ class BenchConfig:
                         f"choose from {', '.join(HEAD_ARCHS)}.")
         for c in self.criteria:
             _check(c.name in CRITERIA, f"unknown acceptance criterion {c.name!r}; choose one of {', '.join(CRITERIA)}.")
+        check_tree_shapes(self.trees, "bench.trees")
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from bpd.config import ExperimentConfig
-from bpd.decoding.spec import DecodeSpec, decode_specs
+from bpd.decoding.spec import ROUND_METHODS, DecodeSpec, decode_specs
 from bpd.decoding.timed import RunOutput, decode_and_time
 from bpd.locks import exclusive
 from bpd.metrics import block_histogram, mean_block_size, per_example_block_means, summarize
@@ -177,7 +177,7 @@ def make_rows(outputs: dict[str, RunOutput], specs: list[DecodeSpec], scorer: Sc
             "iterations": iters,
             "invocations": o.invocations,
             "greedy_iterations": g_iters,
-            "mean_block_size": mean_block_size(g_iters, iters) if spec.method == "blockwise" else 1.0,
+            "mean_block_size": mean_block_size(g_iters, iters) if spec.method in ROUND_METHODS else 1.0,
             "tokens_per_iteration": sum(len(t) for t in o.tokens) / max(1, iters),
             "identical_to_greedy": identical,
             "hit_length_limit": sum(not t or t[-1] != eos_id for t in o.tokens) if eos_id >= 0 else None,

@@ -24,7 +24,7 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
     import torch
 
     from bpd.bench import DTYPES, format_bench, format_breakdown, run_bench, write_jsonl
-    from bpd.decoding.spec import DecodeSpec
+    from bpd.decoding.spec import DecodeSpec, tree_specs
     from bpd.runtime import pick_device, resolve_path
     from bpd.stages import ensure_heads
     from bpd.tasks import load_task
@@ -58,6 +58,7 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
         specs = [DecodeSpec("greedy")] + ([DecodeSpec("naive_greedy")] if b.naive_greedy else [])
         for crit in b.criteria:
             specs += [DecodeSpec("blockwise", k=k, criterion=crit.name, criterion_param=crit.param) for k in ks]
+        specs += tree_specs(b.trees, ks, b.criteria)
         common = {
             "experiment": "bench",
             "source_experiment": cfg.name,

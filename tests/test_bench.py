@@ -244,3 +244,20 @@ def test_bench_repeats_until_the_interval_is_narrow(target, reps):
                         ci_target=target, step_repeats=2)
     assert {r["repeats"] for r in rows} == {reps}
     assert rows[1]["ci_target_met"] is (target == 10.0) and rows[1]["warmup_passes"] >= 2
+
+
+def test_tree_rows_beside_the_chain():
+    """Tree verification in the bench: its own rows, timed rounds (t_k of the tree), greedy's outputs."""
+    from bpd.config import CriterionConfig
+    from bpd.decoding.spec import tree_specs
+
+    model = random_model(24, 4, 0, head_noise=0.3, dtype=torch.float32)
+    sources = [row.tolist() for row in random_src(4, 6, 24, 0, ragged=False)]
+    specs = [DecodeSpec("greedy"), DecodeSpec("blockwise", k=4)]
+    specs += tree_specs(["3x2", "beam2"], [2, 4], [CriterionConfig("exact")])
+    assert [s.name for s in specs[2:]] == ["tree_3x2x1_k4_exact", "tree_beam2_k2_exact", "tree_beam2_k4_exact"]
+    rows, _ = run_bench(model, sources, specs, [1, 2], lambda s: 12, torch.device("cpu"), repeats=1, step_repeats=2)
+    trees = [r for r in rows if r["method"] == "tree"]
+    assert len(trees) == 6 and all(r["identical_to_greedy"] == 1.0 and r["tk_ms"] > 0 for r in trees)
+    assert {(r["tree"], r["tree_nodes"]) for r in trees} == {("3x2x1", 16), ("beam2", 3), ("beam2", 7)}
+    assert all(r["ideal_speedup"] == pytest.approx(r["mean_block_size"] * r["t1_ms"] / r["tk_ms"]) for r in trees)

@@ -22,6 +22,7 @@ from bpd.decoding import (
     greedy_decode,
     naive_greedy_decode,
 )
+from bpd.decoding.tree import TreeShape, tree_decode
 from bpd.models import HEAD_ARCHS
 
 SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
@@ -63,8 +64,9 @@ def check_argmax_chain(model, src: torch.Tensor, tokens: list[list[int]]) -> Non
     arch=st.sampled_from(HEAD_ARCHS),
     head_noise=st.sampled_from([0.0, 0.05, 0.3, 1.0]),
     identity_p1=st.booleans(),
+    tree=st.sampled_from(["2", "3x2", "2x1x3", "beam1", "beam2", "beam4", "sparse"]),
 )
-def test_exact_blockwise_equals_greedy(seed, vocab, k, batch, src_len, max_len, arch, head_noise, identity_p1):
+def test_exact_blockwise_equals_greedy(seed, vocab, k, batch, src_len, max_len, arch, head_noise, identity_p1, tree):
     model = random_model(vocab, k, seed, arch=arch, head_noise=head_noise, identity_p1=identity_p1)
     src = random_src(batch, src_len, vocab, seed)
     g = greedy_decode(model, src, max_len=max_len)
@@ -83,8 +85,23 @@ def test_exact_blockwise_equals_greedy(seed, vocab, k, batch, src_len, max_len, 
             assert all(a <= r for a, r in zip(b.position_accepted, b.position_reached))
             assert all(r <= a for r, a in zip(b.position_reached[1:], b.position_accepted[:-1]))
             assert b.position_reached[0] <= sum(b.iterations)
+            # Tree verification (bpd.decoding.tree), with a shape no deeper than the k - 1 proposal slots.
+            t = tree_decode(model, src, tree_shape(tree, kk - 1), k=kk, max_len=max_len)
+            assert t.tokens == g.tokens
+            check_contract(t, batch, max_len, model.eos_id)
+            assert all(bs <= kk for row in t.block_sizes for bs in row) and t.invocations == max(t.iterations) + 1
     check_contract(g, batch, max_len, model.eos_id)
     check_argmax_chain(model, src, g.tokens)
+
+
+def tree_shape(name: str, depth: int) -> TreeShape:
+    """A tree of the named kind cut to ``depth``: widths per depth, a budget, or a sparse Medusa-like set."""
+    if name.startswith("beam"):
+        return TreeShape.budget(int(name[4:]), depth)
+    if name == "sparse":
+        paths = [(0,), (1,), (2,), (0, 0), (0, 1), (1, 0), (0, 0, 0), (0, 0, 0, 0)]
+        return TreeShape(paths=tuple(p for p in paths if len(p) <= depth))
+    return TreeShape.widths([int(w) for w in name.split("x")][:depth])
 
 
 def test_property_exercises_long_blocks_eos_and_max_len():
@@ -402,3 +419,55 @@ def test_bad_library_inputs_get_one_sentence():
     for wrong, hint in (("exact", r"make_criterion\('exact'\)"), (criteria.Exact, r"criteria.Exact\(\)")):
         with pytest.raises(TypeError, match=hint):
             blockwise_decode(model, src, criterion=wrong)
+
+
+@pytest.mark.parametrize("arch", HEAD_ARCHS)
+def test_a_width_one_tree_is_the_chain(arch):
+    """A tree with one candidate per depth verifies exactly the chain's block: same rounds, same blocks."""
+    for seed in range(3):
+        model = random_model(24, 5, seed, arch=arch, head_noise=0.1)
+        src = random_src(3, 6, 24, seed)
+        chain = blockwise_decode(model, src, k=5, max_len=20)
+        tree = tree_decode(model, src, "1x1x1x1", k=5, max_len=20)
+        assert (tree.tokens, tree.block_sizes, tree.invocations) == (chain.tokens, chain.block_sizes, chain.invocations)
+        assert (tree.position_reached, tree.position_accepted) == (chain.position_reached, chain.position_accepted)
+
+
+@pytest.mark.parametrize("arch", HEAD_ARCHS)
+def test_wider_trees_accept_more_and_stay_greedy(arch):
+    """With noisy heads the best guess is often second or third: a wider tree keeps longer blocks (here, over
+    several models) and, with a restricted proposal vocabulary too, the same tokens as greedy."""
+    chain_rounds = tree_rounds = 0
+    for seed in range(4):
+        model = random_model(24, 5, seed, arch=arch, head_noise=0.3)
+        src = random_src(4, 6, 24, seed)
+        g = greedy_decode(model, src, max_len=20)
+        chain_rounds += sum(blockwise_decode(model, src, k=5, max_len=20).iterations)
+        tree = tree_decode(model, src, "4x3x2x1", k=5, max_len=20)
+        tree_rounds += sum(tree.iterations)
+        assert tree.tokens == g.tokens
+        model.heads.set_proposal_vocab(torch.arange(3, 15))
+        assert tree_decode(model, src, "beam3", k=5, max_len=20).tokens == g.tokens
+        model.heads.set_proposal_vocab(None)
+    assert tree_rounds < chain_rounds
+
+
+def test_tree_shapes_and_their_errors():
+    assert TreeShape.parse("3x2", 5).level_sizes == [1, 3, 6, 6, 6] and TreeShape.parse("3x2", 5).name == "3x2x1x1"
+    assert TreeShape.parse("beam4", 4).level_sizes == [1, 4, 4, 4] and TreeShape.parse("beam4", 4).n_nodes == 13
+    sparse = TreeShape(paths=((1,), (0,), (0, 0)))
+    assert sparse.paths == ((0,), (1,), (0, 0)) and sparse.level_sizes == [1, 2, 1] and sparse.name == "sparse4"
+    for bad, match in [("wide", "unknown tree shape"), ("2x2x2x2", "4 deep"), ("0x2", "counts >= 1"),
+                       ("beam0", "beam >= 1")]:
+        with pytest.raises(ValueError, match=match):
+            TreeShape.parse(bad, 4)
+    with pytest.raises(ValueError, match="prefix-closed"):
+        TreeShape(paths=((0, 0),))
+    model = random_model(24, 4, 0)
+    src = random_src(1, 5, 24, 0)
+    with pytest.raises(ValueError, match="min_block_size=1"):
+        tree_decode(model, src, "2x2", criterion=criteria.Exact(min_block_size=2))
+    with pytest.raises(ValueError, match="k between 2"):
+        tree_decode(model, src, "2", k=1)
+    with pytest.raises(ValueError, match="needs k >= 4"):
+        tree_decode(model, src, TreeShape.widths([2, 2, 2]), k=3)

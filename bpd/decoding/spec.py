@@ -12,29 +12,39 @@ from bpd.decoding.beam import beam_decode
 from bpd.decoding.blockwise import blockwise_decode
 from bpd.decoding.criteria import make_criterion
 from bpd.decoding.greedy import greedy_decode, naive_greedy_decode
+from bpd.decoding.tree import TreeShape, tree_decode
 
-METHODS = ("greedy", "beam", "blockwise", "naive_greedy")
+METHODS = ("greedy", "beam", "blockwise", "naive_greedy", "tree")
+#: Methods that verify proposals in rounds (their rows carry k, criterion and k_hat).
+ROUND_METHODS = ("blockwise", "tree")
 
 
 @dataclass(frozen=True)
 class DecodeSpec:
-    method: str  # greedy | beam | blockwise | naive_greedy
+    method: str  # greedy | beam | blockwise | naive_greedy | tree
     k: int = 1
     criterion: str = "exact"
     criterion_param: float | None = None
     min_block_size: int = 1
     beam_size: int = 4
     alpha: float = 0.6
+    tree: str | None = None  # method tree: the shape (bpd.decoding.tree.TreeShape.parse: "3x2x1", "beam4")
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
-            raise ValueError(f"unknown decoding method {self.method!r}; use greedy, beam, blockwise or naive_greedy.")
-        if self.method == "blockwise":
+            raise ValueError(f"unknown decoding method {self.method!r}; use {', '.join(METHODS)}.")
+        if self.method in ROUND_METHODS:
             make_criterion(self.criterion, self.criterion_param, self.min_block_size)  # validates early
+        if self.method == "tree":
+            TreeShape.parse(self.tree or "", self.k)  # validates early
+
+    @property
+    def shape(self) -> TreeShape | None:
+        return TreeShape.parse(self.tree, self.k) if self.method == "tree" else None
 
     def columns(self) -> dict[str, Any]:
         """The row columns that identify this decoder (None where a field does not apply)."""
-        bw = self.method == "blockwise"
+        bw = self.method in ROUND_METHODS
         return {
             "decoder": self.name,
             "method": self.method,
@@ -46,6 +56,8 @@ class DecodeSpec:
             # approximate (their outputs need not equal greedy's).
             "criterion_label": self.criterion_label if bw else None,
             "beam_size": self.beam_size if self.method == "beam" else None,
+            "tree": self.shape.name if self.method == "tree" else None,
+            "tree_nodes": self.shape.n_nodes if self.method == "tree" else None,
         }
 
     @property
@@ -57,16 +69,19 @@ class DecodeSpec:
     def name(self) -> str:
         if self.method == "beam":
             return f"beam{self.beam_size}_a{self.alpha:g}"
-        if self.method != "blockwise":
+        if self.method not in ROUND_METHODS:
             return self.method
         p = "" if self.criterion == "exact" else f"{self.criterion_param:g}"
         m = "" if self.min_block_size == 1 else f"_l{self.min_block_size}"
+        if self.method == "tree":
+            return f"tree_{self.shape.name}_k{self.k}_{self.criterion}{p}"
         return f"blockwise_k{self.k}_{self.criterion}{p}{m}"
 
 
 def decode_specs(decode: DecodeConfig, trained_k: int) -> list[DecodeSpec]:
     """Greedy first (every ratio's reference), then naive greedy and beam if asked, then blockwise search for
-    every criterion x minimum block size x k (k = 1 only with plain exact acceptance: it is greedy)."""
+    every criterion x minimum block size x k (k = 1 only with plain exact acceptance: it is greedy), then tree
+    verification for every shape of ``decode.trees`` x criterion x k >= 2 that the shape fits."""
     decode.validate(trained_k)
     specs = [DecodeSpec("greedy")]
     if decode.naive_greedy:
@@ -80,7 +95,21 @@ def decode_specs(decode: DecodeConfig, trained_k: int) -> list[DecodeSpec]:
                     continue  # k = 1 approximate is greedy; a block of k tokens cannot hold l > k
                 specs.append(DecodeSpec("blockwise", k=k, criterion=crit.name, criterion_param=crit.param,
                                         min_block_size=int(l)))
+    specs += tree_specs(decode.trees, decode.ks, decode.criteria)
     return specs
+
+
+def tree_specs(trees: list[str], ks: list[int], criteria: list) -> list[DecodeSpec]:
+    """Tree verification for every shape x criterion x k >= 2 the shape fits (widths deeper than k - 1 slots
+    are skipped at that k)."""
+    out = []
+    for shape in trees:
+        for crit in criteria:
+            for k in ks:
+                depth = len(str(shape).split("x")) if not str(shape).startswith("beam") else 1
+                if k >= 2 and depth <= k - 1:
+                    out.append(DecodeSpec("tree", k=k, criterion=crit.name, criterion_param=crit.param, tree=shape))
+    return out
 
 
 def decoder_fn(spec: DecodeSpec, criterion_kwargs: dict[str, Any] | None = None) -> Callable:
@@ -92,4 +121,7 @@ def decoder_fn(spec: DecodeSpec, criterion_kwargs: dict[str, Any] | None = None)
     if spec.method == "beam":
         return lambda m, s, n: beam_decode(m, s, beam_size=spec.beam_size, alpha=spec.alpha, max_len=n)
     crit = make_criterion(spec.criterion, spec.criterion_param, spec.min_block_size, **(criterion_kwargs or {}))
+    if spec.method == "tree":
+        shape = spec.shape
+        return lambda m, s, n: tree_decode(m, s, shape, k=spec.k, criterion=crit, max_len=n)
     return lambda m, s, n: blockwise_decode(m, s, k=spec.k, criterion=crit, max_len=n)

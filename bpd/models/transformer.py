@@ -142,6 +142,18 @@ class KVCache:
             self.lengths = self.lengths - appended + torch.tensor(kept, device=self.lengths.device)
         self.host_lengths = [length - appended + c for length, c in zip(self.host_lengths, kept)]
 
+    def keep_path(self, appended: int, path: torch.Tensor, kept: list[int]) -> None:
+        """After a tree call that appended ``appended`` entries per row: row b keeps the ``kept[b]`` entries at
+        tree slots ``path[b, :kept[b]]`` (an accepted root-to-node path, slots increasing), moved to follow
+        its prefix, and forgets the rest."""
+        start = self.lengths - appended  # (B,) where the tree's slots begin
+        a = path.shape[1]
+        rows = torch.arange(path.shape[0], device=path.device)[:, None].expand_as(path)
+        src, dst = start[:, None] + path, start[:, None] + torch.arange(a, device=path.device)
+        for t in (*self.k, *self.v):
+            t[rows, :, dst] = t[rows, :, src]  # the gather reads all sources before the scatter writes
+        self.rollback(appended, kept)
+
     def mark(self) -> tuple[torch.Tensor, list[int]]:
         """The current lengths, to ``rewind`` to (the benchmark times many steps from one cache state)."""
         return self.lengths.clone(), list(self.host_lengths)
@@ -258,16 +270,25 @@ class Transformer(nn.Module):
         n_heads, dh = (a.h, a.dh) if a else (1, 1)
         return KVCache(self.n_dec_layers, batch, n_heads, capacity, dh, dtype or p.dtype, device or p.device)
 
-    def decode(self, tgt: torch.Tensor, enc: EncoderState, cache: KVCache | None = None) -> torch.Tensor:
+    def decode(self, tgt: torch.Tensor, enc: EncoderState, cache: KVCache | None = None,
+               tree: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """Decoder hidden states (after the final norm) for ``tgt`` (B, n).
 
         Without a cache, ``tgt`` is a whole teacher-forced prefix with causal attention. With a cache,
         the n tokens are appended at each row's own length, attend to the row's cached prefix and
         causally to each other, and the cache lengths advance by n.
+
+        ``tree = (depth, ancestors)`` (with a cache) decodes the n tokens as a tree of candidate
+        continuations instead of a chain (``bpd.decoding.tree``): token i sits at position length +
+        ``depth[b, i]`` and attends to the cached prefix and to the tokens j with ``ancestors[b, i, j]``
+        (its ancestors and itself). Its cache entry is written at slot length + i; the caller moves the
+        accepted path's entries into place (``KVCache.keep_path``).
         """
         b, n = tgt.shape
         dev = tgt.device
         if cache is None:
+            if tree is not None:
+                raise ValueError("tree decoding needs a KV cache.")
             t_total = n
             pos = torch.arange(n, device=dev).expand(b, n)
             self_mask = torch.ones(n, n, dtype=torch.bool, device=dev).tril()[None, None]
@@ -275,9 +296,19 @@ class Transformer(nn.Module):
             t_total = cache.host_max + n
             if t_total > cache.capacity:
                 raise RuntimeError("KV cache capacity exceeded; allocate it with max_len + k + 1 entries.")
-            pos = cache.lengths[:, None] + torch.arange(n, device=dev)  # (B, n) absolute positions
+            slots = cache.lengths[:, None] + torch.arange(n, device=dev)  # (B, n) where the entries are written
             keys = torch.arange(t_total, device=dev)
-            self_mask = (keys[None, None, :] <= pos[:, :, None])[:, None]  # (B,1,n,T)
+            if tree is None:
+                pos = slots  # a chain: slot = absolute position
+                self_mask = (keys[None, None, :] <= pos[:, :, None])[:, None]  # (B,1,n,T)
+            else:
+                depth, anc = tree
+                pos = cache.lengths[:, None] + depth
+                prefix = keys[None, None, :] < cache.lengths[:, None, None]  # (B,1,T)
+                rel = keys[None, :] - cache.lengths[:, None]  # (B,T): tree slot of each key, if in the tree
+                in_tree = (rel >= 0) & (rel < n)
+                tree_keys = anc.gather(2, rel.clamp(0, n - 1)[:, None, :].expand(b, n, t_total))  # (B,n,T)
+                self_mask = (prefix | (tree_keys & in_tree[:, None, :]))[:, None]
             rows = torch.arange(b, device=dev)[:, None].expand(b, n)
         x = self.embed_tgt(tgt, pos, t_total, enc)
         for li, layer in enumerate(self.dec_layers):
@@ -288,8 +319,8 @@ class Transformer(nn.Module):
             else:
                 # Scatter each row's new entries at its own offset: (B,H,n,dh) -> cache[b,:,pos[b,j]].
                 ck, cv = cache.k[li], cache.v[li]
-                ck[rows, :, pos] = k_new.transpose(1, 2).to(ck.dtype)
-                cv[rows, :, pos] = v_new.transpose(1, 2).to(cv.dtype)
+                ck[rows, :, slots] = k_new.transpose(1, 2).to(ck.dtype)
+                cv[rows, :, slots] = v_new.transpose(1, 2).to(cv.dtype)
                 k_all, v_all = ck[:, :, :t_total], cv[:, :, :t_total]
             x = x + layer.drop(layer.self_attn.attend(h, k_all, v_all, self_mask))
             ck_x, cv_x = enc.cross_kv[li]

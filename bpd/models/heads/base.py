@@ -31,6 +31,9 @@ from bpd.models.fastpath import top1
 
 class ProposalHeads(nn.Module):
     arch = "base"
+    #: Whether slot i's guess depends on the tokens chosen for slots < i (then a tree of candidates needs a
+    #: head step per node: ``step``), or only on the decoder state (one set of candidates per slot).
+    path_dependent = False
 
     def __init__(self, d_model: int, d_ff: int, k: int, output: nn.Linear, identity_p1: bool = True) -> None:
         super().__init__()
@@ -118,6 +121,18 @@ class ProposalHeads(nn.Module):
             return top1(self.output(x))
         w, b = self.output.weight, self.output.bias
         return ids[top1(torch.nn.functional.linear(x, w[ids], None if b is None else b[ids]))]
+
+    def proposal_logits(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits (..., P) over the proposal vocabulary (``set_proposal_vocab``; P = V when unrestricted):
+        index i is token ``proposal_ids[i]``. Tree decoding ranks candidates by them."""
+        if fastpath.applies(self.output.weight):
+            wt, b = fastpath.proposal_projection(self)
+            return x @ wt if b is None else x @ wt + b
+        ids = self.proposal_ids
+        if ids is None:
+            return self.output(x)
+        w, b = self.output.weight, self.output.bias
+        return torch.nn.functional.linear(x, w[ids], None if b is None else b[ids])
 
     def propose(self, h: torch.Tensor, first: torch.Tensor, k: int) -> torch.Tensor:
         """Proposal tokens of slots 1..k-1 (B, k-1) at one position ``h`` (B, d), given p_1's argmax

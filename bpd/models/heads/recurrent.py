@@ -19,6 +19,7 @@ from bpd.models.heads.base import ProposalHeads
 
 class RecurrentHeads(ProposalHeads):
     arch = "recurrent"
+    path_dependent = True
 
     def create_parameters(self, n: int) -> None:
         if not self.identity_p1:

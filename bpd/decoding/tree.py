@@ -1,0 +1,288 @@
+"""Tree verification: blockwise decoding that verifies a tree of candidate blocks per round, not one chain.
+
+The chain decoder (``bpd.decoding.blockwise``) proposes one token per slot and loses the rest of the block
+at the first wrong guess. Here each slot offers several candidates (the heads' top few), arranged as a tree
+whose root is p_1's argmax and whose depth-d nodes guess slot d; every root-to-node path is a candidate
+block. One decoder call scores the whole tree: each node attends to the cached prefix and to its own
+ancestors only (a tree attention mask, with positions by depth), as in Medusa (Cai et al. 2024) and
+SpecInfer (Miao et al. 2024). The round keeps the longest path whose every node the criterion accepts
+under p_1 at its parent; with exact acceptance that path is what greedy decoding would produce, so the
+output stays identical to greedy. The cache keeps only that path's entries, moved to follow the prefix.
+
+Tree shapes (``TreeShape``):
+
+* fixed: a set of rank paths, e.g. (0,), (1,), (0, 0), (0, 1): the node (r_1, ..., r_d) is the r_d-th best
+  candidate of slot d under its parent. ``TreeShape.widths([3, 2, 1])`` is the full product tree (3
+  candidates at depth 1, 2 under each, 1 under those); sparse sets (Medusa's choice) are allowed too;
+* budgeted: ``TreeShape.beam(m, depth)`` keeps, at every depth, the m children with the highest path
+  probability (the product of the heads' probabilities along the path) among all children of the
+  previous depth's nodes, so the tree grows where the heads are confident (as EAGLE-2 does).
+
+Heads whose slots read the previous slot's token (recurrent) get one head step per node: a node's children
+are ranked under its own token. Other heads rank every slot once; their trees share candidates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from bpd.decoding.common import RowTracker, checked_max_len, top1
+from bpd.decoding.criteria import Criterion, Exact
+from bpd.decoding.result import DecodeResult
+
+
+@dataclass(frozen=True)
+class TreeShape:
+    """Which candidates a round verifies: ``paths`` (fixed rank paths, prefix-closed) or ``beam`` children
+    per depth (budgeted by path probability) down to ``depth`` (slots 1..depth)."""
+
+    paths: tuple[tuple[int, ...], ...] = ()
+    beam: int = 0
+    depth: int = 0
+    name: str = ""  # how rows label it ("3x2x1", "beam4", "sparse<N>")
+
+    @staticmethod
+    def widths(widths: list[int]) -> TreeShape:
+        """The full product tree: ``widths[d-1]`` candidates under every node of depth d-1."""
+        if not widths or any(int(w) < 1 for w in widths):
+            raise ValueError(f"tree widths must be a non-empty list of counts >= 1 (got {list(widths)}).")
+        paths: list[tuple[int, ...]] = [()]
+        out: list[tuple[int, ...]] = []
+        for w in widths:
+            paths = [p + (r,) for p in paths for r in range(int(w))]
+            out += paths
+        return TreeShape(paths=tuple(out), depth=len(widths), name="x".join(str(int(w)) for w in widths))
+
+    @staticmethod
+    def budget(beam: int, depth: int) -> TreeShape:
+        if beam < 1 or depth < 1:
+            raise ValueError(f"a budgeted tree needs beam >= 1 and depth >= 1 (got {beam} and {depth}).")
+        return TreeShape(beam=int(beam), depth=int(depth), name=f"beam{int(beam)}")
+
+    @staticmethod
+    def parse(text: str, k: int) -> TreeShape:
+        """From a config string: ``"3x2x1"`` (widths per depth; depths beyond them get 1 while < k) or
+        ``"beam4"`` (4 per depth, depth k - 1)."""
+        t = str(text).strip().lower()
+        try:
+            beam = int(t[4:]) if t.startswith("beam") else None
+            widths = [] if beam is not None else [int(w) for w in t.split("x")]
+        except ValueError:
+            raise ValueError(f"unknown tree shape {text!r}; use widths per depth like '3x2x1' or a budget like "
+                             "'beam4'.") from None
+        if beam is not None:
+            return TreeShape.budget(beam, k - 1)
+        if len(widths) > k - 1:
+            raise ValueError(f"tree shape {text!r} is {len(widths)} deep, but k={k} has only {k - 1} proposal "
+                             "slots; shorten it or raise k.")
+        return TreeShape.widths(widths + [1] * (k - 1 - len(widths)))
+
+    def __post_init__(self) -> None:
+        if self.paths:
+            have = set(self.paths)
+            bad = [p for p in self.paths if not p or any(r < 0 for r in p) or (len(p) > 1 and p[:-1] not in have)]
+            if bad or len(have) != len(self.paths):
+                raise ValueError(f"tree paths must be distinct, non-empty, non-negative and prefix-closed "
+                                 f"(the parent of every path listed too); got {bad[:3] or 'duplicates'}.")
+            object.__setattr__(self, "paths", tuple(sorted(self.paths, key=lambda p: (len(p), p))))
+            object.__setattr__(self, "depth", max(len(p) for p in self.paths))
+            if not self.name:
+                object.__setattr__(self, "name", f"sparse{len(self.paths) + 1}")
+
+    @property
+    def level_sizes(self) -> list[int]:
+        """Nodes per depth, root (depth 0) first: the same for every row of a batch."""
+        if self.paths:
+            return [1] + [sum(len(p) == d for p in self.paths) for d in range(1, self.depth + 1)]
+        return [1] + [self.beam] * self.depth
+
+    @property
+    def n_nodes(self) -> int:
+        return sum(self.level_sizes)
+
+
+@dataclass
+class Tree:
+    """One round's candidate tree for every row: ``tokens`` (B, N), ``parent`` (B, N; the root's is 0),
+    ``depth`` (B, N), ``ancestors`` (B, N, N; ancestors and self), nodes in depth order."""
+
+    tokens: torch.Tensor
+    parent: torch.Tensor
+    depth: torch.Tensor
+    ancestors: torch.Tensor
+
+
+def _candidates(heads, state: torch.Tensor, tok: torch.Tensor, d: int, slot_logp: torch.Tensor | None,
+                n: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """The ``n`` best children of every frontier node at depth ``d - 1``: (log-prob (B, F, n), token ids
+    (B, F, n), the children's head state (B, F, d_model) or None)."""
+    if slot_logp is None:  # path-dependent heads: slot d reads its parent's token
+        child_state = heads.step(state, tok, d)
+        logp = torch.log_softmax(heads.proposal_logits(child_state).float(), dim=-1)
+        top_lp, top_i = logp.topk(min(n, logp.shape[-1]), dim=-1)
+    else:  # one set of candidates per slot, shared by every node of the frontier
+        child_state = None
+        top_lp, top_i = slot_logp[:, d - 1].topk(min(n, slot_logp.shape[-1]), dim=-1)
+        top_lp, top_i = (t[:, None].expand(-1, tok.shape[1], -1) for t in (top_lp, top_i))
+    ids = heads.proposal_ids
+    return top_lp, (top_i if ids is None else ids[top_i]), child_state
+
+
+def build_tree(model, h: torch.Tensor, first: torch.Tensor, shape: TreeShape) -> Tree:
+    """The candidate tree at one position: root = p_1's argmax ``first`` (B, 1), decoder state ``h`` (B, d)."""
+    heads = model.heads
+    b, dev = h.shape[0], h.device
+    slot_logp = None
+    if not heads.path_dependent:
+        states = heads.states(h, shape.depth + 1, start=1)  # (B, depth, d): every slot at once
+        slot_logp = torch.log_softmax(heads.proposal_logits(states).float(), dim=-1)
+    toks, parents, cum = [first], [torch.zeros(b, 1, dtype=torch.long, device=dev)], [h.new_zeros(b, 1).float()]
+    state, count = h[:, None], 1
+    level_paths: list[tuple[int, ...]] = [()]
+    for d in range(1, shape.depth + 1):
+        fr_tok, fr_cum = toks[-1], cum[-1]
+        if shape.paths:
+            want = [p for p in shape.paths if len(p) == d]
+            lp, tk, child_state = _candidates(heads, state, fr_tok, d, slot_logp, max(p[-1] for p in want) + 1)
+            par = torch.tensor([level_paths.index(p[:-1]) for p in want], device=dev)
+            rank = torch.tensor([p[-1] for p in want], device=dev)
+            new_tok, new_lp = tk[:, par, rank], fr_cum[:, par] + lp[:, par, rank]
+            level_paths = want
+        else:
+            lp, tk, child_state = _candidates(heads, state, fr_tok, d, slot_logp, shape.beam)
+            w = lp.shape[-1]
+            flat = (fr_cum[:, :, None] + lp).flatten(1)  # (B, F * w)
+            new_lp, sel = flat.topk(min(shape.beam, flat.shape[1]), dim=-1)  # sorted: best path first
+            if new_lp.shape[1] < shape.beam:
+                raise ValueError(f"tree beam {shape.beam} exceeds the {flat.shape[1]} candidates at depth {d}; "
+                                 "lower it or lift decode.proposal_vocab.")
+            par, new_tok = sel // w, tk.flatten(1).gather(1, sel)
+        par_b = par[None].expand(b, -1) if shape.paths else par
+        if child_state is not None:
+            state = child_state.gather(1, par_b[:, :, None].expand(-1, -1, child_state.shape[-1]))
+        parents.append(par_b + (count - fr_tok.shape[1]))  # frontier index -> node index
+        toks.append(new_tok)
+        cum.append(new_lp)
+        count += new_tok.shape[1]
+    tokens, parent = torch.cat(toks, 1), torch.cat(parents, 1)
+    sizes = [t.shape[1] for t in toks]
+    depth = torch.repeat_interleave(torch.arange(len(sizes), device=dev), torch.tensor(sizes, device=dev))
+    n = tokens.shape[1]
+    anc = torch.eye(n, dtype=torch.bool, device=dev).repeat(b, 1, 1)
+    for i in range(1, n):  # depth order: a parent's row is complete before its children's
+        anc[:, i] |= anc[torch.arange(b, device=dev), parent[:, i]]
+    return Tree(tokens, parent, depth[None].expand(b, -1), anc)
+
+
+@dataclass
+class TreeRound:
+    """A round's outcome per row: the accepted path (node indices, root first) and its tokens, and the decoder
+    state (B, d) and p_1's argmax (B, 1) at the path's last node."""
+
+    paths: list[list[int]]
+    blocks: list[list[int]]
+    h_last: torch.Tensor
+    first: torch.Tensor
+
+
+def verify_tree(model, tree: Tree, enc, cache, criterion: Criterion) -> TreeRound:
+    """One decoder call over every row's tree; accept the longest path whose nodes all pass the criterion
+    under p_1 at their parent (one host synchronisation); keep that path in the cache."""
+    n = tree.tokens.shape[1]
+    h = model.decode(tree.tokens, enc, cache, tree=(tree.depth, tree.ancestors))
+    logits = model.heads.base_logits(h)
+    best = top1(logits)
+    parent_best = best.gather(1, tree.parent)
+    if isinstance(criterion, Exact):
+        flags = parent_best == tree.tokens
+    else:
+        parent_logits = logits.gather(1, tree.parent[:, :, None].expand(-1, -1, logits.shape[-1]))
+        flags = criterion.accept(parent_logits, tree.tokens, parent_best)
+    host = torch.stack([flags.long(), tree.tokens, tree.parent, tree.depth], dim=1).tolist()
+    paths, blocks = [], []
+    for f, tok, par, dep in host:
+        ok, deepest = [True] + [False] * (n - 1), 0
+        for i in range(1, n):
+            ok[i] = bool(f[i]) and ok[par[i]]
+            if ok[i] and dep[i] > dep[deepest]:
+                deepest = i  # the first (most probable) node of the greatest accepted depth
+        path = [deepest]
+        while path[-1]:
+            path.append(par[path[-1]])
+        path.reverse()
+        paths.append(path)
+        blocks.append([tok[i] for i in path])
+    kept = [len(p) for p in paths]
+    longest = max(kept)
+    padded = torch.tensor([p + list(range(len(p), longest)) for p in paths], device=h.device)
+    cache.keep_path(n, padded, kept)
+    last = torch.tensor([p[-1] for p in paths], device=h.device)[:, None]
+    return TreeRound(paths, blocks, h.gather(1, last[:, :, None].expand(-1, 1, h.shape[-1]))[:, 0],
+                     best.gather(1, last))
+
+
+@torch.inference_mode()
+def tree_decode(
+    model,
+    src: torch.Tensor,
+    shape: TreeShape | str,
+    k: int | None = None,
+    criterion: Criterion | None = None,
+    max_len: int | None = None,
+) -> DecodeResult:
+    """Blockwise decoding with tree verification at any batch size; exact criterion == greedy output.
+
+    ``shape`` is a ``TreeShape`` or its config string (``"3x2x1"``, ``"beam4"``); its depth must stay below
+    k (the heads guess slots 1..k-1). Rows' ``position_*`` count depths as the chain counts slots.
+    """
+    k = model.k if k is None else int(k)
+    if not 2 <= k <= model.k:
+        raise ValueError(f"tree decoding needs k between 2 and the model's trained k={model.k} (got {k}); a tree "
+                         "of k = 1 is greedy.")
+    shape = TreeShape.parse(shape, k) if isinstance(shape, str) else shape
+    if shape.depth > k - 1:
+        raise ValueError(f"a tree {shape.depth} deep needs k >= {shape.depth + 1} (got k={k}).")
+    criterion = criterion or Exact()
+    if not isinstance(criterion, Criterion):
+        raise TypeError(f"criterion must be an acceptance criterion instance, e.g. criteria.Exact() "
+                        f"(got {criterion!r}).")
+    if criterion.min_block_size != 1:
+        raise ValueError("tree decoding has no minimum block size (a forced block is no path of the tree); use "
+                         "min_block_size=1 or the chain decoder.")
+    max_len = checked_max_len(model, src, max_len)
+    b, dev = src.shape[0], src.device
+    enc = model.encode(src)
+    cache = model.new_cache(b, max_len + shape.n_nodes + 1)
+    rows = RowTracker(b, model.eos_id, max_len)
+    slots = shape.depth
+    if max_len <= 0:
+        return rows.result(0, position_reached=[0] * slots, position_accepted=[0] * slots)
+    h_last = model.decode(torch.full((b, 1), model.bos_id, dtype=torch.long, device=dev), enc, cache)[:, 0]
+    first = top1(model.heads.base_logits(h_last))[:, None]
+    invocations = 1
+    reached, accepted = [0] * slots, [0] * slots
+    while rows.active:
+        r = verify_tree(model, build_tree(model, h_last, first, shape), enc, cache, criterion)
+        invocations += 1
+        finished = []
+        for s, block in enumerate(r.blocks):
+            if rows.accept(s, block):
+                finished.append(s)
+            kept = rows.blocks[rows.active[s]][-1]
+            n = len(block) - 1  # depths accepted below the root
+            top = slots if kept == len(block) else kept - 1
+            for j in range(min(n + 1, top)):
+                reached[j] += 1
+            for j in range(min(n, top)):
+                accepted[j] += 1
+        h_last, first = r.h_last, r.first
+        keep = rows.drop(finished)
+        if keep is not None:
+            if not rows.active:
+                break
+            idx = torch.tensor(keep, device=dev)
+            enc, h_last, first = enc.select(idx), h_last.index_select(0, idx), first.index_select(0, idx)
+            cache.select(keep)
+    return rows.result(invocations, position_reached=reached, position_accepted=accepted)
