@@ -22,6 +22,7 @@ from bpd.decoding import (
     greedy_decode,
     naive_greedy_decode,
 )
+from bpd.decoding.draft import draft_decode
 from bpd.decoding.tree import TreeShape, tree_decode
 from bpd.models import HEAD_ARCHS
 
@@ -90,6 +91,12 @@ def test_exact_blockwise_equals_greedy(seed, vocab, k, batch, src_len, max_len, 
             assert t.tokens == g.tokens
             check_contract(t, batch, max_len, model.eos_id)
             assert all(bs <= kk for row in t.block_sizes for bs in row) and t.invocations == max(t.iterations) + 1
+            # Draft-model speculative decoding (bpd.decoding.draft), with an unrelated random draft.
+            draft = random_model(vocab, 1, seed + 7, head_noise=0.0)
+            sd = draft_decode(model, draft, src, k=kk, max_len=max_len)
+            assert sd.tokens == g.tokens
+            check_contract(sd, batch, max_len, model.eos_id)
+            assert all(bs <= kk for row in sd.block_sizes for bs in row) and sd.invocations == max(sd.iterations) + 1
     check_contract(g, batch, max_len, model.eos_id)
     check_argmax_chain(model, src, g.tokens)
 
@@ -471,3 +478,30 @@ def test_tree_shapes_and_their_errors():
         tree_decode(model, src, "2", k=1)
     with pytest.raises(ValueError, match="needs k >= 4"):
         tree_decode(model, src, TreeShape.widths([2, 2, 2]), k=3)
+
+
+def test_a_perfect_draft_fills_every_block():
+    """The base model as its own draft guesses every token right: every block is k long but the last, and
+    the draft's cache stays in step with the output (the same outputs at batch 1 and in a batch)."""
+    perfect_rounds = weak_rounds = 0
+    for seed in range(6):
+        model = random_model(24, 1, seed, head_noise=0.0)
+        src = random_src(4, 6, 24, seed)
+        g = greedy_decode(model, src, max_len=20)
+        res = draft_decode(model, model, src, k=4, max_len=20)
+        assert res.tokens == g.tokens
+        assert all(all(b == 4 for b in blocks[:-1]) for blocks in res.block_sizes)
+        one = [draft_decode(model, model, src[i : i + 1], k=4, max_len=20).tokens[0] for i in range(4)]
+        assert one == res.tokens
+        weak = draft_decode(model, random_model(24, 1, seed + 100), src, k=4, max_len=20)
+        assert weak.tokens == g.tokens
+        perfect_rounds, weak_rounds = perfect_rounds + sum(res.iterations), weak_rounds + sum(weak.iterations)
+    assert weak_rounds > perfect_rounds
+
+
+def test_draft_errors():
+    model, src = random_model(24, 1, 0), random_src(1, 5, 24, 0)
+    with pytest.raises(ValueError, match="vocabulary"):
+        draft_decode(model, random_model(30, 1, 0), src, k=4)
+    with pytest.raises(ValueError, match="k >= 2"):
+        draft_decode(model, model, src, k=1)
