@@ -10,7 +10,8 @@ export WANDB_MODE ?= offline
 export PYTHONHASHSEED := 0
 
 .PHONY: setup test test-all lint demo demo-sr bench figures reproduce reproduce-mt-small reproduce-sr-small \
-        reproduce-mt reproduce-sr reproduce-paper clean-results help bench-gpu-prep scale-check pretrain
+        reproduce-mt reproduce-sr reproduce-paper clean-results help bench-gpu-prep scale-check pretrain \
+        bench-scale
 
 help:
 	@echo "make demo     - the main job on embedded data (CPU, ~10 min after setup)"
@@ -74,6 +75,7 @@ reproduce-sr-small: setup
 
 # The base models that ship in checkpoints/ (hours on 2 cores; re-run the same command to resume).
 pretrain: setup
+	$(PY) experiments/pretrain.py experiment=pretrain_sr
 	$(PY) experiments/pretrain.py experiment=pretrain_mt 'models=[base,teacher,distilled]'
 
 reproduce-mt: setup
@@ -97,6 +99,10 @@ reproduce-paper: setup
 
 bench: setup
 	$(PY) experiments/bench.py experiment=demo
+
+# What a round costs against a greedy step from the demo's model size to transformer_big (docs/benchmark.md).
+bench-scale: setup
+	$(PY) bench/bench_scale.py
 
 # For an offline GPU machine: wheels it may lack and the demo's model, to send along with bench/gpu.sh.
 bench-gpu-prep: setup

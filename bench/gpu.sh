@@ -61,8 +61,13 @@ if [ -n "${COMPILE:-}" ]; then run bench.dtype=float32 bench.compile=true bench.
 if [ -n "${ARCHS:-}" ]; then
     run 'bench.archs=[medusa,blockdiag,paper]' 'bench.batch_sizes=[1]' bench.naive_greedy=false
 fi
-if [ -n "${OUT:-}" ]; then  # a remote runner brings back what is under $OUT: the rows and the records, 2 files
+# The cost model across sizes (bpd/cost_model.py): t_k / t_1 from tiny to transformer_big on this GPU.
+SCALE=(--device "$DEVICE" --results "$RESULTS/scale" --figure "$RESULTS/scale/bench_scale.png")
+if [ -n "${QUICK:-}" ]; then SCALE+=(--quick); fi
+echo "+ bench_scale.py ${SCALE[*]}"; "$PY" bench/bench_scale.py "${SCALE[@]}"
+if [ -n "${OUT:-}" ]; then  # a remote runner brings back what is under $OUT: the rows and the records, 3 files
     cp "$RESULTS/rows.jsonl" "$OUT/rows.jsonl"
+    cp "$RESULTS/scale/rows.jsonl" "$OUT/scale_rows.jsonl"
     tar -czf "$OUT/specbench.tar.gz" -C "$RESULTS" specbench
 fi
 echo "rows: $RESULTS/rows.jsonl"

@@ -17,6 +17,7 @@ from bpd.bench import (
     step_costs,
 )
 from bpd.config import BenchConfig, from_dict
+from bpd.decoding import criteria
 from bpd.decoding.spec import DecodeSpec
 from bpd.decoding.timed import RunOutput
 from bpd.speedup_ci import SpeedupEstimate, paired_speedup
@@ -261,3 +262,26 @@ def test_tree_rows_beside_the_chain():
     assert len(trees) == 6 and all(r["identical_to_greedy"] == 1.0 and r["tk_ms"] > 0 for r in trees)
     assert {(r["tree"], r["tree_nodes"]) for r in trees} == {("3x2x1", 16), ("beam2", 3), ("beam2", 7)}
     assert all(r["ideal_speedup"] == pytest.approx(r["mean_block_size"] * r["t1_ms"] / r["tk_ms"]) for r in trees)
+
+
+@pytest.mark.parametrize("arch", ["medusa", "paper", "recurrent"])
+def test_combined_round_proposes_what_the_chain_proposes(arch):
+    """The paper's all-positions round (bpd/cost_model.py) and today's chain round + propose give the same next
+    block and leave the cache alike: the two designs the cost model compares do the same work."""
+    from bpd.cost_model import combined_round
+    from bpd.decoding.blockwise import propose, run_round, start
+
+    model = random_model(24, 4, 1, arch=arch, head_noise=0.05, identity_p1=True)
+    src = random_src(3, 6, 24, 1)
+    with torch.inference_mode():
+        enc = model.encode(src)
+        c1, c2 = model.new_cache(3, 30), model.new_cache(3, 30)
+        bos = torch.full((3, 1), model.bos_id, dtype=torch.long)
+        props = start(model, bos, enc, c1, 4)
+        start(model, bos, enc, c2, 4)
+        for _ in range(3):
+            r = run_round(model, props, enc, c1, criteria.Exact(), 4, 1)
+            chain_next = propose(model, r.h_last, r.first, 4)
+            comb_next = combined_round(model, props, enc, c2, 4)
+            assert torch.equal(chain_next, comb_next) and c1.host_lengths == c2.host_lengths
+            props = chain_next
