@@ -341,6 +341,16 @@ class DistillConfig:
 
 
 @dataclass
+class DraftConfig:
+    """Draft-model speculative decoding (``bpd.decoding.draft``): a separate small base model, trained on the
+    same data with the same recipe, drafts the block; set ``model`` (``draft=tiny`` on the command line) to
+    add its rows beside the chain's at every k >= 2 of ``decode.ks``."""
+
+    model: ModelConfig | None = None  # the draft's sizes (null = no draft-model rows)
+    max_steps: int | None = None  # its training budget (null = train.max_steps)
+
+
+@dataclass
 class LoggerConfig:
     """Weights & Biases, offline by default (runs land in outputs/wandb; ``wandb sync`` uploads them)."""
 
@@ -384,6 +394,7 @@ class ExperimentConfig:
     heads_train: HeadsTrainConfig = field(default_factory=HeadsTrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
     distill: DistillConfig = field(default_factory=DistillConfig)
+    draft: DraftConfig = field(default_factory=DraftConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     dist: DistConfig = field(default_factory=DistConfig)
     paths: PathsConfig = field(default_factory=PathsConfig)
@@ -408,6 +419,10 @@ class ExperimentConfig:
                f"unknown base_targets {self.base_targets!r}; use gold or distilled.")
         self.task.validate()
         self.model.validate()
+        if self.draft.model is not None:
+            self.draft.model.validate()
+            _check(self.draft.max_steps is None or self.draft.max_steps >= 1,
+                   f"draft.max_steps must be >= 1, or null for train.max_steps (got {self.draft.max_steps}).")
         self.heads.validate()
         self.train.validate("train")
         self.heads_train_config  # noqa: B018 (validates the overlay)

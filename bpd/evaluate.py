@@ -20,17 +20,21 @@ from bpd.decoding.timed import RunOutput, decode_and_time
 from bpd.locks import exclusive
 from bpd.metrics import block_histogram, mean_block_size, per_example_block_means, summarize
 from bpd.runtime import config_hash, ensure_writable, process, repo_relative, resolve_path
+from bpd.stages import ensure_draft
 from bpd.tasks import Scorer, Task
 from bpd.tracking import append_rows, command_line, device_name, git_sha, make_tracker, read_rows
 from bpd.training import distributed as dist
 from bpd.training.checkpoint import load_model
 
 
-def run_id(cfg: ExperimentConfig, model_path: Path) -> str:
-    """The id of an evaluation: the model file, the decoding options, the task and the device. Whether to
-    redo a run (``skip_existing``) is not part of what the run is: a redo keeps the id it redoes."""
+def run_id(cfg: ExperimentConfig, model_path: Path, draft_path: Path | None = None) -> str:
+    """The id of an evaluation: the model file, the decoding options, the task and the device (and the draft
+    model's file, with one). Whether to redo a run (``skip_existing``) is not part of what the run is: a
+    redo keeps the id it redoes."""
     decode = {**asdict(cfg.decode), "skip_existing": True}
-    return config_hash(model_path.name, decode, cfg.task.name, cfg.device)
+    if draft_path is None:
+        return config_hash(model_path.name, decode, cfg.task.name, cfg.device)
+    return config_hash(model_path.name, decode, cfg.task.name, cfg.device, draft_path.name)
 
 
 def same_weights(row: dict, payload: dict) -> bool:
@@ -46,7 +50,8 @@ def evaluate(cfg: ExperimentConfig, task: Task, model_path: Path) -> list[dict]:
     d = cfg.decode
     results_dir = ensure_writable(cfg.results_dir)
     rows_path = results_dir / "rows.jsonl"
-    rid = run_id(cfg, model_path)
+    draft_path = ensure_draft(cfg, task)
+    rid = run_id(cfg, model_path, draft_path)
     info, device = process(cfg)
     model, payload = load_model(model_path, device)
 
@@ -61,25 +66,27 @@ def evaluate(cfg: ExperimentConfig, task: Task, model_path: Path) -> list[dict]:
         # One job decodes a run; an identical one started meanwhile waits, then finds its rows and skips.
         with exclusive(results_dir / ".locks" / f"{rid}.lock", lambda: bool(done())) as finished:
             if not finished:
-                return _evaluate(cfg, task, model_path, model, payload, rid, info, device)
+                return _evaluate(cfg, task, model_path, model, payload, rid, info, device, draft_path)
     rows = done()
     print(f"results for run {rid} already in {rows_path}; skipping (decode.skip_existing=false to redo)")
     return rows
 
 
-def _evaluate(cfg: ExperimentConfig, task: Task, model_path: Path, model, payload: dict, rid: str, info, device
-              ) -> list[dict]:
+def _evaluate(cfg: ExperimentConfig, task: Task, model_path: Path, model, payload: dict, rid: str, info, device,
+              draft_path: Path | None = None) -> list[dict]:
     d = cfg.decode
     results_dir = resolve_path(cfg.results_dir)
     task.check_model(model, model_path)
+    draft = load_model(draft_path, device)[0] if draft_path is not None else None
     if d.dtype == "bfloat16":
         model = model.to(torch.bfloat16)
+        draft = draft.to(torch.bfloat16) if draft is not None else None
     model.heads.set_proposal_vocab(task.proposal_vocab(d.proposal_vocab))
     if d.threads:
         torch.set_num_threads(d.threads)
     pairs = task.pairs(d.split)
     n = len(pairs) if d.n_examples is None else min(d.n_examples, len(pairs))
-    specs = decode_specs(d, model.k)
+    specs = decode_specs(d, model.k, draft=draft is not None)
     sources = pairs.sources(range(n))
     scorer = task.scorer(d.split, n)
     mine = list(range(len(sources)))
@@ -96,12 +103,14 @@ def _evaluate(cfg: ExperimentConfig, task: Task, model_path: Path, model, payloa
         criterion_kwargs=task.criterion_kwargs,
         progress=info.is_main,
         desc=f"decode {d.split} b{d.batch_size}",
+        draft=draft,
     )
     if info.distributed:
         outs = merge_shards(dist.all_gather_object((mine, outs)), len(sources))
         if not info.is_main:
             return []  # rank 0 writes the rows and files
     common = row_provenance(cfg, task, model_path, payload, rid, device)
+    common["draft_model"] = draft_path.name if draft_path is not None else None
     out_dir = fresh_folder(results_dir / "outputs", rid)
     rows = make_rows(outs, specs, scorer, common, out_dir, task.eos_id)
     rows += task.extra_rows(scorer, outs, specs, rows, common, out_dir)

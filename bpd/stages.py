@@ -71,6 +71,15 @@ def ensure_base(cfg: ExperimentConfig, task: Task, targets: str = "gold", seed: 
                             described)
 
 
+def ensure_draft(cfg: ExperimentConfig, task: Task) -> Path | None:
+    """The draft model of draft-model speculative decoding (``cfg.draft``), trained like the base model on gold
+    targets but with its own sizes (and budget); None when no draft is configured."""
+    if cfg.draft.model is None:
+        return None
+    train = cfg.train if cfg.draft.max_steps is None else dataclasses.replace(cfg.train, max_steps=cfg.draft.max_steps)
+    return ensure_base(dataclasses.replace(cfg, model=cfg.draft.model, train=train), task, "gold")
+
+
 def lock_for(path: Path) -> Path:
     """The lock file of a cached product (``bpd.locks``): beside it, so every job sharing the cache sees it."""
     return path.with_name(path.name + ".lock")

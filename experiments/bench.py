@@ -24,9 +24,9 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
     import torch
 
     from bpd.bench import DTYPES, format_bench, format_breakdown, run_bench, write_jsonl
-    from bpd.decoding.spec import DecodeSpec, tree_specs
+    from bpd.decoding.spec import DecodeSpec, draft_specs, tree_specs
     from bpd.runtime import pick_device, resolve_path
-    from bpd.stages import ensure_heads
+    from bpd.stages import ensure_draft, ensure_heads
     from bpd.tasks import load_task
     from bpd.tracking import append_rows, device_name, git_sha
     from bpd.training.checkpoint import load_model
@@ -59,6 +59,11 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
         for crit in b.criteria:
             specs += [DecodeSpec("blockwise", k=k, criterion=crit.name, criterion_param=crit.param) for k in ks]
         specs += tree_specs(b.trees, ks, b.criteria)
+        draft_path = ensure_draft(c, task)
+        draft = None
+        if draft_path is not None:
+            draft = load_model(draft_path, device)[0].to(DTYPES[b.dtype])
+            specs += draft_specs(ks, b.criteria)
         common = {
             "experiment": "bench",
             "source_experiment": cfg.name,
@@ -77,6 +82,7 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
             "dtype": b.dtype,
             "threads": torch.get_num_threads(),
             "compile": b.compile,
+            "draft_model": draft_path.name if draft_path is not None else None,
             "git_sha": git_sha(),
             "command": cfg.command,
             "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
@@ -85,7 +91,7 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
                                   repeats=b.repeats, max_repeats=b.max_repeats, ci_target=b.ci_target,
                                   n_examples=b.n_examples, criterion_kwargs=task.criterion_kwargs,
                                   common=common, model_id=f"{cfg.name}-{arch}", step_repeats=b.step_repeats,
-                                  category=task.name, detok=task.detokenize)
+                                  category=task.name, detok=task.detokenize, draft=draft)
         append_rows(out_dir / "rows.jsonl", rows)
         for model_id, recs in records.items():  # one file per decoder; *-greedy.jsonl is the baseline
             write_jsonl(out_dir / "specbench" / f"{stamp}_{arch}" / f"{model_id}.jsonl", recs)

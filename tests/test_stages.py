@@ -155,6 +155,31 @@ def test_paper_heads_on_a_plain_base(toy):
     assert not model.heads.identity_p1 and model.k == 3 and payload["heads_config"]["loss"] == "sampled"
 
 
+def test_tree_and_draft_rows_beside_the_chain(toy, tmp_path):
+    """decode.trees and a draft model (draft.model) add their own rows to an evaluation, token-identical to
+    greedy with exact acceptance; the draft is a cached base model of its own sizes, trained once."""
+    from bpd.config import DraftConfig, ModelConfig
+
+    _, cfg, task = toy
+    draft = DraftConfig(ModelConfig("nano", 16, 2, 32, 1, 1, 0.0), max_steps=12)
+    c = tweak(cfg, decode={"trees": ["2x2", "beam2"], "criteria": [CriterionConfig("exact")]}, draft=draft,
+              paths={"cache_dir": cfg.paths.cache_dir, "results_dir": str(tmp_path / "res")})
+    c.validate()
+    rows = evaluate(c, task, stages.ensure_heads(c, task))
+    by_method = {m: [r for r in rows if r["method"] == m] for m in ("tree", "draft")}
+    assert [r["decoder"] for r in by_method["tree"]] == ["tree_2x2_k3_exact", "tree_beam2_k2_exact",
+                                                         "tree_beam2_k3_exact"]
+    assert [r["decoder"] for r in by_method["draft"]] == ["draft_k2_exact", "draft_k3_exact"]
+    new = by_method["tree"] + by_method["draft"]
+    assert all(r["identical_to_greedy"] == 1.0 and r["mean_block_size"] >= 1 for r in new)
+    drafted = stages.ensure_draft(c, task)
+    assert {r["draft_model"] for r in rows} == {drafted.name} and drafted != stages.base_path_for(c, task)
+    from bpd.training.checkpoint import load_model
+
+    model, payload = load_model(drafted)
+    assert model.cfg.d_model == 16 and payload["step"] == 12
+
+
 def test_finished_heads_need_nothing_else(toy, tmp_path, monkeypatch):
     """A heads checkpoint copied alone into a cache (e.g. carried to a GPU machine) is reused as is: neither its
     base model nor its self-distilled targets are rebuilt, and the path is known without training anything."""

@@ -11,17 +11,18 @@ from bpd.config import DecodeConfig
 from bpd.decoding.beam import beam_decode
 from bpd.decoding.blockwise import blockwise_decode
 from bpd.decoding.criteria import make_criterion
+from bpd.decoding.draft import draft_decode
 from bpd.decoding.greedy import greedy_decode, naive_greedy_decode
 from bpd.decoding.tree import TreeShape, tree_decode
 
-METHODS = ("greedy", "beam", "blockwise", "naive_greedy", "tree")
+METHODS = ("greedy", "beam", "blockwise", "naive_greedy", "tree", "draft")
 #: Methods that verify proposals in rounds (their rows carry k, criterion and k_hat).
-ROUND_METHODS = ("blockwise", "tree")
+ROUND_METHODS = ("blockwise", "tree", "draft")
 
 
 @dataclass(frozen=True)
 class DecodeSpec:
-    method: str  # greedy | beam | blockwise | naive_greedy | tree
+    method: str  # greedy | beam | blockwise | naive_greedy | tree | draft
     k: int = 1
     criterion: str = "exact"
     criterion_param: float | None = None
@@ -75,13 +76,16 @@ class DecodeSpec:
         m = "" if self.min_block_size == 1 else f"_l{self.min_block_size}"
         if self.method == "tree":
             return f"tree_{self.shape.name}_k{self.k}_{self.criterion}{p}"
+        if self.method == "draft":
+            return f"draft_k{self.k}_{self.criterion}{p}"
         return f"blockwise_k{self.k}_{self.criterion}{p}{m}"
 
 
-def decode_specs(decode: DecodeConfig, trained_k: int) -> list[DecodeSpec]:
+def decode_specs(decode: DecodeConfig, trained_k: int, draft: bool = False) -> list[DecodeSpec]:
     """Greedy first (every ratio's reference), then naive greedy and beam if asked, then blockwise search for
     every criterion x minimum block size x k (k = 1 only with plain exact acceptance: it is greedy), then tree
-    verification for every shape of ``decode.trees`` x criterion x k >= 2 that the shape fits."""
+    verification for every shape of ``decode.trees`` x criterion x k >= 2 that the shape fits, then (with
+    ``draft``) draft-model speculative decoding for every criterion x k >= 2."""
     decode.validate(trained_k)
     specs = [DecodeSpec("greedy")]
     if decode.naive_greedy:
@@ -96,7 +100,14 @@ def decode_specs(decode: DecodeConfig, trained_k: int) -> list[DecodeSpec]:
                 specs.append(DecodeSpec("blockwise", k=k, criterion=crit.name, criterion_param=crit.param,
                                         min_block_size=int(l)))
     specs += tree_specs(decode.trees, decode.ks, decode.criteria)
+    if draft:
+        specs += draft_specs(decode.ks, decode.criteria)
     return specs
+
+
+def draft_specs(ks: list[int], criteria: list) -> list[DecodeSpec]:
+    """Draft-model speculative decoding for every criterion x k >= 2 (no minimum block sizes)."""
+    return [DecodeSpec("draft", k=k, criterion=c.name, criterion_param=c.param) for c in criteria for k in ks if k >= 2]
 
 
 def tree_specs(trees: list[str], ks: list[int], criteria: list) -> list[DecodeSpec]:
@@ -112,8 +123,9 @@ def tree_specs(trees: list[str], ks: list[int], criteria: list) -> list[DecodeSp
     return out
 
 
-def decoder_fn(spec: DecodeSpec, criterion_kwargs: dict[str, Any] | None = None) -> Callable:
-    """``fn(model, src, max_len) -> DecodeResult`` for the spec (a task's criterion options included)."""
+def decoder_fn(spec: DecodeSpec, criterion_kwargs: dict[str, Any] | None = None, draft=None) -> Callable:
+    """``fn(model, src, max_len) -> DecodeResult`` for the spec (a task's criterion options included; ``draft``:
+    the draft model of ``draft`` specs)."""
     if spec.method == "greedy":
         return lambda m, s, n: greedy_decode(m, s, max_len=n)
     if spec.method == "naive_greedy":
@@ -124,4 +136,8 @@ def decoder_fn(spec: DecodeSpec, criterion_kwargs: dict[str, Any] | None = None)
     if spec.method == "tree":
         shape = spec.shape
         return lambda m, s, n: tree_decode(m, s, shape, k=spec.k, criterion=crit, max_len=n)
+    if spec.method == "draft":
+        if draft is None:
+            raise ValueError(f"{spec.name} needs a draft model; set draft.model (e.g. draft=tiny).")
+        return lambda m, s, n: draft_decode(m, draft, s, k=spec.k, criterion=crit, max_len=n)
     return lambda m, s, n: blockwise_decode(m, s, k=spec.k, criterion=crit, max_len=n)

@@ -56,13 +56,16 @@ def decode_and_time(
     progress: bool = True,
     desc: str = "decode",
     rotate: int | None = None,
+    draft=None,
 ) -> dict[str, RunOutput]:
     """Decode ``sources`` with every spec, batch by batch, interleaved; outputs in input order. With
     ``rotate`` set, batch j runs the specs starting at spec ``(j + rotate) % len(specs)``; else in the given
-    order."""
+    order. ``draft``: the draft model of ``draft`` specs (moved to the device here too)."""
     device = torch.device(device)
     model = model.to(device).eval()
-    fns = {s.name: decoder_fn(s, criterion_kwargs) for s in specs}
+    if draft is not None:
+        draft = draft.to(device).eval()
+    fns = {s.name: decoder_fn(s, criterion_kwargs, draft) for s in specs}
     # Batches of similar length waste less on padding; the original order is restored at the end.
     order = sorted(range(len(sources)), key=lambda i: len(sources[i])) if batch_size > 1 else list(range(len(sources)))
     batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
