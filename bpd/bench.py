@@ -300,7 +300,7 @@ def specbench_speed(method: list[dict[str, Any]], baseline: list[dict[str, Any]]
 
 
 def settle(model, sources: list[list[int]], specs: list[DecodeSpec], max_len, batch_size: int, device: torch.device,
-           criterion_kwargs: dict | None = None, tol: float = 0.03, max_passes: int = 8, draft=None) -> int:
+           criterion_kwargs: dict | None = None, tol: float = 0.03, max_passes: int = 8, aux=None) -> int:
     """Warm up until step times settle: decode the first few batches with every spec, untimed for the rows,
     until greedy's time for them changes by less than ``tol`` between two passes (allocator, caches and
     clock ramp-up first make it fall); returns the passes it took (at most ``max_passes``)."""
@@ -308,7 +308,7 @@ def settle(model, sources: list[list[int]], specs: list[DecodeSpec], max_len, ba
     prev = None
     for n in range(1, max_passes + 1):
         out = decode_and_time(model, head, specs, max_len, batch_size=batch_size, device=device,
-                              criterion_kwargs=criterion_kwargs, warmup=0, progress=False, draft=draft)
+                              criterion_kwargs=criterion_kwargs, warmup=0, progress=False, aux=aux)
         t = out["greedy"].wallclock_s
         if prev is not None and abs(t - prev) <= tol * prev:
             return n
@@ -339,7 +339,7 @@ def run_bench(
     detok: Callable[[list[int]], str] | None = None,
     max_repeats: int | None = None,
     ci_target: float = 0.03,
-    draft=None,
+    aux=None,
 ) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
     """Rows, and Spec-Bench records by model id (one file's worth per batch size and decoder; greedy's is the
     baseline) from the median repeat, for every batch size (greedy must be the first spec).
@@ -362,13 +362,13 @@ def run_bench(
             torch.cuda.reset_peak_memory_stats(device)
         # The naive recompute-everything greedy is quadratic in length: batch 1 only, as a reference.
         bs_specs = [s for s in specs if s.method != "naive_greedy" or bs == 1]
-        passes = settle(model, srcs, bs_specs, max_len, bs, device, criterion_kwargs, draft=draft)
+        passes = settle(model, srcs, bs_specs, max_len, bs, device, criterion_kwargs, aux=aux)
         runs: list[dict[str, RunOutput]] = []
         while len(runs) < max_repeats:
             r = len(runs)
             runs.append(decode_and_time(model, srcs, bs_specs, max_len, batch_size=bs, device=device,
                                         criterion_kwargs=criterion_kwargs, warmup=0, desc=f"bench b{bs} r{r}",
-                                        rotate=r, draft=draft))
+                                        rotate=r, aux=aux))
             if len(runs) >= repeats:
                 est = paired_estimates(runs, bs_specs[1:])
                 if all(e.halfwidth <= ci_target for e in est.values()):

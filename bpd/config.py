@@ -268,6 +268,15 @@ class CriterionConfig:
 
 
 @dataclass
+class RescoreConfig:
+    """Draft rescoring (``bpd.decoding.rescore``): the chain's block chosen from the heads' ``beam`` best
+    candidates per depth by log p_heads + ``weight`` * log p_bigram (a model of the training targets)."""
+
+    beam: int = 4
+    weight: float = 0.5
+
+
+@dataclass
 class DecodeConfig:
     """What the evaluation stage decodes and how."""
 
@@ -287,6 +296,7 @@ class DecodeConfig:
     naive_greedy: bool = False  # also the recompute-everything greedy (slow; a weak-baseline reference)
     proposal_vocab: int | None = None  # translation: heads propose among the N most frequent target tokens
     trees: list[str] = field(default_factory=list)  # also tree verification: shapes "3x2x1" (widths), "beam4"
+    rescore: list[RescoreConfig] = field(default_factory=list)  # also rescored chains: [{beam: 4, weight: 0.5}]
     skip_existing: bool = True  # an evaluation whose run id already has rows is not redone
 
     def validate(self, trained_k: int | None = None) -> None:
@@ -306,6 +316,9 @@ class DecodeConfig:
             _check(c.name in CRITERIA, f"unknown acceptance criterion {c.name!r}; choose one of {', '.join(CRITERIA)}.")
             _check(all(m >= 1 for m in c.min_block_sizes), f"decode.criteria min_block_sizes must be >= 1 ({c}).")
         check_tree_shapes(self.trees, "decode.trees")
+        for r in self.rescore:
+            _check(r.beam >= 1 and r.weight >= 0,
+                   f"decode.rescore needs beam >= 1 and weight >= 0 (got beam={r.beam}, weight={r.weight}).")
 
     def output_limit(self, src_len: int) -> int:
         """Translation output length limit a * source length + b (fairseq's max_len_a / max_len_b): a weak
@@ -451,6 +464,7 @@ class BenchConfig:
     n_examples: dict[int, int] = field(default_factory=lambda: {1: 100, 8: 256, 32: 512})
     naive_greedy: bool = True  # batch 1: the recompute-everything baseline the reference code used
     trees: list[str] = field(default_factory=list)  # also tree verification with these shapes (as decode.trees)
+    rescore: list[RescoreConfig] = field(default_factory=list)  # also rescored chains (as decode.rescore)
     archs: list[str] | None = None  # compare head architectures (missing ones are trained)
     arch_train_steps: int = 300  # heads of another architecture: trained this many steps (the same on any machine)
     arch_train_minutes: float | None = 10.0  # ... with this cap (rows record when it binds)

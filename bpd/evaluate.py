@@ -15,7 +15,8 @@ from typing import Any
 import torch
 
 from bpd.config import ExperimentConfig
-from bpd.decoding.spec import ROUND_METHODS, DecodeSpec, decode_specs
+from bpd.decoding.rescore import NgramLM
+from bpd.decoding.spec import ROUND_METHODS, DecodeAux, DecodeSpec, decode_specs
 from bpd.decoding.timed import RunOutput, decode_and_time
 from bpd.locks import exclusive
 from bpd.metrics import block_histogram, mean_block_size, per_example_block_means, summarize
@@ -87,6 +88,7 @@ def _evaluate(cfg: ExperimentConfig, task: Task, model_path: Path, model, payloa
     pairs = task.pairs(d.split)
     n = len(pairs) if d.n_examples is None else min(d.n_examples, len(pairs))
     specs = decode_specs(d, model.k, draft=draft is not None)
+    lm = NgramLM.fit_pairs(task.pairs("train"), model.cfg.vocab_size, model.bos_id) if d.rescore else None
     sources = pairs.sources(range(n))
     scorer = task.scorer(d.split, n)
     mine = list(range(len(sources)))
@@ -103,7 +105,7 @@ def _evaluate(cfg: ExperimentConfig, task: Task, model_path: Path, model, payloa
         criterion_kwargs=task.criterion_kwargs,
         progress=info.is_main,
         desc=f"decode {d.split} b{d.batch_size}",
-        draft=draft,
+        aux=DecodeAux(draft, lm),
     )
     if info.distributed:
         outs = merge_shards(dist.all_gather_object((mine, outs)), len(sources))

@@ -24,7 +24,8 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
     import torch
 
     from bpd.bench import DTYPES, format_bench, format_breakdown, run_bench, write_jsonl
-    from bpd.decoding.spec import DecodeSpec, draft_specs, tree_specs
+    from bpd.decoding.rescore import NgramLM
+    from bpd.decoding.spec import DecodeAux, DecodeSpec, draft_specs, tree_specs
     from bpd.runtime import pick_device, resolve_path
     from bpd.stages import ensure_draft, ensure_heads
     from bpd.tasks import load_task
@@ -59,6 +60,9 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
         for crit in b.criteria:
             specs += [DecodeSpec("blockwise", k=k, criterion=crit.name, criterion_param=crit.param) for k in ks]
         specs += tree_specs(b.trees, ks, b.criteria)
+        specs += [DecodeSpec("rescored", k=k, criterion=crit.name, criterion_param=crit.param, rescore_beam=r.beam,
+                             rescore_weight=r.weight) for r in b.rescore for crit in b.criteria for k in ks if k >= 2]
+        lm = NgramLM.fit_pairs(task.pairs("train"), model.cfg.vocab_size, model.bos_id) if b.rescore else None
         draft_path = ensure_draft(c, task)
         draft = None
         if draft_path is not None:
@@ -91,7 +95,8 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
                                   repeats=b.repeats, max_repeats=b.max_repeats, ci_target=b.ci_target,
                                   n_examples=b.n_examples, criterion_kwargs=task.criterion_kwargs,
                                   common=common, model_id=f"{cfg.name}-{arch}", step_repeats=b.step_repeats,
-                                  category=task.name, detok=task.detokenize, draft=draft)
+                                  category=task.name, detok=task.detokenize,
+                                  aux=DecodeAux(draft, lm))
         append_rows(out_dir / "rows.jsonl", rows)
         for model_id, recs in records.items():  # one file per decoder; *-greedy.jsonl is the baseline
             write_jsonl(out_dir / "specbench" / f"{stamp}_{arch}" / f"{model_id}.jsonl", recs)

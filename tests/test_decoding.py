@@ -23,6 +23,7 @@ from bpd.decoding import (
     naive_greedy_decode,
 )
 from bpd.decoding.draft import draft_decode
+from bpd.decoding.rescore import NgramLM, Rescorer
 from bpd.decoding.tree import TreeShape, tree_decode
 from bpd.models import HEAD_ARCHS
 
@@ -91,6 +92,12 @@ def test_exact_blockwise_equals_greedy(seed, vocab, k, batch, src_len, max_len, 
             assert t.tokens == g.tokens
             check_contract(t, batch, max_len, model.eos_id)
             assert all(bs <= kk for row in t.block_sizes for bs in row) and t.invocations == max(t.iterations) + 1
+            # Draft rescoring (bpd.decoding.rescore): the heads' lattice rescored by a bigram model of greedy's
+            # own outputs, half of them (a model of the data, not of these sentences).
+            lm = NgramLM.fit(g.tokens[: max(1, batch // 2)], vocab, model.bos_id)
+            rs = blockwise_decode(model, src, k=kk, max_len=max_len, proposer=Rescorer(lm, beam=2, weight=1.0))
+            assert rs.tokens == g.tokens
+            check_contract(rs, batch, max_len, model.eos_id)
             # Draft-model speculative decoding (bpd.decoding.draft), with an unrelated random draft.
             draft = random_model(vocab, 1, seed + 7, head_noise=0.0)
             sd = draft_decode(model, draft, src, k=kk, max_len=max_len)
@@ -505,3 +512,24 @@ def test_draft_errors():
         draft_decode(model, random_model(30, 1, 0), src, k=4)
     with pytest.raises(ValueError, match="k >= 2"):
         draft_decode(model, model, src, k=1)
+
+
+def test_bigram_model_is_a_distribution():
+    """NgramLM: p(. | v) sums to one for seen and unseen contexts, and seen pairs score above unseen ones."""
+    lm = NgramLM.fit([[3, 4, 5, 3, 4], [3, 4, 6], [7]], vocab=9, bos=1, discount=0.75)
+    nxt = torch.arange(9)
+    for v in range(9):
+        assert torch.logsumexp(lm.logp(torch.full((9,), v), nxt), 0).item() == pytest.approx(0.0, abs=1e-5)
+    assert lm.logp(torch.tensor(3), torch.tensor(4)) > lm.logp(torch.tensor(3), torch.tensor(5))
+    assert lm.logp(torch.tensor(1), torch.tensor(3)) > lm.logp(torch.tensor(1), torch.tensor(8))  # after BOS
+
+
+def test_rescoring_picks_the_block_the_bigram_model_prefers():
+    """With a large weight, the rescored block follows the bigram model among the heads' candidates."""
+    model = random_model(24, 4, 0, head_noise=1.0)
+    src = random_src(1, 6, 24, 0)
+    g = greedy_decode(model, src, max_len=20)
+    lm = NgramLM.fit(g.tokens * 10, 24, model.bos_id)  # knows exactly what greedy says
+    plain = blockwise_decode(model, src, k=4, max_len=20)
+    ranked = blockwise_decode(model, src, k=4, max_len=20, proposer=Rescorer(lm, beam=4, weight=10.0))
+    assert ranked.tokens == g.tokens and sum(ranked.iterations) <= sum(plain.iterations)

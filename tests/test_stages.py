@@ -155,22 +155,24 @@ def test_paper_heads_on_a_plain_base(toy):
     assert not model.heads.identity_p1 and model.k == 3 and payload["heads_config"]["loss"] == "sampled"
 
 
-def test_tree_and_draft_rows_beside_the_chain(toy, tmp_path):
-    """decode.trees and a draft model (draft.model) add their own rows to an evaluation, token-identical to
-    greedy with exact acceptance; the draft is a cached base model of its own sizes, trained once."""
-    from bpd.config import DraftConfig, ModelConfig
+def test_tree_rescored_and_draft_rows_beside_the_chain(toy, tmp_path):
+    """decode.trees, decode.rescore and a draft model (draft.model) add their own rows to an evaluation,
+    token-identical to greedy with exact acceptance; the draft is a cached base model of its own sizes."""
+    from bpd.config import DraftConfig, ModelConfig, RescoreConfig
 
     _, cfg, task = toy
     draft = DraftConfig(ModelConfig("nano", 16, 2, 32, 1, 1, 0.0), max_steps=12)
-    c = tweak(cfg, decode={"trees": ["2x2", "beam2"], "criteria": [CriterionConfig("exact")]}, draft=draft,
+    c = tweak(cfg, decode={"trees": ["2x2", "beam2"], "rescore": [RescoreConfig(2, 1.0)],
+                           "criteria": [CriterionConfig("exact")]}, draft=draft,
               paths={"cache_dir": cfg.paths.cache_dir, "results_dir": str(tmp_path / "res")})
     c.validate()
     rows = evaluate(c, task, stages.ensure_heads(c, task))
-    by_method = {m: [r for r in rows if r["method"] == m] for m in ("tree", "draft")}
+    by_method = {m: [r for r in rows if r["method"] == m] for m in ("tree", "draft", "rescored")}
+    assert [r["decoder"] for r in by_method["rescored"]] == ["rescored_b2_w1_k2_exact", "rescored_b2_w1_k3_exact"]
     assert [r["decoder"] for r in by_method["tree"]] == ["tree_2x2_k3_exact", "tree_beam2_k2_exact",
                                                          "tree_beam2_k3_exact"]
     assert [r["decoder"] for r in by_method["draft"]] == ["draft_k2_exact", "draft_k3_exact"]
-    new = by_method["tree"] + by_method["draft"]
+    new = by_method["tree"] + by_method["draft"] + by_method["rescored"]
     assert all(r["identical_to_greedy"] == 1.0 and r["mean_block_size"] >= 1 for r in new)
     drafted = stages.ensure_draft(c, task)
     assert {r["draft_model"] for r in rows} == {drafted.name} and drafted != stages.base_path_for(c, task)

@@ -101,11 +101,14 @@ def blockwise_decode(
     criterion: Criterion | None = None,
     min_block_size: int = 1,
     max_len: int | None = None,
+    proposer=None,
 ) -> DecodeResult:
     """Blockwise parallel decoding at any batch size; exact criterion == greedy output.
 
     ``k`` may be smaller than the number of trained heads (the first k slots are used). The
     effective minimum block size is the larger of ``min_block_size`` and the criterion's own.
+    ``proposer(model, h_last, first, k, prev) -> (B, k)`` replaces the heads' own proposals (e.g. a rescored
+    lattice, ``bpd.decoding.rescore.Rescorer``; ``prev`` is the token before ``first``).
     """
     k = model.k if k is None else int(k)
     if not 1 <= k <= model.k:
@@ -130,7 +133,12 @@ def blockwise_decode(
     if max_len <= 0:
         return rows.result(0, position_reached=[0] * (k - 1), position_accepted=[0] * (k - 1))
 
-    props = start(model, torch.full((b, 1), model.bos_id, dtype=torch.long, device=dev), enc, cache, k)
+    bos = torch.full((b, 1), model.bos_id, dtype=torch.long, device=dev)
+    if proposer is None:
+        props = start(model, bos, enc, cache, k)
+    else:
+        h0 = model.decode(bos, enc, cache)[:, 0]
+        prev, props = bos, proposer(model, h0, top1(model.heads.base_logits(h0))[:, None], k, bos)
     invocations = 1
     reached, accepted = [0] * (k - 1), [0] * (k - 1)  # per proposal slot 1..k-1
     while rows.active:
@@ -150,6 +158,8 @@ def blockwise_decode(
             for j in range(min(n, top)):
                 accepted[j] += 1
         h_last, first = r.h_last, r.first
+        if proposer is not None:  # the last accepted token: the context of the next block's first token
+            prev = props.gather(1, torch.tensor(r.khat, device=dev)[:, None] - 1)
         keep = rows.drop(finished)
         if keep is not None:
             if not rows.active:
@@ -157,5 +167,7 @@ def blockwise_decode(
             idx = torch.tensor(keep, device=dev)
             enc, h_last, first = enc.select(idx), h_last.index_select(0, idx), first.index_select(0, idx)
             cache.select(keep)
-        props = propose(model, h_last, first, k)
+            if proposer is not None:
+                prev = prev.index_select(0, idx)
+        props = propose(model, h_last, first, k) if proposer is None else proposer(model, h_last, first, k, prev)
     return rows.result(invocations, position_reached=reached, position_accepted=accepted)

@@ -13,16 +13,26 @@ from bpd.decoding.blockwise import blockwise_decode
 from bpd.decoding.criteria import make_criterion
 from bpd.decoding.draft import draft_decode
 from bpd.decoding.greedy import greedy_decode, naive_greedy_decode
+from bpd.decoding.rescore import NgramLM, Rescorer
 from bpd.decoding.tree import TreeShape, tree_decode
 
-METHODS = ("greedy", "beam", "blockwise", "naive_greedy", "tree", "draft")
+METHODS = ("greedy", "beam", "blockwise", "naive_greedy", "tree", "draft", "rescored")
 #: Methods that verify proposals in rounds (their rows carry k, criterion and k_hat).
-ROUND_METHODS = ("blockwise", "tree", "draft")
+ROUND_METHODS = ("blockwise", "tree", "draft", "rescored")
+
+
+@dataclass
+class DecodeAux:
+    """What some decoders need beside the model: the draft model (``draft``) and the n-gram model that
+    rescores the heads' lattice (``rescored``)."""
+
+    draft: Any = None
+    lm: NgramLM | None = None
 
 
 @dataclass(frozen=True)
 class DecodeSpec:
-    method: str  # greedy | beam | blockwise | naive_greedy | tree | draft
+    method: str  # greedy | beam | blockwise | naive_greedy | tree | draft | rescored
     k: int = 1
     criterion: str = "exact"
     criterion_param: float | None = None
@@ -30,6 +40,8 @@ class DecodeSpec:
     beam_size: int = 4
     alpha: float = 0.6
     tree: str | None = None  # method tree: the shape (bpd.decoding.tree.TreeShape.parse: "3x2x1", "beam4")
+    rescore_beam: int = 0  # method rescored: candidates per depth of the lattice
+    rescore_weight: float = 0.0  # method rescored: the n-gram model's weight beside the heads' log-probability
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -59,6 +71,8 @@ class DecodeSpec:
             "beam_size": self.beam_size if self.method == "beam" else None,
             "tree": self.shape.name if self.method == "tree" else None,
             "tree_nodes": self.shape.n_nodes if self.method == "tree" else None,
+            "rescore_beam": self.rescore_beam if self.method == "rescored" else None,
+            "rescore_weight": self.rescore_weight if self.method == "rescored" else None,
         }
 
     @property
@@ -78,14 +92,17 @@ class DecodeSpec:
             return f"tree_{self.shape.name}_k{self.k}_{self.criterion}{p}"
         if self.method == "draft":
             return f"draft_k{self.k}_{self.criterion}{p}"
+        if self.method == "rescored":
+            return f"rescored_b{self.rescore_beam}_w{self.rescore_weight:g}_k{self.k}_{self.criterion}{p}"
         return f"blockwise_k{self.k}_{self.criterion}{p}{m}"
 
 
 def decode_specs(decode: DecodeConfig, trained_k: int, draft: bool = False) -> list[DecodeSpec]:
     """Greedy first (every ratio's reference), then naive greedy and beam if asked, then blockwise search for
     every criterion x minimum block size x k (k = 1 only with plain exact acceptance: it is greedy), then tree
-    verification for every shape of ``decode.trees`` x criterion x k >= 2 that the shape fits, then (with
-    ``draft``) draft-model speculative decoding for every criterion x k >= 2."""
+    verification for every shape of ``decode.trees`` x criterion x k >= 2 that the shape fits, rescored
+    chains for every ``decode.rescore`` entry x criterion x k >= 2, then (with ``draft``) draft-model
+    speculative decoding for every criterion x k >= 2."""
     decode.validate(trained_k)
     specs = [DecodeSpec("greedy")]
     if decode.naive_greedy:
@@ -100,6 +117,9 @@ def decode_specs(decode: DecodeConfig, trained_k: int, draft: bool = False) -> l
                 specs.append(DecodeSpec("blockwise", k=k, criterion=crit.name, criterion_param=crit.param,
                                         min_block_size=int(l)))
     specs += tree_specs(decode.trees, decode.ks, decode.criteria)
+    specs += [DecodeSpec("rescored", k=k, criterion=c.name, criterion_param=c.param, rescore_beam=r.beam,
+                         rescore_weight=r.weight) for r in decode.rescore for c in decode.criteria for k in decode.ks
+              if k >= 2]
     if draft:
         specs += draft_specs(decode.ks, decode.criteria)
     return specs
@@ -123,9 +143,11 @@ def tree_specs(trees: list[str], ks: list[int], criteria: list) -> list[DecodeSp
     return out
 
 
-def decoder_fn(spec: DecodeSpec, criterion_kwargs: dict[str, Any] | None = None, draft=None) -> Callable:
-    """``fn(model, src, max_len) -> DecodeResult`` for the spec (a task's criterion options included; ``draft``:
-    the draft model of ``draft`` specs)."""
+def decoder_fn(spec: DecodeSpec, criterion_kwargs: dict[str, Any] | None = None, aux: DecodeAux | None = None
+               ) -> Callable:
+    """``fn(model, src, max_len) -> DecodeResult`` for the spec (a task's criterion options included; ``aux``:
+    the draft model or n-gram model the spec needs)."""
+    aux = aux or DecodeAux()
     if spec.method == "greedy":
         return lambda m, s, n: greedy_decode(m, s, max_len=n)
     if spec.method == "naive_greedy":
@@ -137,7 +159,12 @@ def decoder_fn(spec: DecodeSpec, criterion_kwargs: dict[str, Any] | None = None,
         shape = spec.shape
         return lambda m, s, n: tree_decode(m, s, shape, k=spec.k, criterion=crit, max_len=n)
     if spec.method == "draft":
-        if draft is None:
+        if aux.draft is None:
             raise ValueError(f"{spec.name} needs a draft model; set draft.model (e.g. draft=tiny).")
-        return lambda m, s, n: draft_decode(m, draft, s, k=spec.k, criterion=crit, max_len=n)
+        return lambda m, s, n: draft_decode(m, aux.draft, s, k=spec.k, criterion=crit, max_len=n)
+    if spec.method == "rescored":
+        if aux.lm is None:
+            raise ValueError(f"{spec.name} needs an n-gram model of the training targets (bpd.decoding.rescore).")
+        rescorer = Rescorer(aux.lm, spec.rescore_beam, spec.rescore_weight)
+        return lambda m, s, n: blockwise_decode(m, s, k=spec.k, criterion=crit, max_len=n, proposer=rescorer)
     return lambda m, s, n: blockwise_decode(m, s, k=spec.k, criterion=crit, max_len=n)

@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 
 from bpd.decoding.common import pad_rows
 from bpd.decoding.result import DecodeResult
-from bpd.decoding.spec import DecodeSpec, decoder_fn
+from bpd.decoding.spec import DecodeAux, DecodeSpec, decoder_fn
 from bpd.tracking import progress_interval
 
 
@@ -56,16 +56,17 @@ def decode_and_time(
     progress: bool = True,
     desc: str = "decode",
     rotate: int | None = None,
-    draft=None,
+    aux: DecodeAux | None = None,
 ) -> dict[str, RunOutput]:
     """Decode ``sources`` with every spec, batch by batch, interleaved; outputs in input order. With
     ``rotate`` set, batch j runs the specs starting at spec ``(j + rotate) % len(specs)``; else in the given
-    order. ``draft``: the draft model of ``draft`` specs (moved to the device here too)."""
+    order. ``aux``: what draft and rescored specs need (moved to the device here)."""
     device = torch.device(device)
     model = model.to(device).eval()
-    if draft is not None:
-        draft = draft.to(device).eval()
-    fns = {s.name: decoder_fn(s, criterion_kwargs, draft) for s in specs}
+    if aux is not None:
+        aux = DecodeAux(aux.draft.to(device).eval() if aux.draft is not None else None,
+                        aux.lm.to(device) if aux.lm is not None else None)
+    fns = {s.name: decoder_fn(s, criterion_kwargs, aux) for s in specs}
     # Batches of similar length waste less on padding; the original order is restored at the end.
     order = sorted(range(len(sources)), key=lambda i: len(sources[i])) if batch_size > 1 else list(range(len(sources)))
     batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]

@@ -106,12 +106,14 @@ class TreeShape:
 @dataclass
 class Tree:
     """One round's candidate tree for every row: ``tokens`` (B, N), ``parent`` (B, N; the root's is 0),
-    ``depth`` (B, N), ``ancestors`` (B, N, N; ancestors and self), nodes in depth order."""
+    ``depth`` (B, N), ``ancestors`` (B, N, N; ancestors and self), ``logp`` (B, N; the heads' log-probability
+    of the path to each node), nodes in depth order."""
 
     tokens: torch.Tensor
     parent: torch.Tensor
     depth: torch.Tensor
     ancestors: torch.Tensor
+    logp: torch.Tensor | None = None
 
 
 def _candidates(heads, state: torch.Tensor, tok: torch.Tensor, d: int, slot_logp: torch.Tensor | None,
@@ -173,7 +175,7 @@ def build_tree(model, h: torch.Tensor, first: torch.Tensor, shape: TreeShape) ->
     anc = torch.eye(n, dtype=torch.bool, device=dev).repeat(b, 1, 1)
     for i in range(1, n):  # depth order: a parent's row is complete before its children's
         anc[:, i] |= anc[torch.arange(b, device=dev), parent[:, i]]
-    return Tree(tokens, parent, depth[None].expand(b, -1), anc)
+    return Tree(tokens, parent, depth[None].expand(b, -1), anc, torch.cat(cum, 1))
 
 
 @dataclass
