@@ -46,7 +46,8 @@ def test_files_set_what_they_say():
     demo, _ = composed(["experiment=demo"])
     assert (demo.name, demo.heads.arch, demo.heads.k, demo.heads.targets, demo.heads.p1_weight) == (
         "demo", "recurrent", 8, "self", 7.0)
-    assert demo.model.dropout == 0.0 and demo.model.d_model == 128  # the shared CPU recipe over model=tiny
+    assert demo.model.dropout == 0.3 and demo.model.d_model == 256  # the shipped base (base/mt_shipped.yaml)
+    assert demo.train.max_minutes is None and demo.train.max_steps == 6000  # a step budget, no time cap
     assert demo.heads_train_config.max_steps == 300 and demo.heads_train_config.base_lr_scale == 0.05
     assert demo.heads_train_config.max_tokens == demo.train.max_tokens  # null in heads_train: train's value
     assert [(c.name, c.param) for c in demo.decode.criteria] == [("exact", None), ("topk", 2.0)]
@@ -59,6 +60,25 @@ def test_files_set_what_they_say():
     both, _ = composed(["experiment=table1_small", "setting=both"])
     assert (both.base_targets, both.heads.training, both.heads.targets, both.heads.k) == (
         "distilled", "finetune", "distilled", 10)
+
+
+def test_small_reproductions_start_from_the_shipped_base():
+    """The demo's and table1_small's base model is `make pretrain`'s: the same cache name, so the shipped
+    weights are installed instead of trained (a changed recipe must change pretrain_mt too)."""
+    from types import SimpleNamespace
+
+    from bpd.stages import base_path_for
+
+    pre, _ = composed(["experiment=pretrain_mt"])
+    demo, table1 = composed(["experiment=demo"])[0], composed(["experiment=table1_small", "setting=finetune"])[0]
+    assert pre.task == demo.task == table1.task
+    task = SimpleNamespace(key="ding")  # the same task config: the same data key (building it needs the corpus)
+    names = {base_path_for(c, task).name for c in (pre, demo, table1)}
+    assert len(names) == 1
+    assert base_path_for(pre, task, seed=pre.teacher_seed).name != names.pop()  # the teacher is another model
+    sr = [composed([f"experiment={e}"] + extra)[0] for e, extra in
+          (("pretrain_sr", []), ("demo_sr", []), ("table2_small", ["setting=finetune"]))]
+    assert len({base_path_for(c, task).name for c in sr}) == 1 and all(c.train.max_minutes is None for c in sr)
 
 
 def test_settings_override_the_experiment():
@@ -97,7 +117,8 @@ def test_hydra_refuses_misspelt_or_mistyped_options(override):
 
 
 @pytest.mark.parametrize("override, match", [("heads.k=0", "heads.k"), ("decode.ks=[12]", "decode.ks"),
-                                             ("heads.arch=lstm", "heads.arch"), ("model.n_heads=3", "divisible")])
+                                             ("heads.arch=lstm", "heads.arch"), ("model.n_heads=3", "divisible"),
+                                             ("decode.trees=[wide]", "tree shape")])
 def test_bad_values_are_refused_before_any_work(override, match):
     with pytest.raises(ValueError, match=match):
         composed(["experiment=demo", override])
