@@ -488,7 +488,8 @@ def acceptance_rates(rows: pd.DataFrame, prefer_mt: tuple[str, ...] = PREFER_MT,
 
 BENCH_COLUMNS = [
     "source_experiment", "task", "heads_arch", "device", "dtype", "compile", "batch_size", "decoder", "k", "criterion",
-    "criterion_param", "mean_block_size", "tokens_per_s", "speedup", "speedup_min", "speedup_max", "step_cost_ratio",
+    "criterion_param", "mean_block_size", "tokens_per_s", "speedup", "speedup_min", "speedup_max", "speedup_ci_low",
+    "speedup_ci_high", "repeats", "step_cost_ratio",
     "ideal_speedup", "efficiency", "efficiency_ceiling", "predicted_speedup", "efficiency_vs_predicted",
     "identical_to_greedy", "peak_mem_mb",
 ]
@@ -507,7 +508,10 @@ def bench_table(rows: pd.DataFrame) -> Table:
         na_position="first", kind="mergesort",
     ).drop(columns="_m").reset_index(drop=True)
     t = Table("bench", "Wall-clock benchmark (ours only; the paper has no such table)", data, bench)
-    t.notes.append("speedup: median over repeats [min, max]; t_k/t_1: cost of one blockwise round over one greedy "
+    t.notes.append("speedup: rows since 2026-12-01 the paired estimate with its 95% bootstrap interval "
+                   "(speedup_ci_low, speedup_ci_high; docs/benchmark.md) after as many repeats as the interval "
+                   "needed, earlier rows the median over repeats [min, max]; t_k/t_1: cost of one blockwise round "
+                   "over one greedy "
                    "step; ideal = k̂ · t_1 / t_k; efficiency = speedup / ideal; predicted = the whole run from the "
                    "step costs, with the encoder and blockwise's propose-only start call per batch; "
                    "vs predicted = speedup / predicted; ceiling = predicted / ideal, the efficiency a loop with no "
