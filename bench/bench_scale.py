@@ -99,10 +99,11 @@ def plot(rows: list[dict], out: Path) -> None:
             if sel:
                 ax.plot([r["k"] for r in sel], [r["predicted_speedup"] for r in sel], marker="o", label=preset)
         ax.axhline(1.0, color="grey", lw=0.8)
-        ax.set_title(f"{design} round, batch 1, float32 ({rows[0]['device']})", fontsize=9)
+        ax.set_title(f"{design} round, batch 1, float32", fontsize=9)
         ax.set_xlabel("k")
     axes[0].set_ylabel("predicted speedup = paper's k̂ (Both) x t_1 / t_k")
     axes[0].legend(fontsize=8)
+    fig.suptitle(f"bench_scale: Medusa heads, random weights, {rows[0]['device']}", fontsize=9)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=120, metadata={"CreationDate": None} if out.suffix == ".pdf" else None)
