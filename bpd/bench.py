@@ -52,7 +52,7 @@ from bpd.speedup_ci import SpeedupEstimate, paired_speedup
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-def _median_ms(fns: dict[str, Any], repeats: int, device: torch.device) -> dict[str, float]:
+def median_ms(fns: dict[str, Any], repeats: int, device: torch.device) -> dict[str, float]:
     """Median milliseconds of each function, timed round-robin (one call of each per repetition), so a
     drift in machine speed (shared CPUs, clock changes) affects every ratio's numerator and denominator alike."""
     times: dict[str, list[float]] = {name: [] for name in fns}
@@ -141,10 +141,10 @@ def step_costs(
     for fn in [*fns.values(), *parts.values()]:  # warm-up
         for _ in range(5):
             fn()
-    costs = _median_ms(fns, repeats, device)
+    costs = median_ms(fns, repeats, device)
     # The parts get their own round-robin, with their own totals: timing more functions in one rotation
     # leaves each with colder caches, which would change the t_1 and t_k that the ideal is built on.
-    costs |= {f"part_{name}": ms for name, ms in _median_ms(parts, repeats, device).items()}
+    costs |= {f"part_{name}": ms for name, ms in median_ms(parts, repeats, device).items()}
     return costs
 
 

@@ -20,13 +20,12 @@ scoring, proposal) as in ``bpd.bench.step_costs``.
 
 from __future__ import annotations
 
-import statistics
 import time
 from typing import Any
 
 import torch
 
-from bpd.bench import step_costs
+from bpd.bench import median_ms, step_costs
 from bpd.decoding.blockwise import Verified, accept, update
 from bpd.decoding.common import top1
 from bpd.decoding.criteria import Exact
@@ -53,20 +52,6 @@ def combined_round(model, props: torch.Tensor, enc, cache, k: int) -> torch.Tens
         return first
     nxt = rest.gather(1, last[:, :, None].expand(-1, 1, k - 1))[:, 0]
     return torch.cat([first, nxt], dim=1)
-
-
-def _median_ms(fns: dict[str, Any], repeats: int, device: torch.device) -> dict[str, float]:
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            t0 = time.perf_counter()
-            fn()
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            times[name].append(time.perf_counter() - t0)
-    return {name: statistics.median(t) * 1e3 for name, t in times.items()}
 
 
 @torch.inference_mode()
@@ -99,7 +84,7 @@ def round_costs(model, src: torch.Tensor, ks: list[int], repeats: int, prefix_le
     for fn in fns.values():
         for _ in range(3):
             fn()
-    comb_costs = _median_ms(fns, repeats, device)
+    comb_costs = median_ms(fns, repeats, device)
     out = {"t1": chain["t1"]}
     for k in ks:
         out[f"chain{k}"] = chain[f"t{k}"]

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from bpd.decoding.common import RowTracker, checked_max_len, top1
+from bpd.decoding.common import RowTracker, checked_max_len, count_positions, drop_finished, top1
 from bpd.decoding.criteria import Criterion, Exact, Verdict
 from bpd.decoding.result import DecodeResult
 
@@ -149,25 +149,16 @@ def blockwise_decode(
             done = rows.accept(s, row[: r.khat[s]])
             if done:
                 finished.append(s)
-            # Slot j was examined when the run before it reached j - 1 and accepted when the run reached j;
-            # only slots whose tokens were kept count (a block cut at EOS or the length limit ends there).
-            kept = rows.blocks[rows.active[s]][-1]
-            top = k - 1 if kept == r.khat[s] else kept - 1
-            for j in range(min(n + 1, top)):
-                reached[j] += 1
-            for j in range(min(n, top)):
-                accepted[j] += 1
-        h_last, first = r.h_last, r.first
+            count_positions(reached, accepted, n, r.khat[s], rows.blocks[rows.active[s]][-1])
         if proposer is not None:  # the last accepted token: the context of the next block's first token
             prev = props.gather(1, torch.tensor(r.khat, device=dev)[:, None] - 1)
-        keep = rows.drop(finished)
-        if keep is not None:
-            if not rows.active:
-                break
-            idx = torch.tensor(keep, device=dev)
-            enc, h_last, first = enc.select(idx), h_last.index_select(0, idx), first.index_select(0, idx)
-            cache.select(keep)
-            if proposer is not None:
-                prev = prev.index_select(0, idx)
-        props = propose(model, h_last, first, k) if proposer is None else proposer(model, h_last, first, k, prev)
+        live = drop_finished(rows, finished, cache, enc, r.h_last, r.first, *(() if proposer is None else (prev,)))
+        if live is None:
+            break
+        enc, h_last, first = live[:3]
+        if proposer is None:
+            props = propose(model, h_last, first, k)
+        else:
+            prev = live[3]
+            props = proposer(model, h_last, first, k, prev)
     return rows.result(invocations, position_reached=reached, position_accepted=accepted)

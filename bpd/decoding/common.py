@@ -8,7 +8,7 @@ from bpd.config import output_limit
 from bpd.decoding.result import DecodeResult
 from bpd.models.fastpath import top1
 
-__all__ = ["RowTracker", "checked_max_len", "default_max_len", "pad_rows", "top1"]
+__all__ = ["RowTracker", "checked_max_len", "count_positions", "default_max_len", "drop_finished", "pad_rows", "top1"]
 
 
 class RowTracker:
@@ -48,6 +48,32 @@ class RowTracker:
             invocations=invocations,
             **extra,
         )
+
+
+def drop_finished(rows: RowTracker, finished: list[int], cache, enc, *tensors: torch.Tensor) -> tuple | None:
+    """Forget the finished batch slots everywhere a round's state lives: the row tracker, the KV cache, the
+    encoder state and each of ``tensors`` (batch first). Returns ``(enc, *tensors)`` for the live rows, or
+    None when no row is left."""
+    keep = rows.drop(finished)
+    if keep is None:
+        return (enc, *tensors)
+    if not rows.active:
+        return None
+    idx = torch.tensor(keep, device=tensors[0].device)
+    cache.select(keep)
+    return (enc.select(idx), *(t.index_select(0, idx) for t in tensors))
+
+
+def count_positions(reached: list[int], accepted: list[int], run: int, proposed: int, kept: int) -> None:
+    """Per-position acceptance, over kept tokens only: slot j (index j - 1) was examined when the run before it
+    reached j - 1 and accepted when the run reached j, and counts only if the row kept its token (a block cut
+    at EOS or the length limit ends there). ``run``: proposals accepted after slot 0; ``proposed``: the block
+    size the round accepted; ``kept``: the tokens the row kept of it."""
+    top = len(reached) if kept == proposed else kept - 1
+    for j in range(min(run + 1, top)):
+        reached[j] += 1
+    for j in range(min(run, top)):
+        accepted[j] += 1
 
 
 def default_max_len(src: torch.Tensor, max_len: int | None) -> int:

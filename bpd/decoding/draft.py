@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from bpd.decoding.blockwise import run_round
-from bpd.decoding.common import RowTracker, checked_max_len, top1
+from bpd.decoding.common import RowTracker, checked_max_len, count_positions, top1
 from bpd.decoding.criteria import Criterion, Exact
 from bpd.decoding.result import DecodeResult
 
@@ -97,12 +97,7 @@ def draft_decode(
         for s, (row, n) in enumerate(zip(r.verdict.proposals, r.verdict.runs)):
             if rows.accept(s, row[: r.khat[s]]):
                 finished.append(s)
-            kept = rows.blocks[rows.active[s]][-1]
-            top = k - 1 if kept == r.khat[s] else kept - 1
-            for j in range(min(n + 1, top)):
-                reached[j] += 1
-            for j in range(min(n, top)):
-                accepted[j] += 1
+            count_positions(reached, accepted, n, r.khat[s], rows.blocks[rows.active[s]][-1])
         first = r.first
         keep = rows.drop(finished)
         if keep is not None:

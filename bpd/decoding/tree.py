@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
-from bpd.decoding.common import RowTracker, checked_max_len, top1
+from bpd.decoding.common import RowTracker, checked_max_len, count_positions, drop_finished, top1
 from bpd.decoding.criteria import Criterion, Exact
 from bpd.decoding.result import DecodeResult
 
@@ -272,19 +272,10 @@ def tree_decode(
         for s, block in enumerate(r.blocks):
             if rows.accept(s, block):
                 finished.append(s)
-            kept = rows.blocks[rows.active[s]][-1]
-            n = len(block) - 1  # depths accepted below the root
-            top = slots if kept == len(block) else kept - 1
-            for j in range(min(n + 1, top)):
-                reached[j] += 1
-            for j in range(min(n, top)):
-                accepted[j] += 1
-        h_last, first = r.h_last, r.first
-        keep = rows.drop(finished)
-        if keep is not None:
-            if not rows.active:
-                break
-            idx = torch.tensor(keep, device=dev)
-            enc, h_last, first = enc.select(idx), h_last.index_select(0, idx), first.index_select(0, idx)
-            cache.select(keep)
+            # Depths accepted below the root count as the chain's slots.
+            count_positions(reached, accepted, len(block) - 1, len(block), rows.blocks[rows.active[s]][-1])
+        live = drop_finished(rows, finished, cache, enc, r.h_last, r.first)
+        if live is None:
+            break
+        enc, h_last, first = live
     return rows.result(invocations, position_reached=reached, position_accepted=accepted)
