@@ -25,7 +25,7 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
 
     from bpd.bench import DTYPES, format_bench, format_breakdown, run_bench, write_jsonl
     from bpd.decoding.rescore import NgramLM
-    from bpd.decoding.spec import DecodeAux, DecodeSpec, draft_specs, tree_specs
+    from bpd.decoding.spec import DecodeAux, DecodeSpec, draft_specs, rescore_specs, tree_specs
     from bpd.runtime import pick_device, resolve_path
     from bpd.stages import ensure_draft, ensure_heads
     from bpd.tasks import load_task
@@ -42,6 +42,10 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
     out_dir = resolve_path(b.results_dir)
     all_rows = []
     stamp = time.strftime("%Y%m%d-%H%M%S")
+    # What the rescored and draft decoders need is the same for every architecture's heads: made once.
+    lm = NgramLM.fit_pairs(task.pairs("train"), task.vocab_size, task.bos_id) if b.rescore else None
+    draft_path = ensure_draft(cfg, task)
+    draft = load_model(draft_path, device)[0].to(DTYPES[b.dtype]) if draft_path is not None else None
     for arch in archs:
         c = cfg
         if arch != cfg.heads.arch:  # another architecture's heads, trained briefly with the same recipe
@@ -60,13 +64,8 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
         for crit in b.criteria:
             specs += [DecodeSpec("blockwise", k=k, criterion=crit.name, criterion_param=crit.param) for k in ks]
         specs += tree_specs(b.trees, ks, b.criteria)
-        specs += [DecodeSpec("rescored", k=k, criterion=crit.name, criterion_param=crit.param, rescore_beam=r.beam,
-                             rescore_weight=r.weight) for r in b.rescore for crit in b.criteria for k in ks if k >= 2]
-        lm = NgramLM.fit_pairs(task.pairs("train"), model.cfg.vocab_size, model.bos_id) if b.rescore else None
-        draft_path = ensure_draft(c, task)
-        draft = None
-        if draft_path is not None:
-            draft = load_model(draft_path, device)[0].to(DTYPES[b.dtype])
+        specs += rescore_specs(b.rescore, ks, b.criteria)
+        if draft is not None:
             specs += draft_specs(ks, b.criteria)
         common = {
             "experiment": "bench",

@@ -38,16 +38,20 @@ def test_stale_locks_are_taken_over(tmp_path):
     assert not FileLock(lock, stale_s=600).try_acquire() and FileLock(lock, stale_s=120).try_acquire()
 
 
-SCRIPT = r"""
+# What each job script starts with: the toy task and a config whose stages finish in seconds.
+PRELUDE = r"""
 import sys, time
 sys.path.insert(0, {tests!r})
 from pathlib import Path
 from toy import toy_config
-from bpd import stages
+from bpd import evaluate as ev, stages
 from bpd.tasks import load_task
 
 cfg = toy_config(Path({tmp!r}), train={{"max_steps": 12, "eval_every": 100}})
 task = load_task(cfg)
+"""
+
+SCRIPT = PRELUDE + r"""
 real = stages._train_stage
 def marked(*args, **kw):
     Path({tmp!r}, "trained-" + sys.argv[1]).write_text("")
@@ -108,16 +112,7 @@ def test_an_append_after_a_partial_line_loses_nothing(tmp_path, capsys):
     assert not (tmp_path / "rows.jsonl.lock").exists()
 
 
-EVAL_SCRIPT = r"""
-import sys, time
-sys.path.insert(0, {tests!r})
-from pathlib import Path
-from toy import toy_config
-from bpd import evaluate as ev, stages
-from bpd.tasks import load_task
-
-cfg = toy_config(Path({tmp!r}), train={{"max_steps": 12, "eval_every": 100}})
-task = load_task(cfg)
+EVAL_SCRIPT = PRELUDE + r"""
 real = ev._evaluate
 def slow(*args, **kw):
     time.sleep(8)  # hold the run's lock while the other job arrives

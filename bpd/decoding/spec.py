@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from bpd.config import DecodeConfig
@@ -51,7 +52,7 @@ class DecodeSpec:
         if self.method == "tree":
             TreeShape.parse(self.tree or "", self.k)  # validates early
 
-    @property
+    @cached_property  # frozen dataclass: cached_property writes the instance dict, not a field
     def shape(self) -> TreeShape | None:
         return TreeShape.parse(self.tree, self.k) if self.method == "tree" else None
 
@@ -80,7 +81,7 @@ class DecodeSpec:
         base = self.criterion if self.criterion == "exact" else f"{self.criterion} {self.criterion_param:g}"
         return base if self.min_block_size == 1 else f"{base}, min block {self.min_block_size} (approximate)"
 
-    @property
+    @cached_property
     def name(self) -> str:
         if self.method == "beam":
             return f"beam{self.beam_size}_a{self.alpha:g}"
@@ -117,9 +118,7 @@ def decode_specs(decode: DecodeConfig, trained_k: int, draft: bool = False) -> l
                 specs.append(DecodeSpec("blockwise", k=k, criterion=crit.name, criterion_param=crit.param,
                                         min_block_size=int(l)))
     specs += tree_specs(decode.trees, decode.ks, decode.criteria)
-    specs += [DecodeSpec("rescored", k=k, criterion=c.name, criterion_param=c.param, rescore_beam=r.beam,
-                         rescore_weight=r.weight) for r in decode.rescore for c in decode.criteria for k in decode.ks
-              if k >= 2]
+    specs += rescore_specs(decode.rescore, decode.ks, decode.criteria)
     if draft:
         specs += draft_specs(decode.ks, decode.criteria)
     return specs
@@ -128,6 +127,12 @@ def decode_specs(decode: DecodeConfig, trained_k: int, draft: bool = False) -> l
 def draft_specs(ks: list[int], criteria: list) -> list[DecodeSpec]:
     """Draft-model speculative decoding for every criterion x k >= 2 (no minimum block sizes)."""
     return [DecodeSpec("draft", k=k, criterion=c.name, criterion_param=c.param) for c in criteria for k in ks if k >= 2]
+
+
+def rescore_specs(rescore: list, ks: list[int], criteria: list) -> list[DecodeSpec]:
+    """Rescored chains for every ``RescoreConfig`` x criterion x k >= 2."""
+    return [DecodeSpec("rescored", k=k, criterion=c.name, criterion_param=c.param, rescore_beam=r.beam,
+                       rescore_weight=r.weight) for r in rescore for c in criteria for k in ks if k >= 2]
 
 
 def tree_specs(trees: list[str], ks: list[int], criteria: list) -> list[DecodeSpec]:

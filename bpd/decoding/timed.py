@@ -77,18 +77,18 @@ def decode_and_time(
         src = pad_rows([sources[i] for i in idx], model.pad_id).to(device)
         for fn in fns.values():
             fn(model, src, max_len(src))
-    for j, idx in enumerate(tqdm(batches, desc=desc, disable=not progress, leave=False,
-                                 mininterval=progress_interval())):
+    for bi, idx in enumerate(tqdm(batches, desc=desc, disable=not progress, leave=False,
+                                  mininterval=progress_interval())):
         src = pad_rows([sources[i] for i in idx], model.pad_id).to(device)
         limit = max_len(src)
-        first = 0 if rotate is None else (j + rotate) % len(specs)
+        first = 0 if rotate is None else (bi + rotate) % len(specs)
         for spec in specs[first:] + specs[:first]:
+            fn, o = fns[spec.name], out[spec.name]
             _sync(device)
             t0 = time.perf_counter()
-            res: DecodeResult = fns[spec.name](model, src, limit)
+            res: DecodeResult = fn(model, src, limit)
             _sync(device)
             dt = time.perf_counter() - t0
-            o = out[spec.name]
             o.wallclock_s += dt
             o.batch_wall_s.append(dt)
             o.invocations += res.invocations
