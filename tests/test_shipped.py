@@ -34,3 +34,22 @@ def check_shipped(manifest_path: Path) -> None:
 @pytest.mark.parametrize("manifest", SHIPPED, ids=[p.stem for p in SHIPPED])
 def test_shipped_checkpoint_matches_its_manifest(manifest):
     check_shipped(manifest)
+
+
+@pytest.mark.parametrize("experiment", ["demo", "demo_sr"])
+def test_a_fresh_build_of_the_embedded_data_installs_the_shipped_base(experiment, tmp_path):
+    """The data and tokenizer a fresh clone builds fingerprint as the shipped base's manifest says, so `make
+    demo` installs it (a fingerprint of the tokenizer's file bytes, which record the training run's
+    temporary paths, once refused it on every new machine)."""
+    import dataclasses
+
+    from test_config import composed
+
+    from bpd.stages import base_path_for
+    from bpd.tasks import TASKS
+
+    cfg, _ = composed([f"experiment={experiment}"])
+    task = TASKS[cfg.task.kind](dataclasses.replace(cfg.task), tmp_path / "data")
+    shipped = {json.loads(p.read_text())["cache_name"]: json.loads(p.read_text()) for p in SHIPPED}
+    manifest = shipped[base_path_for(cfg, task).name]
+    assert task.fingerprint() == manifest["fingerprint"]

@@ -7,6 +7,7 @@ exactly those ids keeps that contract in one place instead of remapping ids at e
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -59,6 +60,16 @@ class Tokenizer:
     @property
     def unk_id(self) -> int:
         return int(self._sp.unk_id())
+
+    def content_hash(self) -> str:
+        """A hash of what the tokenizer does (its pieces, their scores and types), not of its file: the file
+        also records the training run's input paths and temporary prefix (with a process id), so the same
+        vocabulary retrained on another machine or in another run has other bytes."""
+        sp, h = self._sp, hashlib.sha1()
+        for i in range(self.vocab_size):
+            kind = "c" if sp.is_control(i) else "u" if sp.is_unknown(i) else "b" if sp.is_byte(i) else "n"
+            h.update(f"{sp.id_to_piece(i)}\t{sp.get_score(i)!r}\t{kind}\n".encode())
+        return h.hexdigest()[:16]
 
     def encode(self, text: str) -> list[int]:
         """Subword ids of ``text`` without BOS/EOS."""

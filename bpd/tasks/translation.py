@@ -90,7 +90,7 @@ class TranslationTask(Task):
         tok = Tokenizer.train([folder / "train.src", folder / "train.tgt"], folder / f"spm{cfg.vocab_size}",
                               cfg.vocab_size, seed=0)
         key = config_hash(keyed_fields(cfg, drop=("ding_path",)))
-        tok_hash = file_hash(tok.model_path)
+        tok_hash = tok.content_hash()
         splits = {}
         for split in SPLITS:
             # Training pairs are cut to max_len; dev and test lines are all kept whole (BLEU is measured on
@@ -108,8 +108,8 @@ class TranslationTask(Task):
         self.cfg, self.tokenizer = cfg, tok
 
     def fingerprint(self) -> str:
-        files = [self.folder / f"{s}.{x}" for s in SPLITS for x in ("src", "tgt")] + [self.tokenizer.model_path]
-        return config_hash([file_hash(f) for f in files], self.cfg.max_len)
+        files = [self.folder / f"{s}.{x}" for s in SPLITS for x in ("src", "tgt")]
+        return config_hash([file_hash(f) for f in files] + [self.tokenizer.content_hash()], self.cfg.max_len)
 
     def build_model(self, model: ModelConfig, heads: HeadsConfig, k: int, seed: int):
         # Room for the longest dev/test line (4 * max_len) and its output limit.
