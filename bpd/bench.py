@@ -31,6 +31,7 @@ sync, cache rollback). The parts say where t_k / t_1 comes from (``format_breakd
 from __future__ import annotations
 
 import json
+import math
 import resource
 import statistics
 import time
@@ -300,18 +301,26 @@ def specbench_speed(method: list[dict[str, Any]], baseline: list[dict[str, Any]]
 
 
 def settle(model, sources: list[list[int]], specs: list[DecodeSpec], max_len, batch_size: int, device: torch.device,
-           criterion_kwargs: dict | None = None, tol: float = 0.03, max_passes: int = 8, aux=None) -> int:
-    """Warm up until step times settle: decode the first few batches with every spec, untimed for the rows,
-    until greedy's time for them changes by less than ``tol`` between two passes (allocator, caches and
-    clock ramp-up first make it fall); returns the passes it took (at most ``max_passes``)."""
-    head = sources[: batch_size * 4]
+           criterion_kwargs: dict | None = None, tol: float = 0.03, max_passes: int = 8, aux=None,
+           min_s: float = 1.0) -> int:
+    """Warm up until step times settle: decode the first batches with every spec, untimed for the rows, until
+    greedy's time for them changes by less than ``tol`` between two passes (allocator, caches and clock
+    ramp-up first make it fall); returns the passes it took (at most ``max_passes``).
+
+    The batches compared must take greedy at least ``min_s``: a few short sentences at batch 1 take
+    milliseconds, where scheduler noise alone exceeds ``tol`` and the warm-up would run to its cap."""
+    n = min(len(sources), batch_size * 4)
     prev = None
-    for n in range(1, max_passes + 1):
-        out = decode_and_time(model, head, specs, max_len, batch_size=batch_size, device=device,
+    for p in range(1, max_passes + 1):
+        out = decode_and_time(model, sources[:n], specs, max_len, batch_size=batch_size, device=device,
                               criterion_kwargs=criterion_kwargs, warmup=0, progress=False, aux=aux)
         t = out["greedy"].wallclock_s
+        if t < min_s and n < len(sources):  # too short to compare: grow the head and start comparing afresh
+            n = min(len(sources), math.ceil(n * 1.2 * min_s / max(t, 1e-3) / batch_size) * batch_size)
+            prev = None
+            continue
         if prev is not None and abs(t - prev) <= tol * prev:
-            return n
+            return p
         prev = t
     return max_passes
 

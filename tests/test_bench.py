@@ -13,6 +13,7 @@ from bpd.bench import (
     format_breakdown,
     median_run,
     run_bench,
+    settle,
     specbench_records,
     step_costs,
 )
@@ -245,6 +246,29 @@ def test_bench_repeats_until_the_interval_is_narrow(target, reps):
                         ci_target=target, step_repeats=2)
     assert {r["repeats"] for r in rows} == {reps}
     assert rows[1]["ci_target_met"] is (target == 10.0) and rows[1]["warmup_passes"] >= 2
+
+
+def test_settle_compares_heads_long_enough_to_time(monkeypatch):
+    """Warm-up compares passes over enough sentences to take min_s (a few short batch-1 sentences are noise):
+    the head grows first, then two agreeing passes end it; a time that never settles runs to the cap."""
+    seen: list[int] = []
+
+    def fake(model, sources, specs, max_len, **kw):
+        seen.append(len(sources))
+        t = 0.05 * len(sources) * {2: 1.3, 3: 1.1}.get(len(seen), 1.0)  # slower first passes, then steady
+        return {"greedy": RunOutput([], [], [], wallclock_s=t)}
+
+    monkeypatch.setattr("bpd.bench.decode_and_time", fake)
+    passes = settle(None, [[5]] * 200, [], None, 1, torch.device("cpu"), min_s=1.0)
+    assert seen == [4, 24, 24, 24, 24] and passes == 5
+    seen.clear()
+
+    def alternating(model, sources, specs, max_len, **kw):
+        seen.append(len(sources))
+        return {"greedy": RunOutput([], [], [], wallclock_s=2.0 + len(seen) % 2)}
+
+    monkeypatch.setattr("bpd.bench.decode_and_time", alternating)
+    assert settle(None, [[5]] * 200, [], None, 1, torch.device("cpu"), max_passes=6) == 6
 
 
 def test_tree_rows_beside_the_chain():
