@@ -25,6 +25,7 @@ are ranked under its own token. Other heads rank every slot once; their trees sh
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import torch
 
@@ -116,6 +117,18 @@ class Tree:
     logp: torch.Tensor | None = None
 
 
+@lru_cache(maxsize=64)
+def _level_plan(shape: TreeShape) -> tuple[tuple[tuple[int, ...], tuple[int, ...], int], ...]:
+    """A fixed shape's per-depth (parent index in the previous level, rank under it, candidates needed):
+    the same every round, so worked out once per shape."""
+    plan, prev = [], [()]
+    for d in range(1, shape.depth + 1):
+        want = [p for p in shape.paths if len(p) == d]
+        plan.append((tuple(prev.index(p[:-1]) for p in want), tuple(p[-1] for p in want), max(p[-1] for p in want) + 1))
+        prev = want
+    return tuple(plan)
+
+
 def _candidates(heads, state: torch.Tensor, tok: torch.Tensor, d: int, slot_logp: torch.Tensor | None,
                 n: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """The ``n`` best children of every frontier node at depth ``d - 1``: (log-prob (B, F, n), token ids
@@ -142,16 +155,14 @@ def build_tree(model, h: torch.Tensor, first: torch.Tensor, shape: TreeShape) ->
         slot_logp = torch.log_softmax(heads.proposal_logits(states).float(), dim=-1)
     toks, parents, cum = [first], [torch.zeros(b, 1, dtype=torch.long, device=dev)], [h.new_zeros(b, 1).float()]
     state, count = h[:, None], 1
-    level_paths: list[tuple[int, ...]] = [()]
+    plan = _level_plan(shape) if shape.paths else ()
     for d in range(1, shape.depth + 1):
         fr_tok, fr_cum = toks[-1], cum[-1]
         if shape.paths:
-            want = [p for p in shape.paths if len(p) == d]
-            lp, tk, child_state = _candidates(heads, state, fr_tok, d, slot_logp, max(p[-1] for p in want) + 1)
-            par = torch.tensor([level_paths.index(p[:-1]) for p in want], device=dev)
-            rank = torch.tensor([p[-1] for p in want], device=dev)
+            par_l, rank_l, need = plan[d - 1]
+            lp, tk, child_state = _candidates(heads, state, fr_tok, d, slot_logp, need)
+            par, rank = torch.tensor(par_l, device=dev), torch.tensor(rank_l, device=dev)
             new_tok, new_lp = tk[:, par, rank], fr_cum[:, par] + lp[:, par, rank]
-            level_paths = want
         else:
             lp, tk, child_state = _candidates(heads, state, fr_tok, d, slot_logp, shape.beam)
             w = lp.shape[-1]
@@ -173,8 +184,11 @@ def build_tree(model, h: torch.Tensor, first: torch.Tensor, shape: TreeShape) ->
     depth = torch.repeat_interleave(torch.arange(len(sizes), device=dev), torch.tensor(sizes, device=dev))
     n = tokens.shape[1]
     anc = torch.eye(n, dtype=torch.bool, device=dev).repeat(b, 1, 1)
-    for i in range(1, n):  # depth order: a parent's row is complete before its children's
-        anc[:, i] |= anc[torch.arange(b, device=dev), parent[:, i]]
+    start = 1
+    for size in sizes[1:]:  # a level at a time: its parents' rows are complete before it
+        lvl = slice(start, start + size)
+        anc[:, lvl] |= anc.gather(1, parent[:, lvl, None].expand(-1, -1, n))
+        start += size
     return Tree(tokens, parent, depth[None].expand(b, -1), anc, torch.cat(cum, 1))
 
 
