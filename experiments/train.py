@@ -1,6 +1,8 @@
-"""Train one stage: ``stage=base`` (p_1), ``stage=heads`` (k proposal heads), or ``stage=all``.
+"""Train one stage: ``stage=base`` (p_1), ``stage=heads`` (k proposal heads), ``stage=draft`` (the draft model
+of draft-model decoding, ``draft=tiny``), or ``stage=all``.
 
     python experiments/train.py stage=base model=small train.max_minutes=10
+    python experiments/train.py experiment=demo draft=tiny stage=draft                 # resumable, in steps
     python experiments/train.py stage=heads heads.k=8 heads.training=finetune heads.targets=self
     python experiments/train.py -m stage=heads heads.k=1,2,4,6,8,10          # one model per k
 
@@ -20,20 +22,25 @@ from omegaconf import DictConfig
 
 from bpd.config import ExperimentConfig
 
-STAGES = ("base", "heads", "all")
+STAGES = ("base", "heads", "draft", "all")
 
 
 def run(cfg: ExperimentConfig, entry: TrainEntry) -> str:
     from bpd.runtime import process
-    from bpd.stages import ensure_base, ensure_heads
+    from bpd.stages import ensure_base, ensure_draft, ensure_heads
     from bpd.tasks import load_task
     from bpd.training.distributed import main_first
 
     if entry.stage not in STAGES:
-        raise ValueError(f"unknown stage {entry.stage!r}; use stage=base, heads or all.")
+        raise ValueError(f"unknown stage {entry.stage!r}; use stage=base, heads, draft or all.")
+    if entry.stage == "draft" and cfg.draft.model is None:
+        raise ValueError("stage=draft trains the draft model of draft-model decoding; name its size, e.g. draft=tiny.")
     info, _ = process(cfg)
     task = main_first(lambda: load_task(cfg))  # rank 0 tokenizes and caches; the others then read its files
-    path = ensure_base(cfg, task, cfg.base_targets) if entry.stage == "base" else ensure_heads(cfg, task)
+    if entry.stage == "base":
+        path = ensure_base(cfg, task, cfg.base_targets)
+    else:
+        path = ensure_draft(cfg, task) if entry.stage == "draft" else ensure_heads(cfg, task)
     if info.is_main:
         print(f"checkpoint: {path}")
     return str(path)
