@@ -142,6 +142,48 @@ def speedup_vs_block(points: pd.DataFrame, peaks: pd.DataFrame, out_dir: Path) -
     return save(fig, out_dir, "figure4_speedup_vs_block")
 
 
+BEYOND_STYLE = {"blockwise": ("o", "C0", "chain (the paper)"), "tree": ("^", "C1", "tree"),
+                "rescored": ("s", "C2", "rescored chain"), "draft": ("D", "C3", "draft model")}
+
+
+def beyond_speedup(data: pd.DataFrame, published: pd.DataFrame, peaks: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """Speedup against k̂ for the chain, tree, rescored chain and draft model (ours, batch 1, exact), with the
+    paper's Figure 4 peaks and Spec-Bench's published Medusa / Hydra / EAGLE / draft-model figures."""
+    fig, ax = plt.subplots(figsize=(7.5, 5.2))
+    ours = data[data["batch_size"].fillna(1).eq(1)] if not data.empty else data
+    xmax = 2.0
+    for method, (marker, color, label) in BEYOND_STYLE.items():
+        d = ours[ours["method"].eq(method)] if not ours.empty else ours
+        for task, fill in (("translation", color), ("image", "none")):
+            dt = d[d["task"].eq(task)] if not d.empty else d
+            if dt.empty:
+                continue
+            ax.plot(dt["mean_block_size"], dt["speedup"], marker=marker, ls="none", ms=6, color=color,
+                    mfc=fill, label=f"{label}, ours ({'MT' if task == 'translation' else 'SR'})")
+            xmax = max(xmax, float(dt["mean_block_size"].max()))
+    for _, r in peaks.iterrows():
+        ax.plot([r["mean_block_size"]], [r["speedup"]], marker="*", ms=13, color="k", ls="none")
+        ax.annotate(f"paper {'MT' if r['task'] == 'translation' else 'SR'} peak", (r["mean_block_size"], r["speedup"]),
+                    textcoords="offset points", xytext=(4, -10), fontsize=7)
+        xmax = max(xmax, float(r["mean_block_size"]))
+    for _, r in published.iterrows():
+        marker = BEYOND_STYLE.get(r["family"], ("x",))[0]
+        ax.plot([r["mean_accepted_tokens"]], [r["speedup"]], marker=marker, ms=7, color="0.45", ls="none")
+        ax.annotate(f"{r['method']} (Spec-Bench)", (r["mean_accepted_tokens"], r["speedup"]),
+                    textcoords="offset points", xytext=(4, 3), fontsize=7, color="0.35")
+        xmax = max(xmax, float(r["mean_accepted_tokens"]))
+    xs = np.linspace(1.0, xmax * 1.05, 50)
+    ax.plot(xs, xs, color="0.5", ls=":", lw=1, label="ideal: speedup = k̂")
+    ax.axhline(1.0, color="0.7", lw=0.8, ls=":")
+    if ours.empty:
+        _no_data(ax, "no tree, rescored or draft rows of ours yet (docs/beyond.md)")
+    _frame(ax, "mean accepted tokens per verify call (k̂)", "wall-clock speedup over greedy",
+           "Chain, tree, rescored chain and draft model (exact, batch 1); grey: published, other models and GPUs")
+    ax.title.set_fontsize(8)
+    ax.legend(fontsize=7, loc="upper left", frameon=False)
+    return save(fig, out_dir, "beyond_speedup_vs_block")
+
+
 def acceptance_by_position(acc: pd.DataFrame, out_dir: Path) -> list[Path]:
     """Per-position acceptance rate per head (x = head index, 2..k), one line per setting; MT and SR panels."""
     tasks = [t for t in ("translation", "image") if not acc.empty and acc["task"].eq(t).any()]

@@ -17,6 +17,7 @@ import pandas as pd
 ANALYSIS_DIR = Path(__file__).resolve().parent
 REPO_ROOT = ANALYSIS_DIR.parent
 PAPER_CSV = ANALYSIS_DIR / "paper_reference.csv"
+PUBLISHED_CSV = ANALYSIS_DIR / "published_reference.csv"  # other methods' published figures (docs/beyond.md)
 PAPER_SOURCE = "paper (Stern et al. 2018)"
 
 #: Side studies live in ``results/studies/<name>/`` (at any depth): read, but never a sweep's own folder.
@@ -35,10 +36,12 @@ EXPECTED_COLUMNS = (
     "identical_to_greedy wallclock_s greedy_wallclock_s speedup acceptance_rate_per_position bleu psnr "
     "psnr_vs_greedy pixel_agreement_with_greedy grid_file grid_columns source_experiment t1_ms tk_ms step_cost_ratio "
     "ideal_speedup efficiency predicted_speedup efficiency_vs_predicted efficiency_ceiling tokens_per_s speedup_min "
-    "speedup_max peak_mem_mb compile"
+    "speedup_max peak_mem_mb compile tree tree_nodes rescore_beam rescore_weight draft_model speedup_ci_low "
+    "speedup_ci_high"
 ).split()
 
 NUMERIC_COLUMNS = (
+    "tree_nodes speedup_ci_low speedup_ci_high "
     "k trained_k batch_size min_block_size beam_size n_examples criterion_param bleu psnr psnr_vs_greedy "
     "pixel_agreement_with_greedy mean_block_size identical_to_greedy speedup wallclock_s greedy_wallclock_s "
     "t1_ms tk_ms step_cost_ratio ideal_speedup efficiency predicted_speedup efficiency_vs_predicted efficiency_ceiling "

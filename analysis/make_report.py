@@ -26,7 +26,16 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 import pandas as pd  # noqa: E402
 
 from analysis import figures  # noqa: E402
-from analysis.load import PAPER_CSV, PAPER_SOURCE, REPO_ROOT, _is_missing, load_paper, load_rows, result_files  # noqa: E402
+from analysis.load import (  # noqa: E402
+    PAPER_CSV,
+    PAPER_SOURCE,
+    PUBLISHED_CSV,
+    REPO_ROOT,
+    _is_missing,
+    load_paper,
+    load_rows,
+    result_files,
+)
 from analysis.tables import PREFER_MT, PREFER_SR, Table, build_all, provenance, speedup_points  # noqa: E402
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -130,6 +139,12 @@ SPECS: dict[str, list[tuple[str, str, str]]] = {
         ("ideal_speedup", "ideal", "x"), ("efficiency", "efficiency", "pct"), ("efficiency_ceiling", "ceiling", "pct"),
         ("predicted_speedup", "predicted", "x"), ("efficiency_vs_predicted", "vs predicted", "pct"),
         ("identical_to_greedy", "= greedy", "pct"), ("peak_mem_mb", "peak MB", "f1"),
+    ],
+    "beyond": [
+        ("study", "results", "s"), ("task", "task", "s"), ("timing", "timing", "s"), ("batch_size", "batch", "d"),
+        ("decoder", "decoder", "s"), ("tree_nodes", "nodes", "g"), ("mean_block_size", "k̂", "f2"),
+        ("speedup", "speedup", "x"), ("speedup_ci_low", "95% low", "x"), ("speedup_ci_high", "95% high", "x"),
+        ("identical_to_greedy", "= greedy", "pct"), ("quality", "BLEU / PSNR", "f2"),
     ],
 }
 
@@ -276,6 +291,9 @@ def build_report(results_dir: Path, out_dir: Path, report_path: Path, paper_csv:
             speedup_points(rows, prefer_mt, prefer_sr), paper[paper["table"].eq("figure4_peak")], out_dir
         ),
     }
+    figs["beyond_speedup_vs_block"] = figures.beyond_speedup(
+        tables["beyond"].data, pd.read_csv(PUBLISHED_CSV), paper[paper["table"].eq("figure4_peak")], out_dir
+    )
     acc_paths = figures.acceptance_by_position(tables["acceptance"].data, out_dir)
     if acc_paths:
         figs["acceptance_per_position"] = acc_paths
@@ -314,6 +332,9 @@ def build_report(results_dir: Path, out_dir: Path, report_path: Path, paper_csv:
         bench["speedup_range"] = ["—" if _missing(lo) else f"[{lo:.2f}, {hi:.2f}]" for lo, hi in lo_hi]
         bench["compiled"] = ["yes" if c else "no" for c in bench["compile"]]
     sections.append(_section(t["bench"], [md_table(bench, SPECS["bench"])] if not bench.empty else [], rd))
+    sections.append(_section(t["beyond"], [md_table(t["beyond"].data, SPECS["beyond"])]
+                             if not t["beyond"].data.empty else [], rd,
+                             [(figs["beyond_speedup_vs_block"], "speedup against k̂: chain, tree, rescored, draft")]))
 
     files = result_files(results_dir)
     missing = [tb.missing for tb in tables.values() if tb.missing]

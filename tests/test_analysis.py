@@ -167,6 +167,15 @@ def make_results(root: Path) -> Path:
          "identical_to_greedy": 1.0, "time": "2026-01-02T00:00:00"},
     ]
     write_rows(res / "bench" / "rows.jsonl", bench)
+    # One run with a chain, a tree and a draft-model row (docs/beyond.md), and a chain-only run beside it.
+    run = {"experiment": "demo", "run_id": "beyond-1", "time": "2026-01-11T00:00:00"}
+    write_rows(res / "studies" / "beyond" / "rows.jsonl", [
+        {**mt_row("regular", 4, 5.0, 1.7, speedup=1.0), **run},
+        {**mt_row("regular", 4, 5.0, 2.2, speedup=0.7), **run, "method": "tree", "decoder": "tree_beam4_k4_exact",
+         "tree": "beam4", "tree_nodes": 13},
+        {**mt_row("regular", 4, 5.0, 2.6, speedup=1.2), **run, "method": "draft", "decoder": "draft_k4_exact"},
+        {**mt_row("regular", 8, 5.0, 1.9, speedup=0.9), "experiment": "demo", "run_id": "chain-only"},
+    ])
     return res
 
 
@@ -222,15 +231,16 @@ def test_result_files_layout(report, tmp_path) -> None:
     res, rows, _ = report
     found = {f.relative_to(res).as_posix() for f in result_files(res)}
     assert found == {"table1_small/rows.jsonl", "adhoc/rows.jsonl", "table2_small/rows.jsonl", "bench/rows.jsonl",
-                     "studies/rerun_elsewhere/rows.jsonl", "studies/levers/table1_small/rows.jsonl"}
+                     "studies/rerun_elsewhere/rows.jsonl", "studies/levers/table1_small/rows.jsonl",
+                     "studies/beyond/rows.jsonl"}
     other = tmp_path / "results"
     write_rows(other / "bench" / "ab_check" / "before.jsonl", [{"experiment": "bench", "t1_ms": 1.0}])
     write_rows(other / "demo" / "outputs" / "x" / "rows.jsonl", [{"experiment": "stray"}])
     write_rows(other / "studies" / "a" / "b" / "rows.jsonl", [{"experiment": "deep"}])
     assert [f.relative_to(other).as_posix() for f in result_files(other)] == ["studies/a/b/rows.jsonl"]
     studies = rows[rows["is_study"]]
-    assert len(studies) == 2 and set(studies["source_file"].map(lambda f: Path(f).parts[-2])) == {
-        "rerun_elsewhere", "table1_small"}
+    assert len(studies) == 6 and set(studies["source_file"].map(lambda f: Path(f).parts[-2])) == {
+        "rerun_elsewhere", "table1_small", "beyond"}
     assert not rows.loc[~rows["is_study"], "source_file"].str.contains("studies").any()
 
 
@@ -315,6 +325,16 @@ def test_table4_figure4_acceptance_bench(report) -> None:
     eager = _cell(bench, k=4, compile=False, source_experiment="demo")
     assert eager["efficiency"] == 0.9 and eager["efficiency_ceiling"] == 0.95  # rows without the field ran eagerly
     assert _cell(bench, k=4, compile=True, source_experiment="demo")["efficiency"] == 0.45
+
+
+def test_beyond_table_sets_new_decoders_beside_their_runs_chain(report) -> None:
+    """The tree and draft rows with the chain row of the same run; a run without them stays out."""
+    res, _, t = report
+    d = t["beyond"].data
+    assert list(d["decoder"]) == ["blockwise_k4_exact", "tree_beam4_k4_exact", "draft_k4_exact"]
+    assert list(d["mean_block_size"]) == [1.7, 2.2, 2.6] and d["tree_nodes"].iloc[1] == 13
+    assert set(d["study"]) == {"beyond"} and set(d["timing"]) == {"evaluation run"}
+    assert (res / "figures" / "beyond_speedup_vs_block.png").stat().st_size > 1000
 
 
 def test_files_and_report(report) -> None:
