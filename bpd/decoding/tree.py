@@ -145,6 +145,36 @@ def _candidates(heads, state: torch.Tensor, tok: torch.Tensor, d: int, slot_logp
     return top_lp, (top_i if ids is None else ids[top_i]), child_state
 
 
+def _structure(parent: torch.Tensor, sizes: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Depth (B, N) and ancestors-and-self (B, N, N) of trees whose nodes come in levels of ``sizes`` (root
+    first), from each node's parent index (B, N)."""
+    b, n = parent.shape
+    dev = parent.device
+    depth = torch.repeat_interleave(torch.arange(len(sizes), device=dev), torch.tensor(sizes, device=dev))
+    anc = torch.eye(n, dtype=torch.bool, device=dev).repeat(b, 1, 1)
+    start = 1
+    for size in sizes[1:]:  # a level at a time: its parents' rows are complete before it
+        lvl = slice(start, start + size)
+        anc[:, lvl] |= anc.gather(1, parent[:, lvl, None].expand(-1, -1, n))
+        start += size
+    return depth[None].expand(b, -1), anc
+
+
+@lru_cache(maxsize=64)
+def _fixed_structure(shape: TreeShape, b: int, dev: torch.device):
+    """A fixed shape's parent, depth and ancestor tensors and per-level (parent, rank) indices: the same every
+    round, so built once per shape, batch size and device (callers only read them)."""
+    plan = _level_plan(shape)
+    parent, offset = [0], 0
+    for d, (par, _, _) in enumerate(plan):
+        parent += [offset + p for p in par]
+        offset += 1 if d == 0 else len(plan[d - 1][0])
+    parent_t = torch.tensor(parent, device=dev)[None].expand(b, -1)
+    depth, anc = _structure(parent_t, [1] + [len(par) for par, _, _ in plan])
+    idx = tuple((torch.tensor(par, device=dev), torch.tensor(rank, device=dev)) for par, rank, _ in plan)
+    return parent_t, depth, anc, idx
+
+
 def build_tree(model, h: torch.Tensor, first: torch.Tensor, shape: TreeShape) -> Tree:
     """The candidate tree at one position: root = p_1's argmax ``first`` (B, 1), decoder state ``h`` (B, d)."""
     heads = model.heads
@@ -155,13 +185,12 @@ def build_tree(model, h: torch.Tensor, first: torch.Tensor, shape: TreeShape) ->
         slot_logp = torch.log_softmax(heads.proposal_logits(states).float(), dim=-1)
     toks, parents, cum = [first], [torch.zeros(b, 1, dtype=torch.long, device=dev)], [h.new_zeros(b, 1).float()]
     state, count = h[:, None], 1
-    plan = _level_plan(shape) if shape.paths else ()
+    fixed = _fixed_structure(shape, b, dev) if shape.paths else None
     for d in range(1, shape.depth + 1):
         fr_tok, fr_cum = toks[-1], cum[-1]
-        if shape.paths:
-            par_l, rank_l, need = plan[d - 1]
-            lp, tk, child_state = _candidates(heads, state, fr_tok, d, slot_logp, need)
-            par, rank = torch.tensor(par_l, device=dev), torch.tensor(rank_l, device=dev)
+        if fixed is not None:
+            par, rank = fixed[3][d - 1]
+            lp, tk, child_state = _candidates(heads, state, fr_tok, d, slot_logp, _level_plan(shape)[d - 1][2])
             new_tok, new_lp = tk[:, par, rank], fr_cum[:, par] + lp[:, par, rank]
         else:
             lp, tk, child_state = _candidates(heads, state, fr_tok, d, slot_logp, shape.beam)
@@ -172,24 +201,20 @@ def build_tree(model, h: torch.Tensor, first: torch.Tensor, shape: TreeShape) ->
                 raise ValueError(f"tree beam {shape.beam} exceeds the {flat.shape[1]} candidates at depth {d}; "
                                  "lower it or lift decode.proposal_vocab.")
             par, new_tok = sel // w, tk.flatten(1).gather(1, sel)
-        par_b = par[None].expand(b, -1) if shape.paths else par
+            parents.append(par + (count - fr_tok.shape[1]))  # frontier index -> node index
         if child_state is not None:
+            par_b = par[None].expand(b, -1) if fixed is not None else par
             state = child_state.gather(1, par_b[:, :, None].expand(-1, -1, child_state.shape[-1]))
-        parents.append(par_b + (count - fr_tok.shape[1]))  # frontier index -> node index
         toks.append(new_tok)
         cum.append(new_lp)
         count += new_tok.shape[1]
-    tokens, parent = torch.cat(toks, 1), torch.cat(parents, 1)
-    sizes = [t.shape[1] for t in toks]
-    depth = torch.repeat_interleave(torch.arange(len(sizes), device=dev), torch.tensor(sizes, device=dev))
-    n = tokens.shape[1]
-    anc = torch.eye(n, dtype=torch.bool, device=dev).repeat(b, 1, 1)
-    start = 1
-    for size in sizes[1:]:  # a level at a time: its parents' rows are complete before it
-        lvl = slice(start, start + size)
-        anc[:, lvl] |= anc.gather(1, parent[:, lvl, None].expand(-1, -1, n))
-        start += size
-    return Tree(tokens, parent, depth[None].expand(b, -1), anc, torch.cat(cum, 1))
+    tokens = torch.cat(toks, 1)
+    if fixed is not None:
+        parent, depth, anc, _ = fixed
+    else:
+        parent = torch.cat(parents, 1)
+        depth, anc = _structure(parent, [t.shape[1] for t in toks])
+    return Tree(tokens, parent, depth, anc, torch.cat(cum, 1))
 
 
 @dataclass
