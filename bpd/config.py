@@ -326,10 +326,24 @@ class DecodeConfig:
         return output_limit(src_len, self.max_len_a, self.max_len_extra)
 
 
+def parse_tree_shape(text: str) -> tuple[int, list[int]]:
+    """The one grammar of tree-shape strings (``decode.trees``, ``bench.trees``, ``tree_decode``): ``"beam4"`` ->
+    (4, []), a budget of 4 nodes per depth; ``"3x2x1"`` -> (0, [3, 2, 1]), candidates per node at each depth."""
+    t = str(text).strip().lower()
+    if re.fullmatch(r"beam[1-9][0-9]*", t):
+        return int(t[4:]), []
+    if re.fullmatch(r"[1-9][0-9]*(x[1-9][0-9]*)*", t):
+        return 0, [int(w) for w in t.split("x")]
+    raise ValueError(f"unknown tree shape {text!r}; use widths per depth like '3x2x1' or a budget like 'beam4'.")
+
+
 def check_tree_shapes(trees: list[str], where: str) -> None:
     for t in trees:
-        _check(re.fullmatch(r"beam[1-9][0-9]*|[1-9][0-9]*(x[1-9][0-9]*)*", str(t)) is not None,
-               f"unknown tree shape {t!r} in {where}; use widths per depth like '3x2x1' or a budget like 'beam4'.")
+        try:
+            parse_tree_shape(t)
+        except ValueError:
+            _check(False, f"unknown tree shape {t!r} in {where}; use widths per depth like '3x2x1' or a budget "
+                          "like 'beam4'.")
 
 
 def output_limit(src_len: int, a: float = 1.5, b: int = 10) -> int:

@@ -471,10 +471,16 @@ def test_tree_shapes_and_their_errors():
     assert TreeShape.parse("beam4", 4).level_sizes == [1, 4, 4, 4] and TreeShape.parse("beam4", 4).n_nodes == 13
     sparse = TreeShape(paths=((1,), (0,), (0, 0)))
     assert sparse.paths == ((0,), (1,), (0, 0)) and sparse.level_sizes == [1, 2, 1] and sparse.name == "sparse4"
-    for bad, match in [("wide", "unknown tree shape"), ("2x2x2x2", "4 deep"), ("0x2", "counts >= 1"),
-                       ("beam0", "beam >= 1")]:
+    # One grammar for config strings (bpd.config.parse_tree_shape): the config check, the bench's specs and
+    # tree_decode refuse the same strings.
+    for bad, match in [("wide", "unknown tree shape"), ("2x2x2x2", "4 deep"), ("0x2", "unknown tree shape"),
+                       ("beam0", "unknown tree shape"), ("3x", "unknown tree shape")]:
         with pytest.raises(ValueError, match=match):
             TreeShape.parse(bad, 4)
+    with pytest.raises(ValueError, match="counts >= 1"):
+        TreeShape.widths([0, 2])
+    with pytest.raises(ValueError, match="beam >= 1"):
+        TreeShape.budget(0, 3)
     with pytest.raises(ValueError, match="prefix-closed"):
         TreeShape(paths=((0, 0),))
     model = random_model(24, 4, 0)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from bpd.config import DecodeConfig
+from bpd.config import DecodeConfig, parse_tree_shape
 from bpd.decoding.beam import beam_decode
 from bpd.decoding.blockwise import blockwise_decode
 from bpd.decoding.criteria import make_criterion
@@ -142,7 +142,8 @@ def tree_specs(trees: list[str], ks: list[int], criteria: list) -> list[DecodeSp
     for shape in trees:
         for crit in criteria:
             for k in ks:
-                depth = len(str(shape).split("x")) if not str(shape).startswith("beam") else 1
+                beam, widths = parse_tree_shape(shape)
+                depth = 1 if beam else len(widths)  # a budgeted tree grows to any k
                 if k >= 2 and depth <= k - 1:
                     out.append(DecodeSpec("tree", k=k, criterion=crit.name, criterion_param=crit.param, tree=shape))
     return out

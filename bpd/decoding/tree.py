@@ -29,6 +29,7 @@ from functools import lru_cache
 
 import torch
 
+from bpd.config import parse_tree_shape
 from bpd.decoding.common import RowTracker, checked_max_len, count_positions, drop_finished, top1
 from bpd.decoding.criteria import Criterion, Exact
 from bpd.decoding.result import DecodeResult
@@ -66,14 +67,8 @@ class TreeShape:
     def parse(text: str, k: int) -> TreeShape:
         """From a config string: ``"3x2x1"`` (widths per depth; depths beyond them get 1 while < k) or
         ``"beam4"`` (4 per depth, depth k - 1)."""
-        t = str(text).strip().lower()
-        try:
-            beam = int(t[4:]) if t.startswith("beam") else None
-            widths = [] if beam is not None else [int(w) for w in t.split("x")]
-        except ValueError:
-            raise ValueError(f"unknown tree shape {text!r}; use widths per depth like '3x2x1' or a budget like "
-                             "'beam4'.") from None
-        if beam is not None:
+        beam, widths = parse_tree_shape(text)
+        if beam:
             return TreeShape.budget(beam, k - 1)
         if len(widths) > k - 1:
             raise ValueError(f"tree shape {text!r} is {len(widths)} deep, but k={k} has only {k - 1} proposal "
