@@ -163,7 +163,9 @@ def beyond_speedup(data: pd.DataFrame, published: pd.DataFrame, peaks: pd.DataFr
             xmax = max(xmax, float(dt["mean_block_size"].max()))
     for _, r in peaks.iterrows():
         ax.plot([r["mean_block_size"]], [r["speedup"]], marker="*", ms=13, color="k", ls="none")
-        ax.annotate(f"paper {'MT' if r['task'] == 'translation' else 'SR'} peak", (r["mean_block_size"], r["speedup"]),
+        approx = "" if r["criterion"] == "exact" else f", {r['criterion']} {r['criterion_param']:g}"
+        name = f"paper {'MT' if r['task'] == 'translation' else 'SR'} peak{approx}"
+        ax.annotate(name, (r["mean_block_size"], r["speedup"]),
                     textcoords="offset points", xytext=(4, -10), fontsize=7)
         xmax = max(xmax, float(r["mean_block_size"]))
     for _, r in published.iterrows():
