@@ -13,6 +13,8 @@ from toy import toy_config, tweak
 from bpd import stages
 from bpd.config import CriterionConfig, HeadsConfig, ImageTaskConfig, TrainConfig
 from bpd.decoding import blockwise_decode, criteria, greedy_decode
+from bpd.decoding.draft import draft_decode
+from bpd.decoding.tree import tree_decode
 from bpd.evaluate import evaluate
 from bpd.models.image_transformer import build_image_model
 from bpd.runtime import resolve_path
@@ -44,6 +46,12 @@ def test_image_model_exact_blockwise_equals_greedy(seed, aligned):
     assert all(0 <= x < 256 for t in bw.tokens for x in t)  # only intensities are ever produced
     d = blockwise_decode(model, src, k=4, criterion=criteria.Distance(eps=255), max_len=48)
     assert all(b == 4 for row in d.block_sizes for b in row[:-1])  # eps=255 accepts every intensity
+    # The decoders beyond the paper on the image model too: trees (positions by depth through the row, column
+    # and channel embeddings) and a draft image model of other weights.
+    for shape in ("2x2", "beam3"):
+        assert tree_decode(model, src, shape, k=4, max_len=48).tokens == gr.tokens
+    draft = build_image_model(1, sizes, lr_size=2, hr_size=4, seed=seed + 1).double().eval()
+    assert draft_decode(model, draft, src, k=4, max_len=48).tokens == gr.tokens
 
 
 def test_image_model_teacher_forced_shapes_and_positions():
