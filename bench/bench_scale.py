@@ -84,25 +84,42 @@ def measure(preset: str, batch: int, dtype: str, arch: str, proposal_vocab: int 
     return rows
 
 
+def latest(rows: list[dict]) -> list[dict]:
+    """The newest row of each measured configuration on the newest row's device (runs append to one file)."""
+    if not rows:
+        return []
+    device = max(rows, key=lambda r: r["time"])["device"]
+    out: dict[tuple, dict] = {}
+    for r in sorted((r for r in rows if r["device"] == device), key=lambda r: r["time"]):
+        out[(r["preset"], r["batch_size"], r["dtype"], r["heads_arch"], r["proposal_vocab"], r["k"], r["design"])] = r
+    return list(out.values())
+
+
 def plot(rows: list[dict], out: Path) -> None:
+    """Predicted speedup against k at batch 1 (Medusa heads), one panel per round design and dtype measured:
+    solid the whole vocabulary as proposal vocabulary, dashed the 1,000 most frequent tokens."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
-    for ax, design in zip(axes, DESIGNS):
-        for preset in PRESETS:
-            sel = [r for r in rows if r["preset"] == preset and r["design"] == design and r["batch_size"] == 1
-                   and r["dtype"] == "float32" and not r["proposal_vocab"] and r["predicted_speedup"]
-                   and r["heads_arch"] == "medusa"]
-            if sel:
-                ax.plot([r["k"] for r in sel], [r["predicted_speedup"] for r in sel], marker="o", label=preset)
-        ax.axhline(1.0, color="grey", lw=0.8)
-        ax.set_title(f"{design} round, batch 1, float32", fontsize=9)
-        ax.set_xlabel("k")
-    axes[0].set_ylabel("predicted speedup = paper's k̂ (Both) x t_1 / t_k")
-    axes[0].legend(fontsize=8)
+    dtypes = [d for d in DTYPES if any(r["dtype"] == d for r in rows)]
+    fig, axes = plt.subplots(len(dtypes), len(DESIGNS), figsize=(10, 3.6 * len(dtypes)), sharey=True, squeeze=False)
+    for row_axes, dtype in zip(axes, dtypes):
+        for ax, design in zip(row_axes, DESIGNS):
+            for i, preset in enumerate(PRESETS):
+                for pv, ls in ((None, "-"), (1000, "--")):
+                    sel = sorted((r for r in rows if r["preset"] == preset and r["design"] == design
+                                  and r["batch_size"] == 1 and r["dtype"] == dtype and r["proposal_vocab"] == pv
+                                  and r["predicted_speedup"] and r["heads_arch"] == "medusa"), key=lambda r: r["k"])
+                    if sel:
+                        ax.plot([r["k"] for r in sel], [r["predicted_speedup"] for r in sel], marker="o", ls=ls,
+                                color=f"C{i}", label=preset if pv is None else None)
+            ax.axhline(1.0, color="grey", lw=0.8)
+            ax.set_title(f"{design} round, batch 1, {dtype}", fontsize=9)
+            ax.set_xlabel("k")
+        row_axes[0].set_ylabel("predicted speedup\n= paper's k̂ (Both) x t_1 / t_k")
+    axes[0][0].legend(fontsize=8, title="solid: all proposals; dashed: 1k vocab", title_fontsize=7)
     fig.suptitle(f"bench_scale: Medusa heads, random weights, {rows[0]['device']}", fontsize=9)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -158,7 +175,8 @@ def main() -> None:
     with open(out / "rows.jsonl", "a") as f:
         for r in rows:
             f.write(json.dumps(r) + "\n")
-    plot(rows, Path(a.figure))
+    with open(out / "rows.jsonl") as f:  # the figure shows every configuration measured on this device so far
+        plot(latest([json.loads(line) for line in f if line.strip()]), Path(a.figure))
     print(f"rows: {out / 'rows.jsonl'}; figure: {a.figure}; {time.time() - t0:.0f} s in all")
 
 

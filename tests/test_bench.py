@@ -309,3 +309,25 @@ def test_combined_round_proposes_what_the_chain_proposes(arch):
             comb_next = combined_round(model, props, enc, c2, 4)
             assert torch.equal(chain_next, comb_next) and c1.host_lengths == c2.host_lengths
             props = chain_next
+
+
+def test_bench_scale_figure_from_every_run_on_the_device(tmp_path):
+    """Runs append to one rows file; the figure shows the newest row of each configuration measured on the
+    newest run's device, float32 and bfloat16 panels alike."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import bench_scale
+
+    def row(dtype, k, speedup, time, device="cpu:a", design="chain"):
+        return {"preset": "tiny", "batch_size": 1, "dtype": dtype, "heads_arch": "medusa", "proposal_vocab": None,
+                "k": k, "design": design, "predicted_speedup": speedup, "time": time, "device": device}
+
+    rows = [row("float32", 4, 1.0, "1"), row("float32", 4, 2.0, "3"), row("bfloat16", 4, 3.0, "2"),
+            row("float32", 4, 9.0, "0", device="cpu:b"), row("float32", 4, 1.5, "2", design="combined")]
+    kept = bench_scale.latest(rows)
+    assert sorted((r["dtype"], r["design"], r["predicted_speedup"]) for r in kept) == [
+        ("bfloat16", "chain", 3.0), ("float32", "chain", 2.0), ("float32", "combined", 1.5)]
+    bench_scale.plot(kept, tmp_path / "fig.png")
+    assert (tmp_path / "fig.png").stat().st_size > 1000
