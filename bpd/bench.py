@@ -3,7 +3,8 @@
 For each batch size the configurations are decoded on the same inputs, batch by batch, back to back in an
 order that rotates from batch to batch (``bpd.decoding.timed.decode_and_time``), after a warm-up that
 lasts until greedy's time settles, and the whole pass is repeated until every speedup's 95% bootstrap
-interval is within +-``ci_target`` (or ``max_repeats``): the speedup is the paired estimate of
+interval is within +-``ci_target`` (or ``max_repeats``; at the batch sizes of ``ci_batch_sizes``, batch 1
+by default, others take ``repeats`` passes): the speedup is the paired estimate of
 ``bpd.speedup_ci`` (greedy's total over the method's, per-batch medians over repeats), with its interval.
 Separately, the cost of one decoding step is timed in isolation at a representative cache length: t_1 for a
 greedy step (decode one token, p_1, argmax, host sync) and t_k for a blockwise round (verify k tokens,
@@ -229,7 +230,7 @@ def bench_rows(
                 "speedup_ci_high": e.high if e else None,
                 "speedup_ci_halfwidth": e.halfwidth if e else None,  # relative: 0.03 = +-3%
                 "speedup_ci_level": e.level if e else None,
-                "ci_target_met": e.halfwidth <= common["ci_target"] if e and "ci_target" in common else None,
+                "ci_target_met": e.halfwidth <= common["ci_target"] if e and common.get("ci_target") else None,
                 "t1_ms": t1,
                 "tk_ms": tk,
                 "step_cost_ratio": tk / t1 if tk else None,
@@ -349,12 +350,14 @@ def run_bench(
     max_repeats: int | None = None,
     ci_target: float = 0.03,
     aux=None,
+    ci_batch_sizes: list[int] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
     """Rows, and Spec-Bench records by model id (one file's worth per batch size and decoder; greedy's is the
     baseline) from the median repeat, for every batch size (greedy must be the first spec).
 
-    Each batch size takes at least ``repeats`` passes and continues, up to ``max_repeats``, until every
-    configuration's 95% interval is within +-``ci_target`` of its speedup; rows say whether it got there."""
+    Each batch size takes at least ``repeats`` passes; those in ``ci_batch_sizes`` (None: all) continue, up to
+    ``max_repeats``, until every configuration's 95% interval is within +-``ci_target`` of its speedup; rows
+    say whether it got there (and carry no target where none was pursued)."""
     assert specs[0].method == "greedy", "greedy is the reference and must come first"
     max_repeats = max(repeats, max_repeats or repeats)
     rows: list[dict[str, Any]] = []
@@ -372,8 +375,9 @@ def run_bench(
         # The naive recompute-everything greedy is quadratic in length: batch 1 only, as a reference.
         bs_specs = [s for s in specs if s.method != "naive_greedy" or bs == 1]
         passes = settle(model, srcs, bs_specs, max_len, bs, device, criterion_kwargs, aux=aux)
+        pursue = ci_batch_sizes is None or bs in ci_batch_sizes
         runs: list[dict[str, RunOutput]] = []
-        while len(runs) < max_repeats:
+        while len(runs) < (max_repeats if pursue else repeats):
             r = len(runs)
             runs.append(decode_and_time(model, srcs, bs_specs, max_len, batch_size=bs, device=device,
                                         criterion_kwargs=criterion_kwargs, warmup=0, desc=f"bench b{bs} r{r}",
@@ -384,7 +388,8 @@ def run_bench(
                     break
         est = paired_estimates(runs, bs_specs)
         extra = {**(common or {}), "batch_size": bs, "n_batches": -(-n // bs), "peak_mem_mb": peak_memory_mb(device),
-                 "warmup_passes": passes, "ci_target": ci_target, "max_repeats": max_repeats}
+                 "warmup_passes": passes, "max_repeats": max_repeats if pursue else repeats,
+                 "ci_target": ci_target if pursue else None}
         bs_rows = bench_rows(runs, bs_specs, costs, extra, est)
         for spec in bs_specs:
             mid = f"{model_id}-b{bs}-{spec.name}"

@@ -246,6 +246,12 @@ def test_bench_repeats_until_the_interval_is_narrow(target, reps):
                         ci_target=target, step_repeats=2)
     assert {r["repeats"] for r in rows} == {reps}
     assert rows[1]["ci_target_met"] is (target == 10.0) and rows[1]["warmup_passes"] >= 2
+    # Batch sizes outside ci_batch_sizes take the minimum passes and claim no target.
+    rows, _ = run_bench(model, sources, specs, [1, 2], lambda s: 12, torch.device("cpu"), repeats=2, max_repeats=4,
+                        ci_target=target, step_repeats=2, ci_batch_sizes=[1])
+    by_bs = {(r["batch_size"], r["decoder"]): r for r in rows}
+    assert by_bs[(1, "blockwise_k2_exact")]["repeats"] == reps and by_bs[(2, "blockwise_k2_exact")]["repeats"] == 2
+    assert by_bs[(2, "blockwise_k2_exact")]["ci_target_met"] is None and by_bs[(2, "greedy")]["ci_target"] is None
 
 
 def test_settle_compares_heads_long_enough_to_time(monkeypatch):
