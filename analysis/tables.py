@@ -525,6 +525,12 @@ BEYOND_COLUMNS = ["study", "task", "timing", "batch_size", "method", "decoder", 
                   "speedup", "speedup_ci_low", "speedup_ci_high", "identical_to_greedy", "quality"]
 
 
+def _results_folder(source_file: str) -> str:
+    """The folder a rows file sits in, as results/README.md names it (``beyond_mt/bench`` for a study's bench)."""
+    parts = Path(str(source_file)).parent.parts
+    return "/".join(parts[parts.index("studies") + 1:]) if "studies" in parts else parts[-1]
+
+
 def beyond_table(rows: pd.DataFrame) -> Table:
     """Chain, tree, rescored chain and draft model side by side (docs/beyond.md): every run (evaluation or
     bench) that has a tree, rescored or draft-model row, with its exact chain rows as the baseline."""
@@ -541,7 +547,7 @@ def beyond_table(rows: pd.DataFrame) -> Table:
         return Table("beyond", "Beyond the paper", pd.DataFrame(columns=BEYOND_COLUMNS), src,
                      "no tree, rescored or draft-model rows yet: see docs/beyond.md")
     data = src.assign(
-        study=src["source_file"].map(lambda f: Path(str(f)).parent.name),
+        study=src["source_file"].map(_results_folder),
         timing=np.where(src["is_bench"].astype(bool), "bench (paired)", "evaluation run"),
         quality=src["bleu"].where(src["task"].eq("translation"), src.get("psnr")),
         _m=src["method"].map({m: i for i, m in enumerate(BEYOND_METHODS)}),
