@@ -104,6 +104,13 @@ def table2_lines(t2: pd.DataFrame, out_dir: Path) -> list[Path]:
     return save(fig, out_dir, "table2_block_vs_k")
 
 
+def _ideal_and_parity(ax: plt.Axes, xmax: float) -> None:
+    """The speedup = k̂ diagonal (no round overhead) and the speedup = 1 line of a speedup-against-k̂ plot."""
+    xs = np.linspace(1.0, xmax * 1.05, 50)
+    ax.plot(xs, xs, color="0.5", ls=":", lw=1, label="ideal: speedup = k̂")
+    ax.axhline(1.0, color="0.7", lw=0.8, ls=":")
+
+
 def speedup_vs_block(points: pd.DataFrame, peaks: pd.DataFrame, out_dir: Path) -> list[Path]:
     """Figure 4: wall-clock speedup against mean accepted block size for MT and SR, with the ideal speedup = k̂.
     One line per setting (sweep cells) or benchmarked configuration; approximate acceptance (top-n, distance,
@@ -130,9 +137,7 @@ def speedup_vs_block(points: pd.DataFrame, peaks: pd.DataFrame, out_dir: Path) -
             ax.plot([r["mean_block_size"]], [r["speedup"]], marker="*", ms=14, color="k", ls="none",
                     label=f"paper peak, exact (k={r['k']:g})")
             xmax = max(xmax, float(r["mean_block_size"]))
-        xs = np.linspace(1.0, xmax * 1.05, 50)
-        ax.plot(xs, xs, color="0.5", ls=":", lw=1, label="ideal: speedup = k̂")
-        ax.axhline(1.0, color="0.7", lw=0.8, ls=":")
+        _ideal_and_parity(ax, xmax)
         if pts.empty:
             _no_data(ax, "no rows of ours yet")
         _frame(ax, "mean accepted block size k̂", "wall-clock speedup over greedy", TASK_TITLES[task])
@@ -174,9 +179,7 @@ def beyond_speedup(data: pd.DataFrame, published: pd.DataFrame, peaks: pd.DataFr
         ax.annotate(f"{r['method']} (Spec-Bench)", (r["mean_accepted_tokens"], r["speedup"]),
                     textcoords="offset points", xytext=(4, 3), fontsize=7, color="0.35")
         xmax = max(xmax, float(r["mean_accepted_tokens"]))
-    xs = np.linspace(1.0, xmax * 1.05, 50)
-    ax.plot(xs, xs, color="0.5", ls=":", lw=1, label="ideal: speedup = k̂")
-    ax.axhline(1.0, color="0.7", lw=0.8, ls=":")
+    _ideal_and_parity(ax, xmax)
     if ours.empty:
         _no_data(ax, "no tree, rescored or draft rows of ours yet (docs/beyond.md)")
     _frame(ax, "mean accepted tokens per verify call (k̂)", "wall-clock speedup over greedy",
