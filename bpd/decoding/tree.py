@@ -157,17 +157,16 @@ def _structure(parent: torch.Tensor, sizes: list[int]) -> tuple[torch.Tensor, to
 
 @lru_cache(maxsize=64)
 def _fixed_structure(shape: TreeShape, b: int, dev: torch.device):
-    """A fixed shape's parent, depth and ancestor tensors and per-level (parent, rank) indices: the same every
-    round, so built once per shape, batch size and device (callers only read them)."""
+    """A fixed shape's parent, depth and ancestor tensors and per-level (parent, rank, candidates needed): the
+    same every round, so built once per shape, batch size and device (callers only read them)."""
     plan = _level_plan(shape)
-    parent, offset = [0], 0
-    for d, (par, _, _) in enumerate(plan):
-        parent += [offset + p for p in par]
-        offset += 1 if d == 0 else len(plan[d - 1][0])
+    sizes = [1] + [len(par) for par, _, _ in plan]
+    starts = [sum(sizes[:d]) for d in range(len(sizes))]  # node index of each level's first node
+    parent = [0] + [starts[d] + p for d, (par, _, _) in enumerate(plan) for p in par]  # level d+1's parents: level d
     parent_t = torch.tensor(parent, device=dev)[None].expand(b, -1)
-    depth, anc = _structure(parent_t, [1] + [len(par) for par, _, _ in plan])
-    idx = tuple((torch.tensor(par, device=dev), torch.tensor(rank, device=dev)) for par, rank, _ in plan)
-    return parent_t, depth, anc, idx
+    depth, anc = _structure(parent_t, sizes)
+    levels = tuple((torch.tensor(par, device=dev), torch.tensor(rank, device=dev), need) for par, rank, need in plan)
+    return parent_t, depth, anc, levels
 
 
 def build_tree(model, h: torch.Tensor, first: torch.Tensor, shape: TreeShape) -> Tree:
@@ -184,8 +183,8 @@ def build_tree(model, h: torch.Tensor, first: torch.Tensor, shape: TreeShape) ->
     for d in range(1, shape.depth + 1):
         fr_tok, fr_cum = toks[-1], cum[-1]
         if fixed is not None:
-            par, rank = fixed[3][d - 1]
-            lp, tk, child_state = _candidates(heads, state, fr_tok, d, slot_logp, _level_plan(shape)[d - 1][2])
+            par, rank, need = fixed[3][d - 1]
+            lp, tk, child_state = _candidates(heads, state, fr_tok, d, slot_logp, need)
             new_tok, new_lp = tk[:, par, rank], fr_cum[:, par] + lp[:, par, rank]
         else:
             lp, tk, child_state = _candidates(heads, state, fr_tok, d, slot_logp, shape.beam)
