@@ -31,13 +31,11 @@ sync, cache rollback). The parts say where t_k / t_1 comes from (``format_breakd
 
 from __future__ import annotations
 
-import json
 import math
 import resource
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -49,6 +47,7 @@ from bpd.decoding.criteria import make_criterion
 from bpd.decoding.spec import ROUND_METHODS, DecodeSpec
 from bpd.decoding.timed import RunOutput, decode_and_time
 from bpd.decoding.tree import TreeShape, build_tree, verify_tree
+from bpd.specbench import specbench_records, specbench_speed
 from bpd.speedup_ci import SpeedupEstimate, paired_speedup
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -258,49 +257,6 @@ def median_run(outs: list[RunOutput]) -> RunOutput:
     return sorted(outs, key=lambda o: o.wallclock_s)[(len(outs) - 1) // 2]
 
 
-def specbench_records(out: RunOutput, model_id: str, category: str,
-                      detok: Callable[[list[int]], str] | None = None) -> list[dict[str, Any]]:
-    """One decoder's per-example records in Spec-Bench's answer format (``evaluation/speed.py`` reads a
-    method's file and a baseline's file of these): ``turns`` the output text (``token_ids`` the ids),
-    ``new_tokens``, ``wall_time`` (at batch > 1 the example's share of its batch's time, said by
-    ``wall_time_is``), ``decoding_steps`` and ``accept_lengths`` (tokens kept per round; they sum to
-    ``new_tokens``)."""
-    recs = []
-    for i, toks in enumerate(out.tokens):
-        size = out.example_batch_size[i] if out.example_batch_size else 1
-        recs.append({
-            "question_id": i,
-            "answer_id": f"{model_id}-{i}",
-            "category": category,
-            "model_id": model_id,
-            "choices": [{
-                "index": 0,
-                "turns": [detok(toks) if detok else " ".join(map(str, toks))],
-                "token_ids": [toks],
-                "new_tokens": [len(toks)],
-                "wall_time": [out.example_wall_s[i] / size if out.example_wall_s else None],
-                "wall_time_is": "example" if size == 1 else f"share of a batch of {size}",
-                "decoding_steps": [out.iterations[i]],
-                "accept_lengths": out.block_sizes[i],
-            }],
-            "tstamp": time.time(),
-        })
-    return recs
-
-
-def specbench_speed(method: list[dict[str, Any]], baseline: list[dict[str, Any]]) -> dict[str, float]:
-    """Spec-Bench's figures from two record lists, by its documented formula: the mean over examples of
-    tokens / wall time, method over baseline (baseline tokens from ``new_tokens``: what speed.py's
-    re-tokenisation of ``turns`` counts with the model's own tokenizer); mean accepted tokens = the mean of
-    all ``accept_lengths``. Our ``speedup`` is instead total greedy time / total method time."""
-    def speeds(recs: list[dict[str, Any]]) -> list[float]:
-        return [sum(r["choices"][0]["new_tokens"]) / sum(r["choices"][0]["wall_time"]) for r in recs]
-
-    lengths = [n for r in method for n in r["choices"][0]["accept_lengths"]]
-    return {"speedup": statistics.mean(speeds(method)) / statistics.mean(speeds(baseline)),
-            "mean_accepted_tokens": statistics.mean(lengths) if lengths else float("nan")}
-
-
 def settle(model, sources: list[list[int]], specs: list[DecodeSpec], max_len, batch_size: int, device: torch.device,
            criterion_kwargs: dict | None = None, tol: float = 0.03, max_passes: int = 8, aux=None,
            min_s: float = 1.0) -> int:
@@ -400,13 +356,6 @@ def run_bench(
             row["speedup_specbench"], row["mean_accepted_tokens"] = sb["speedup"], sb["mean_accepted_tokens"]
         rows += bs_rows
     return rows, records
-
-
-def write_jsonl(path: Path, recs: list[dict[str, Any]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as f:
-        for r in recs:
-            f.write(json.dumps(r) + "\n")
 
 
 def format_breakdown(rows: list[dict[str, Any]]) -> str:

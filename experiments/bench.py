@@ -23,10 +23,11 @@ from bpd.config import ExperimentConfig
 def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
     import torch
 
-    from bpd.bench import DTYPES, format_bench, format_breakdown, run_bench, write_jsonl
+    from bpd.bench import DTYPES, format_bench, format_breakdown, run_bench
     from bpd.decoding.rescore import NgramLM
     from bpd.decoding.spec import DecodeAux, DecodeSpec, draft_specs, rescore_specs, tree_specs
     from bpd.runtime import pick_device, resolve_path
+    from bpd.specbench import write_jsonl
     from bpd.stages import ensure_draft, ensure_heads
     from bpd.tasks import load_task
     from bpd.tracking import append_rows, device_name, git_sha

@@ -14,13 +14,13 @@ from bpd.bench import (
     median_run,
     run_bench,
     settle,
-    specbench_records,
     step_costs,
 )
 from bpd.config import BenchConfig, from_dict
 from bpd.decoding import criteria
 from bpd.decoding.spec import DecodeSpec
 from bpd.decoding.timed import RunOutput
+from bpd.specbench import specbench_records
 from bpd.speedup_ci import SpeedupEstimate, paired_speedup
 
 
