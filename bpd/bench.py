@@ -53,6 +53,23 @@ from bpd.speedup_ci import SpeedupEstimate, paired_speedup
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
+def warm_up(fns: list[Callable[[], Any]], calls: int = 5, budget_s: float = 0.5) -> None:
+    """Call each distinct function ``calls`` times before timing (allocator, kernels and caches settle),
+    fewer when calls are slow: after the first call, at most ``budget_s`` seconds more per function, and
+    always a second call. A transformer_big verify pass at batch 32 takes seconds on 2 cores; five
+    warm-up calls of each would cost more than the timed repetitions."""
+    seen: set[int] = set()
+    for fn in fns:
+        if id(fn) in seen:  # the parts' rotation reuses the steps' functions
+            continue
+        seen.add(id(fn))
+        t0 = time.perf_counter()
+        fn()
+        dt = time.perf_counter() - t0
+        for _ in range(max(1, min(calls - 1, int(budget_s / max(dt, 1e-9))))):
+            fn()
+
+
 def median_ms(fns: dict[str, Any], repeats: int, device: torch.device) -> dict[str, float]:
     """Median milliseconds of each function, timed round-robin (one call of each per repetition), so a
     drift in machine speed (shared CPUs, clock changes) affects every ratio's numerator and denominator alike."""
@@ -139,9 +156,7 @@ def step_costs(
             cache.rewind(mark)
 
         fns[f"tree{k}_{shape.name}"] = tree_round
-    for fn in [*fns.values(), *parts.values()]:  # warm-up
-        for _ in range(5):
-            fn()
+    warm_up([*fns.values(), *parts.values()])
     costs = median_ms(fns, repeats, device)
     # The parts get their own round-robin, with their own totals: timing more functions in one rotation
     # leaves each with colder caches, which would change the t_1 and t_k that the ideal is built on.

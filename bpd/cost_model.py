@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from bpd.bench import median_ms, step_costs
+from bpd.bench import median_ms, step_costs, warm_up
 from bpd.decoding.blockwise import Verified, accept, update
 from bpd.decoding.common import top1
 from bpd.decoding.criteria import Exact
@@ -81,9 +81,7 @@ def round_costs(model, src: torch.Tensor, ks: list[int], repeats: int, prefix_le
             cache.rewind(mark)
 
         fns[f"combined{k}"] = comb
-    for fn in fns.values():
-        for _ in range(3):
-            fn()
+    warm_up(list(fns.values()))
     comb_costs = median_ms(fns, repeats, device)
     out = {"t1": chain["t1"]}
     for k in ks:

@@ -15,6 +15,7 @@ from bpd.bench import (
     run_bench,
     settle,
     step_costs,
+    warm_up,
 )
 from bpd.config import BenchConfig, from_dict
 from bpd.decoding import criteria
@@ -109,6 +110,22 @@ def test_step_costs_measure_each_k():
     main = {"t1", "enc", "t2", "t4", "s2", "s4"}
     assert set(costs) == main | {f"part_{p}{k}" for p in "td" for k in (1, 2, 4)} | {"part_p2", "part_p4"}
     assert all(v > 0 for v in costs.values())
+
+
+def test_warm_up_calls_fast_functions_five_times_slow_ones_twice_and_shared_ones_once():
+    import time
+
+    calls = {"fast": 0, "slow": 0}
+
+    def fast() -> None:
+        calls["fast"] += 1
+
+    def slow() -> None:
+        calls["slow"] += 1
+        time.sleep(0.02)
+
+    warm_up([fast, slow, fast], budget_s=0.01)  # slow's first call alone outlasts the budget
+    assert calls == {"fast": 5, "slow": 2}
 
 
 def test_bench_rows_from_synthetic_runs():
