@@ -1,7 +1,7 @@
 """Glue shared by the Hydra entry points: the typed configs registered as Hydra schemas, composed configs
 turned into the library's dataclasses, and user errors ended with one sentence.
 
-The dataclasses of ``bpd/config.py`` are the schema of every composed config, so ``conf/*.yaml`` only hold
+The dataclasses of ``bpd/config/`` are the schema of every composed config, so ``conf/*.yaml`` only hold
 what differs from their defaults, every option can be overridden on the command line (a misspelt one is
 refused by Hydra), and values are type-checked before anything runs. Each entry point's own options
 (``stage`` of train.py, ``checkpoint`` of evaluate.py, ``bench`` of bench.py) live in its own schema and

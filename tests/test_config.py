@@ -125,7 +125,7 @@ def test_bad_values_are_refused_before_any_work(override, match):
 
 
 def test_one_source_of_defaults():
-    """The values that had drifted apart: the output-length rule and identity_p1 (see bpd/config.py)."""
+    """The values that had drifted apart: the output-length rule and identity_p1 (see bpd/config/)."""
     from bpd.decoding.common import default_max_len
     from bpd.models import TransformerConfig
 

@@ -1,0 +1,80 @@
+"""Typed configuration: the one place every default lives.
+
+``experiments/`` composes these dataclasses with Hydra (they are registered as structured configs there,
+so ``conf/*.yaml`` only hold what differs from the defaults below) and hands the library plain dataclass
+instances; ``bpd/`` never sees Hydra. Library users build them directly::
+
+    cfg = ExperimentConfig(task=TranslationTaskConfig(name="folder", data_dir="corpus/"), heads=HeadsConfig(k=4))
+    cfg.validate()
+
+``experiment_config(d)`` builds one from a plain nested dict (a resolved Hydra config, a JSON file, a test),
+filling every missing key with its default here and refusing unknown keys with the fix.
+
+Defaults that had drifted apart before this module existed, and the value kept:
+
+- output length ``a * source length + b``: a = 1.5, b = 10 (the value every shipped config used; the
+  library's old fallback of 1.0 / 50 was only reached by direct API calls and by the heads stage's dev
+  outputs, which used ``task.max_len`` instead). Every decoder, stage and task now uses ``output_limit``.
+- ``identity_p1 = True`` (p_1 is exactly the base model, so a frozen base keeps its BLEU bit for bit; every
+  shipped config but the paper-scale ones used it). The paper's variant is ``identity_p1=false``.
+
+Modules: ``common`` (allowed values, ``keyed_fields``), ``task``, ``model`` (model, heads, training), ``decode``
+and ``experiment`` (the whole experiment, the benchmark, ``from_dict``); every name is importable from here.
+"""
+
+from bpd.config.common import CRITERIA, DTYPES, HEAD_ARCHS, SPLITS, TARGETS, check, keyed_fields
+from bpd.config.decode import (
+    CriterionConfig,
+    DecodeConfig,
+    RescoreConfig,
+    check_tree_shapes,
+    output_limit,
+    parse_tree_shape,
+)
+from bpd.config.experiment import (
+    BenchConfig,
+    DistConfig,
+    DistillConfig,
+    DraftConfig,
+    ExperimentConfig,
+    LoggerConfig,
+    PathsConfig,
+    experiment_config,
+    from_dict,
+)
+from bpd.config.model import HeadsConfig, HeadsTrainConfig, ModelConfig, TrainConfig, heads_train_config
+from bpd.config.task import TASK_KINDS, ImageTaskConfig, TaskConfig, TranslationTaskConfig
+
+__all__ = [
+    "BenchConfig",
+    "CRITERIA",
+    "CriterionConfig",
+    "DTYPES",
+    "DecodeConfig",
+    "DistConfig",
+    "DistillConfig",
+    "DraftConfig",
+    "ExperimentConfig",
+    "HEAD_ARCHS",
+    "HeadsConfig",
+    "HeadsTrainConfig",
+    "ImageTaskConfig",
+    "LoggerConfig",
+    "ModelConfig",
+    "PathsConfig",
+    "RescoreConfig",
+    "SPLITS",
+    "TARGETS",
+    "TASK_KINDS",
+    "TaskConfig",
+    "TrainConfig",
+    "TranslationTaskConfig",
+    "check",
+    "check_tree_shapes",
+    "experiment_config",
+    "from_dict",
+    "heads_train_config",
+    "keyed_fields",
+    "output_limit",
+    "parse_tree_shape",
+]

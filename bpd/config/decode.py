@@ -1,0 +1,101 @@
+"""Decoding: methods, block sizes, acceptance criteria, rescoring, tree shapes and the output-length rule."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from bpd.config.common import CRITERIA, SPLITS, check
+
+
+@dataclass
+class CriterionConfig:
+    """One acceptance criterion, decoded at every k of ``decode.ks`` and every minimum block size."""
+
+    name: str = "exact"  # exact | topk | distance
+    param: float | None = None  # topk: n (default 2); distance: epsilon (default 2)
+    min_block_sizes: list[int] = field(default_factory=lambda: [1])
+
+
+@dataclass
+class RescoreConfig:
+    """Draft rescoring (``bpd.decoding.rescore``): the chain's block chosen from the heads' ``beam`` best
+    candidates per depth by log p_heads + ``weight`` * log p_bigram (a model of the training targets)."""
+
+    beam: int = 4
+    weight: float = 0.5
+
+
+@dataclass
+class DecodeConfig:
+    """What the evaluation stage decodes and how."""
+
+    split: str = "test"
+    n_examples: int | None = None  # null = the whole split
+    batch_size: int = 1  # the paper's wall-clock setting; > 1 works too
+    beam_size: int = 4  # also decode with beam search (0 = skip)
+    alpha: float = 0.6  # beam length penalty
+    ks: list[int] = field(default_factory=lambda: [2, 4, 8])  # decode-time k (<= heads.k)
+    criteria: list[CriterionConfig] = field(
+        default_factory=lambda: [CriterionConfig("exact"), CriterionConfig("topk", 2.0)]
+    )
+    max_len_a: float = 1.5  # translation: output limit = a * source length + max_len_extra
+    max_len_extra: int = 10
+    dtype: str = "float32"  # float32 | bfloat16
+    threads: int | None = None  # CPU threads while decoding (null = unchanged)
+    naive_greedy: bool = False  # also the recompute-everything greedy (slow; a weak-baseline reference)
+    proposal_vocab: int | None = None  # translation: heads propose among the N most frequent target tokens
+    trees: list[str] = field(default_factory=list)  # also tree verification: shapes "3x2x1" (widths), "beam4"
+    rescore: list[RescoreConfig] = field(default_factory=list)  # also rescored chains: [{beam: 4, weight: 0.5}]
+    skip_existing: bool = True  # an evaluation whose run id already has rows is not redone
+
+    def validate(self, trained_k: int | None = None) -> None:
+        check(self.split in SPLITS, f"unknown decode.split {self.split!r}; use test, dev or train.")
+        check(self.batch_size >= 1, f"decode.batch_size must be >= 1 (got {self.batch_size}).")
+        check(self.n_examples is None or self.n_examples >= 1,
+               f"decode.n_examples must be >= 1, or null for the whole split (got {self.n_examples}).")
+        check(self.beam_size >= 0, f"decode.beam_size must be >= 0 (0 = no beam search; got {self.beam_size}).")
+        check(self.dtype in ("float32", "bfloat16"), f"unknown decode.dtype {self.dtype!r}; use float32 or bfloat16.")
+        check(self.proposal_vocab is None or self.proposal_vocab >= 1,
+               f"decode.proposal_vocab={self.proposal_vocab}: use a positive number of tokens, or null.")
+        check(bool(self.ks), "decode.ks must list at least one k.")
+        bad = [k for k in self.ks if k < 1 or (trained_k is not None and k > trained_k)]
+        check(not bad,
+               f"decode.ks {bad} not in 1..{trained_k} (the trained heads.k); lower decode.ks or raise heads.k.")
+        for c in self.criteria:
+            check(c.name in CRITERIA, f"unknown acceptance criterion {c.name!r}; choose one of {', '.join(CRITERIA)}.")
+            check(all(m >= 1 for m in c.min_block_sizes), f"decode.criteria min_block_sizes must be >= 1 ({c}).")
+        check_tree_shapes(self.trees, "decode.trees")
+        for r in self.rescore:
+            check(r.beam >= 1 and r.weight >= 0,
+                   f"decode.rescore needs beam >= 1 and weight >= 0 (got beam={r.beam}, weight={r.weight}).")
+
+    def output_limit(self, src_len: int) -> int:
+        """Translation output length limit a * source length + b (fairseq's max_len_a / max_len_b): a weak
+        model's degenerate repetitions stop early instead of costing tens of wasted steps per sentence."""
+        return output_limit(src_len, self.max_len_a, self.max_len_extra)
+
+
+def parse_tree_shape(text: str) -> tuple[int, list[int]]:
+    """The one grammar of tree-shape strings (``decode.trees``, ``bench.trees``, ``tree_decode``): ``"beam4"`` ->
+    (4, []), a budget of 4 nodes per depth; ``"3x2x1"`` -> (0, [3, 2, 1]), candidates per node at each depth."""
+    t = str(text).strip().lower()
+    if re.fullmatch(r"beam[1-9][0-9]*", t):
+        return int(t[4:]), []
+    if re.fullmatch(r"[1-9][0-9]*(x[1-9][0-9]*)*", t):
+        return 0, [int(w) for w in t.split("x")]
+    raise ValueError(f"unknown tree shape {text!r}; use widths per depth like '3x2x1' or a budget like 'beam4'.")
+
+
+def check_tree_shapes(trees: list[str], where: str) -> None:
+    for t in trees:
+        try:
+            parse_tree_shape(t)
+        except ValueError:
+            check(False, f"unknown tree shape {t!r} in {where}; use widths per depth like '3x2x1' or a budget "
+                          "like 'beam4'.")
+
+
+def output_limit(src_len: int, a: float = 1.5, b: int = 10) -> int:
+    """The one output-length rule for sequences without a fixed length: ``int(a * src_len) + b``."""
+    return int(a * src_len) + b

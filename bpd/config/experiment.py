@@ -1,0 +1,207 @@
+"""An experiment's whole config (task, model, heads, training, decoding, the rest), the benchmark's, and
+building both from plain nested dicts."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from bpd.config.common import CRITERIA, DTYPES, HEAD_ARCHS, check
+from bpd.config.decode import CriterionConfig, DecodeConfig, RescoreConfig, check_tree_shapes
+from bpd.config.model import HeadsConfig, HeadsTrainConfig, ModelConfig, TrainConfig, heads_train_config
+from bpd.config.task import TASK_KINDS, TranslationTaskConfig
+
+
+@dataclass
+class DistillConfig:
+    """Sequence-level distillation: a teacher (same config, another seed) beam-decodes the training sources."""
+
+    teacher_seed: int | None = None  # null = seed + 1 (the paper's second baseline)
+    beam: int = 4
+    alpha: float = 0.6
+    batch_size: int = 64
+    shard_size: int = 2048  # sources per resumable shard
+
+
+@dataclass
+class DraftConfig:
+    """Draft-model speculative decoding (``bpd.decoding.draft``): a separate small base model, trained on the
+    same data with the same recipe, drafts the block; set ``model`` (``draft=tiny`` on the command line) to
+    add its rows beside the chain's at every k >= 2 of ``decode.ks``."""
+
+    model: ModelConfig | None = None  # the draft's sizes (null = no draft-model rows)
+    max_steps: int | None = None  # its training budget (null = train.max_steps)
+
+
+@dataclass
+class LoggerConfig:
+    """Weights & Biases, offline by default (runs land in outputs/wandb; ``wandb sync`` uploads them)."""
+
+    enabled: bool = True
+    mode: str = "offline"  # online | offline | disabled
+    project: str = "bpd"
+    group: str | None = None  # null = the experiment's name, so one sweep's runs are grouped
+    dir: str = "outputs"
+
+
+@dataclass
+class DistConfig:
+    """Several GPUs / nodes (torchrun or a multi-task SLURM job); nothing to set for one process."""
+
+    reference_world_size: int | None = None  # keep the global batch of this many GPUs (gradient accumulation)
+    backend: str | None = None  # null = nccl on GPUs, gloo on CPUs
+    timeout_min: float = 60.0  # how long a rank waits in a collective (rank 0 alone prepares data)
+
+
+@dataclass
+class PathsConfig:
+    cache_dir: str = "outputs/cache"  # models, data, distillation targets: keyed by config hashes
+    results_dir: str | None = None  # null = results/<name>
+    shipped_dir: str = "checkpoints"  # shipped base models (make pretrain), installed when a config matches one
+
+
+@dataclass
+class ExperimentConfig:
+    """A whole experiment: data -> base model -> [distillation] -> heads -> evaluation."""
+
+    name: str = "adhoc"  # results go to results/<name>/
+    setting: str | None = None  # a label for the rows: regular | distillation | finetune | both | ...
+    seed: int = 0
+    threads: int | None = None  # CPU threads for torch (null = torch's default)
+    device: str = "auto"  # auto | cpu | cuda | cuda:1
+    base_targets: str = "gold"  # gold | distilled: what the base model p_1 trains on
+    task: Any = field(default_factory=TranslationTaskConfig)  # TranslationTaskConfig | ImageTaskConfig
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    heads: HeadsConfig = field(default_factory=HeadsConfig)
+    heads_train: HeadsTrainConfig = field(default_factory=HeadsTrainConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+    distill: DistillConfig = field(default_factory=DistillConfig)
+    draft: DraftConfig = field(default_factory=DraftConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
+    dist: DistConfig = field(default_factory=DistConfig)
+    paths: PathsConfig = field(default_factory=PathsConfig)
+    command: str | None = None  # the command line that made this config (recorded in rows)
+    shipped: bool = True  # start from a shipped base model when one matches this config (false: train anew)
+
+    @property
+    def results_dir(self) -> str:
+        return self.paths.results_dir or f"results/{self.name}"
+
+    @property
+    def heads_train_config(self) -> TrainConfig:
+        return heads_train_config(self.train, self.heads_train)
+
+    @property
+    def teacher_seed(self) -> int:
+        return self.seed + 1 if self.distill.teacher_seed is None else self.distill.teacher_seed
+
+    def validate(self) -> ExperimentConfig:
+        """Every option checked at once, before any data is read or anything is trained."""
+        check(self.base_targets in ("gold", "distilled"),
+               f"unknown base_targets {self.base_targets!r}; use gold or distilled.")
+        self.task.validate()
+        self.model.validate()
+        if self.draft.model is not None:
+            self.draft.model.validate()
+            check(self.draft.max_steps is None or self.draft.max_steps >= 1,
+                   f"draft.max_steps must be >= 1, or null for train.max_steps (got {self.draft.max_steps}).")
+        self.heads.validate()
+        self.train.validate("train")
+        self.heads_train_config  # noqa: B018 (validates the overlay)
+        self.decode.validate(self.heads.k)
+        check(self.decode.proposal_vocab is None or self.task.proposal_vocab_applies,
+               f"decode.proposal_vocab restricts a translation vocabulary; set it to null for {self.task.kind} tasks.")
+        check(self.heads.targets != "self" or self.heads.k > 1 or not self.heads.identity_p1,
+               "heads.targets=self needs heads to train (heads.k > 1).")
+        check(not self.model.aligned_input or self.task.kind == "image",
+               "model.aligned_input aligns output pixels with input pixels: set it to false for translation.")
+        return self
+
+
+@dataclass
+class BenchConfig:
+    """``experiments/bench.py`` (make bench): greedy vs blockwise timed side by side in one process."""
+
+    batch_sizes: list[int] = field(default_factory=lambda: [1, 8, 32])
+    ks: list[int] = field(default_factory=lambda: [2, 4, 6, 8, 10])  # those above the trained k are skipped
+    criteria: list[CriterionConfig] = field(
+        default_factory=lambda: [CriterionConfig("exact"), CriterionConfig("topk", 2.0)]
+    )
+    repeats: int = 3  # at least this many passes over the inputs per batch size
+    max_repeats: int = 14  # ... and more, up to this, until every speedup's 95% interval is within ci_target
+    ci_target: float = 0.03  # relative half-width of the interval (0.03 = +-3%)
+    # ... at these batch sizes; the others take `repeats` passes (their few batches rarely reach +-3% within
+    # the cap, and the repeats would double the bench's time)
+    ci_batch_sizes: list[int] = field(default_factory=lambda: [1])
+    n_examples: dict[int, int] = field(default_factory=lambda: {1: 100, 8: 256, 32: 512})
+    naive_greedy: bool = True  # batch 1: the recompute-everything baseline the reference code used
+    trees: list[str] = field(default_factory=list)  # also tree verification with these shapes (as decode.trees)
+    rescore: list[RescoreConfig] = field(default_factory=list)  # also rescored chains (as decode.rescore)
+    archs: list[str] | None = None  # compare head architectures (missing ones are trained)
+    arch_train_steps: int = 300  # heads of another architecture: trained this many steps (the same on any machine)
+    arch_train_minutes: float | None = 10.0  # ... with this cap (rows record when it binds)
+    dtype: str = "float32"  # float32 | bfloat16 | float16 (half precision: for GPUs)
+    compile: bool = False  # torch.compile the decoder layers, for both decoders
+    step_repeats: int = 200
+    results_dir: str = "results/bench"
+
+    def validate(self) -> None:
+        """Bad benchmark options refused before any model is trained or timed (a float16 request must not
+        run, and be recorded as, float32)."""
+        check(bool(self.batch_sizes) and all(b >= 1 for b in self.batch_sizes),
+               f"bench.batch_sizes must be a non-empty list of sizes >= 1 (got {list(self.batch_sizes)}).")
+        check(bool(self.ks) and all(k >= 1 for k in self.ks),
+               f"bench.ks must be a non-empty list of block sizes >= 1 (got {list(self.ks)}).")
+        check(1 <= self.repeats <= self.max_repeats,
+               f"bench.repeats must be >= 1 and <= bench.max_repeats (got {self.repeats} and {self.max_repeats}).")
+        check(self.ci_target > 0, f"bench.ci_target must be > 0 (a relative half-width; got {self.ci_target}).")
+        check(self.dtype in DTYPES, f"unknown bench.dtype {self.dtype!r}; choose one of {', '.join(DTYPES)}.")
+        bad = [a for a in (self.archs or []) if a not in HEAD_ARCHS]
+        check(not bad, f"unknown head architecture {bad[0] if bad else ''!r} in bench.archs; "
+                        f"choose from {', '.join(HEAD_ARCHS)}.")
+        for c in self.criteria:
+            check(c.name in CRITERIA, f"unknown acceptance criterion {c.name!r}; choose one of {', '.join(CRITERIA)}.")
+        check_tree_shapes(self.trees, "bench.trees")
+
+
+def from_dict(cls: type, d: Any, where: str = "") -> Any:
+    """``cls`` from a (possibly partial) nested dict: missing keys take their defaults, nested dataclasses
+    (and lists of them) are built from their type hints, an unknown key is refused with the fix. Instances of
+    ``cls`` pass through unchanged."""
+    if isinstance(d, cls):
+        return d
+    d = {} if d is None else d
+    if not isinstance(d, dict):
+        raise ValueError(f"{where.rstrip('.') or cls.__name__} must be a mapping of options (got {d!r}).")
+    known = [f.name for f in fields(cls)]
+    unknown = sorted(set(d) - set(known))
+    if unknown:
+        raise ValueError(f"unknown option {', '.join(where + u for u in unknown)}; "
+                         f"{where.rstrip('.') or cls.__name__} takes {', '.join(known)}.")
+    hints = typing.get_type_hints(cls)
+    return cls(**{name: _typed(hints[name], value, f"{where}{name}") for name, value in d.items()})
+
+
+def _typed(hint: Any, value: Any, where: str) -> Any:
+    if value is None:
+        return None
+    if where == "task":  # a union of configs: the value's kind says which
+        kind = value.kind if not isinstance(value, dict) else value.get("kind", "translation")
+        check(kind in TASK_KINDS, f"unknown task.kind {kind!r}; use {' or '.join(TASK_KINDS)}.")
+        return from_dict(TASK_KINDS[kind], value, "task.")
+    if dataclasses.is_dataclass(hint):
+        return from_dict(hint, value, where + ".")
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if typing.get_origin(hint) is list and args and dataclasses.is_dataclass(args[0]):
+        return [from_dict(args[0], v, where + ".") for v in value]
+    if tuple in (typing.get_origin(hint), *map(typing.get_origin, args)):
+        return tuple(value)
+    return value
+
+
+def experiment_config(d: dict[str, Any] | ExperimentConfig) -> ExperimentConfig:
+    """An ``ExperimentConfig`` from a nested dict (missing keys take the defaults above); not yet validated."""
+    return from_dict(ExperimentConfig, d)

@@ -1,0 +1,141 @@
+"""The model's sizes, the proposal heads, and training (the base stage's ``train`` and the heads stage's
+overlay ``heads_train``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from bpd.config.common import HEAD_ARCHS, TARGETS, check, keyed_fields
+
+
+@dataclass
+class ModelConfig:
+    """The Transformer's sizes (``conf/model/*.yaml`` name them: tiny, small, transformer_base, ...)."""
+
+    name: str = "tiny"  # a label for the rows
+    d_model: int = 128
+    n_heads: int = 4
+    d_ff: int = 512
+    n_enc_layers: int = 2
+    n_dec_layers: int = 2
+    dropout: float = 0.1
+    positions: str = "sinusoidal"  # sinusoidal | learned (image models use row/column/channel tables)
+    share_embeddings: bool = True  # source, target and output embeddings tied (translation)
+    max_positions: int | None = None  # null: the task decides (translation: 4 * task.max_len + 64)
+    # Images: the decoder also sees, at each output position, the low-resolution intensity that position
+    # upsamples (beside attending to the encoded image), so the model need only learn the detail.
+    aligned_input: bool = False
+
+    #: Fields added after models were cached: in keys only when they differ from their defaults.
+    KEYED_WHEN_SET = {"aligned_input": False}
+
+    def validate(self) -> None:
+        check(self.d_model % self.n_heads == 0,
+               f"model.d_model ({self.d_model}) must be divisible by model.n_heads ({self.n_heads}).")
+        check(self.positions in ("sinusoidal", "learned"),
+               f"unknown model.positions {self.positions!r}; use sinusoidal or learned.")
+
+
+@dataclass
+class HeadsConfig:
+    """k proposal heads on top of the base model, and how they are trained."""
+
+    k: int = 8
+    arch: str = "paper"  # paper | blockdiag | medusa | recurrent (bpd/models/heads/)
+    d_ff: int | None = None  # per-slot hidden size; null = the model's d_ff
+    identity_p1: bool = True  # p_1 stays exactly the base model (false: the paper's p_1 through the new layer)
+    training: str = "frozen"  # frozen | finetune (the base trains jointly with the heads)
+    loss: str = "mean"  # mean over heads | sampled (the paper: one random head per batch)
+    p1_weight: float = 1.0  # mean loss: p_1 counts this many times one proposal head (1 = plain mean)
+    targets: str = "gold"  # gold | distilled (teacher beam outputs) | self (base model's greedy outputs)
+    eval_vs_self: bool = True  # also log per-head dev accuracy against the base model's own outputs
+
+    def validate(self) -> None:
+        check(self.k >= 1, f"heads.k must be >= 1 (got {self.k}).")
+        check(self.arch in HEAD_ARCHS, f"unknown heads.arch {self.arch!r}; choose one of {', '.join(HEAD_ARCHS)}.")
+        check(self.arch != "recurrent" or self.identity_p1,
+               "heads.arch=recurrent needs heads.identity_p1=true: its first slot reads p_1's token.")
+        check(self.training in ("frozen", "finetune"),
+               f"unknown heads.training {self.training!r}; use frozen or finetune.")
+        check(self.loss in ("mean", "sampled"), f"unknown heads.loss {self.loss!r}; use mean or sampled.")
+        check(self.p1_weight > 0, f"heads.p1_weight must be > 0 (got {self.p1_weight}); 1 is the plain mean.")
+        check(self.targets in TARGETS, f"unknown heads.targets {self.targets!r}; use gold, distilled or self.")
+
+
+@dataclass
+class TrainConfig:
+    """One training stage's optimisation and budget (``train:``; the heads stage overlays ``heads_train:``)."""
+
+    lr: float = 2.0e-3  # peak learning rate
+    warmup_steps: int = 300
+    betas: tuple[float, float] = (0.9, 0.997)  # tensor2tensor's Adam beta2
+    weight_decay: float = 0.0
+    grad_clip: float = 1.0  # 0 = off
+    label_smoothing: float = 0.1
+    max_steps: int = 100_000
+    max_minutes: float | None = 5.0  # wall-clock cap; whichever of steps/minutes comes first
+    max_tokens: int = 2048  # padded tokens per micro-batch
+    grad_accum: int = 1
+    bf16: bool = False
+    eval_every: int = 500
+    ckpt_every: int = 200
+    log_every: int = 20
+    base_lr_scale: float = 1.0  # fine-tuning: base parameters learn at lr * base_lr_scale
+    keep_best: bool = False  # early stopping on dev (the final checkpoint holds the best weights)
+    patience: int | None = None  # evaluations without improvement before stopping (single process)
+    loader_workers: int | None = None  # DataLoader processes collating batches (null: 0 on a CPU, 4 on a GPU)
+    score_every: int = 0  # greedy-decode the dev set and score it (BLEU, PSNR) every N steps (0 = never)
+    score_examples: int | None = 200  # dev examples scored (null = all)
+    best_on: str = "loss"  # keep_best / patience watch: loss (p_1's dev loss) | score (the dev score)
+
+    #: Fields that change how a model is trained, not which model: left out of cache keys.
+    RUNTIME_ONLY = ("loader_workers",)
+    #: Fields added after models were cached: in cache keys only when they differ from their defaults, so
+    #: that the keys (and the models) of earlier configs stay valid.
+    KEYED_WHEN_SET = {"score_every": 0, "score_examples": 200, "best_on": "loss"}
+
+    def product(self) -> dict[str, Any]:
+        """The fields that determine the trained model (what cache keys hash)."""
+        return keyed_fields(self, drop=self.RUNTIME_ONLY)
+
+    def validate(self, where: str = "train") -> None:
+        # A run that takes no step would still write a "finished" checkpoint that later stages build on.
+        check(self.max_steps >= 1, f"{where}.max_steps must be >= 1 (got {self.max_steps}).")
+        check(self.max_minutes is None or self.max_minutes > 0,
+               f"{where}.max_minutes must be > 0, or null for no time cap (got {self.max_minutes}).")
+        check(self.lr > 0, f"{where}.lr must be > 0 (got {self.lr}).")
+        check(self.warmup_steps >= 0 and self.grad_accum >= 1,
+               f"{where}.warmup_steps must be >= 0 and grad_accum >= 1 "
+               f"(got {self.warmup_steps} and {self.grad_accum}).")
+        check(self.max_tokens >= 1, f"{where}.max_tokens must be >= 1 (got {self.max_tokens}).")
+        check(min(self.eval_every, self.ckpt_every, self.log_every) >= 1,
+               f"{where}.eval_every, ckpt_every and log_every must be >= 1.")
+        check(self.score_every >= 0, f"{where}.score_every must be >= 0 (0 = never; got {self.score_every}).")
+        check(self.best_on in ("loss", "score"), f"{where}.best_on must be loss or score (got {self.best_on!r}).")
+        check(self.best_on == "loss" or self.score_every > 0,
+               f"{where}.best_on=score needs {where}.score_every > 0 (how often the dev set is scored).")
+
+
+def _overlay_fields() -> list[tuple[str, Any, Any]]:
+    """``heads_train``'s fields: every ``TrainConfig`` field, optional (null = the ``train`` value)."""
+    out = []
+    for f in fields(TrainConfig):
+        default = False if f.name == "keep_best" else None
+        out.append((f.name, f"{f.type} | None", field(default=default)))
+    return out
+
+
+#: Overrides of ``train`` for the heads stage. Every field is null (= train's value) except ``keep_best``,
+#: which is off: early stopping watches p_1's dev loss, a base-model criterion.
+HeadsTrainConfig = dataclasses.make_dataclass("HeadsTrainConfig", _overlay_fields())
+HeadsTrainConfig.__module__ = __name__  # so that its string annotations resolve here
+
+
+def heads_train_config(train: TrainConfig, overlay: Any) -> TrainConfig:
+    """The heads stage's training config: ``train`` with the non-null ``heads_train`` values over it."""
+    values = {f.name: getattr(overlay, f.name) for f in fields(overlay) if getattr(overlay, f.name) is not None}
+    out = dataclasses.replace(train, **values)
+    out.validate("heads_train (or train)")
+    return out

@@ -1,0 +1,72 @@
+"""The tasks' configs: a parallel corpus (translation) or an image set (super-resolution)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bpd.config.common import check
+
+
+@dataclass
+class TranslationTaskConfig:
+    """A parallel corpus: the embedded ding sentences, WMT14, or any ``{train,dev,test}.{src,tgt}`` folder."""
+
+    name: str = "ding_en_de"  # a label for the rows
+    kind: str = "translation"
+    source: str = "ding"  # ding (embedded) | wmt14 | folder (any {train,dev,test}.{src,tgt} folder)
+    data_dir: str | None = None  # wmt14, folder: where the text files are
+    direction: str = "en-de"  # ding, wmt14: en-de (the paper's) or de-en
+    ding_path: str | None = None  # ding: an explicit dictionary file (else Debian's, else apt-get download)
+    include_phrases: bool = False  # ding: add the dictionary's phrase pairs to training
+    tag_phrases: bool = False  # ding: mark phrase sources with a tag, so untagged sentences keep their length
+    sentence_repeat: int = 1  # ding with phrases: the sentence pairs appear this many times in training
+    vocab_size: int = 4000  # joint sentencepiece vocabulary
+    max_len: int = 64  # training pairs longer than this (in pieces) are cut
+    n_dev: int = 500  # ding: held-out sentences
+    n_test: int = 1000
+
+    #: ``decode.proposal_vocab`` (the heads propose among the most frequent target tokens) applies here.
+    proposal_vocab_applies = True
+
+    def validate(self) -> None:
+        check(self.kind == "translation", f"task.kind={self.kind!r} does not match a translation task.")
+        check(self.source in ("ding", "wmt14", "folder"),
+               f"unknown task.source {self.source!r} for translation; use ding, wmt14 or folder.")
+        check(self.direction in ("en-de", "de-en"), f"task.direction must be en-de or de-en (got {self.direction!r}).")
+        check(self.vocab_size >= 8, f"task.vocab_size must be >= 8 (got {self.vocab_size}).")
+        check(self.max_len >= 2, f"task.max_len must be >= 2 (one token plus EOS; got {self.max_len}).")
+        check(self.include_phrases or (not self.tag_phrases and self.sentence_repeat == 1),
+               "task.tag_phrases and task.sentence_repeat shape the phrase pairs: set task.include_phrases=true.")
+        check(self.sentence_repeat >= 1, f"task.sentence_repeat must be >= 1 (got {self.sentence_repeat}).")
+
+    #: Fields added after data was cached: in keys only when they differ from their defaults.
+    KEYED_WHEN_SET = {"tag_phrases": False, "sentence_repeat": 1}
+
+
+@dataclass
+class ImageTaskConfig:
+    """Super-resolution: embedded photograph patches (faces_sr) or CelebA (celeba_sr)."""
+
+    name: str = "faces_sr"  # a label for the rows
+    kind: str = "image"
+    source: str = "faces"  # faces (embedded photograph patches) | celeba
+    data_dir: str | None = None  # celeba: img_align_celeba/*.jpg and list_eval_partition.txt
+    lr_size: int = 4
+    hr_size: int = 16  # 16x16x3 = 768 tokens per image; the paper's 8 -> 32 is lr_size=8 hr_size=32
+    n_train: int | None = 16384  # faces: patches drawn; celeba: a cap (null = the whole split)
+    n_dev: int | None = 128
+    n_test: int | None = 256
+    seed: int = 0  # faces: which patches are drawn
+
+    proposal_vocab_applies = False  # intensities: a restricted proposal vocabulary makes no sense
+
+    def validate(self) -> None:
+        check(self.kind == "image", f"task.kind={self.kind!r} does not match an image task.")
+        check(self.source in ("faces", "celeba"),
+               f"unknown task.source {self.source!r} for images; use faces or celeba.")
+        check(self.lr_size >= 1 and self.hr_size % self.lr_size == 0,
+               f"task.hr_size ({self.hr_size}) must be a multiple of task.lr_size ({self.lr_size}).")
+
+
+TaskConfig = TranslationTaskConfig | ImageTaskConfig
+TASK_KINDS: dict[str, type] = {"translation": TranslationTaskConfig, "image": ImageTaskConfig}
