@@ -93,6 +93,17 @@ def run_round(model, props: torch.Tensor, enc, cache, criterion: Criterion, k: i
     return Round(verdict, khat, *update(cache, verified, k, khat))
 
 
+def keep_blocks(rows: RowTracker, r: Round, reached: list[int], accepted: list[int]) -> list[int]:
+    """Append each row's accepted block to its output and count the per-slot acceptance of the kept tokens;
+    returns the batch slots that finished (EOS or the length limit)."""
+    finished = []
+    for s, (row, n) in enumerate(zip(r.verdict.proposals, r.verdict.runs)):
+        if rows.accept(s, row[: r.khat[s]]):
+            finished.append(s)
+        count_positions(reached, accepted, n, r.khat[s], rows.blocks[rows.active[s]][-1])
+    return finished
+
+
 @torch.inference_mode()
 def blockwise_decode(
     model,
@@ -138,27 +149,18 @@ def blockwise_decode(
         props = start(model, bos, enc, cache, k)
     else:
         h0 = model.decode(bos, enc, cache)[:, 0]
-        prev, props = bos, proposer(model, h0, top1(model.heads.base_logits(h0))[:, None], k, bos)
+        props = proposer(model, h0, top1(model.heads.base_logits(h0))[:, None], k, bos)
     invocations = 1
     reached, accepted = [0] * (k - 1), [0] * (k - 1)  # per proposal slot 1..k-1
     while rows.active:
         r = run_round(model, props, enc, cache, criterion, k, floor)
         invocations += 1
-        finished = []
-        for s, (row, n) in enumerate(zip(r.verdict.proposals, r.verdict.runs)):
-            done = rows.accept(s, row[: r.khat[s]])
-            if done:
-                finished.append(s)
-            count_positions(reached, accepted, n, r.khat[s], rows.blocks[rows.active[s]][-1])
-        if proposer is not None:  # the last accepted token: the context of the next block's first token
-            prev = props.gather(1, torch.tensor(r.khat, device=dev)[:, None] - 1)
-        live = drop_finished(rows, finished, cache, enc, r.h_last, r.first, *(() if proposer is None else (prev,)))
+        finished = keep_blocks(rows, r, reached, accepted)
+        # A custom proposer also reads the last accepted token: the context of the next block's first token.
+        prev = () if proposer is None else (props.gather(1, torch.tensor(r.khat, device=dev)[:, None] - 1),)
+        live = drop_finished(rows, finished, (cache,), enc, r.h_last, r.first, *prev)
         if live is None:
             break
-        enc, h_last, first = live[:3]
-        if proposer is None:
-            props = propose(model, h_last, first, k)
-        else:
-            prev = live[3]
-            props = proposer(model, h_last, first, k, prev)
+        enc, h_last, first, *prev = live
+        props = propose(model, h_last, first, k) if proposer is None else proposer(model, h_last, first, k, *prev)
     return rows.result(invocations, position_reached=reached, position_accepted=accepted)

@@ -50,18 +50,19 @@ class RowTracker:
         )
 
 
-def drop_finished(rows: RowTracker, finished: list[int], cache, enc, *tensors: torch.Tensor) -> tuple | None:
-    """Forget the finished batch slots everywhere a round's state lives: the row tracker, the KV cache, the
-    encoder state and each of ``tensors`` (batch first). Returns ``(enc, *tensors)`` for the live rows, or
-    None when no row is left."""
+def drop_finished(rows: RowTracker, finished: list[int], caches: tuple, *states) -> tuple | None:
+    """Forget the finished batch slots everywhere a round's state lives: the row tracker, each KV cache of
+    ``caches`` (the base model's, and a draft model's) and each of ``states`` (encoder states and batch-first
+    tensors). Returns ``states`` for the live rows, or None when no row is left."""
     keep = rows.drop(finished)
     if keep is None:
-        return (enc, *tensors)
+        return states
     if not rows.active:
         return None
-    idx = torch.tensor(keep, device=tensors[0].device)
-    cache.select(keep)
-    return (enc.select(idx), *(t.index_select(0, idx) for t in tensors))
+    idx = torch.tensor(keep, device=next(s for s in states if isinstance(s, torch.Tensor)).device)
+    for cache in caches:
+        cache.select(keep)
+    return tuple(s.index_select(0, idx) if isinstance(s, torch.Tensor) else s.select(idx) for s in states)
 
 
 def count_positions(reached: list[int], accepted: list[int], run: int, proposed: int, kept: int) -> None:

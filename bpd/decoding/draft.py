@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import torch
 
-from bpd.decoding.blockwise import run_round
-from bpd.decoding.common import RowTracker, checked_max_len, count_positions, top1
+from bpd.decoding.blockwise import keep_blocks, run_round
+from bpd.decoding.common import RowTracker, checked_max_len, drop_finished, top1
 from bpd.decoding.criteria import Criterion, Exact
 from bpd.decoding.result import DecodeResult
 
@@ -93,19 +93,9 @@ def draft_decode(
         d_cache.rollback(read, keep_read)
         khat = torch.tensor(r.khat, device=dev)[:, None] - 1
         feed = torch.cat([props.gather(1, khat), r.first], dim=1)
-        finished = []
-        for s, (row, n) in enumerate(zip(r.verdict.proposals, r.verdict.runs)):
-            if rows.accept(s, row[: r.khat[s]]):
-                finished.append(s)
-            count_positions(reached, accepted, n, r.khat[s], rows.blocks[rows.active[s]][-1])
-        first = r.first
-        keep = rows.drop(finished)
-        if keep is not None:
-            if not rows.active:
-                break
-            idx = torch.tensor(keep, device=dev)
-            enc, d_enc = enc.select(idx), d_enc.select(idx)
-            first, feed = first.index_select(0, idx), feed.index_select(0, idx)
-            cache.select(keep)
-            d_cache.select(keep)
+        finished = keep_blocks(rows, r, reached, accepted)
+        live = drop_finished(rows, finished, (cache, d_cache), enc, d_enc, r.first, feed)
+        if live is None:
+            break
+        enc, d_enc, first, feed = live
     return rows.result(invocations, position_reached=reached, position_accepted=accepted)

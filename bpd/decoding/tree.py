@@ -307,7 +307,7 @@ def tree_decode(
                 finished.append(s)
             # Depths accepted below the root count as the chain's slots.
             count_positions(reached, accepted, len(block) - 1, len(block), rows.blocks[rows.active[s]][-1])
-        live = drop_finished(rows, finished, cache, enc, r.h_last, r.first)
+        live = drop_finished(rows, finished, (cache,), enc, r.h_last, r.first)
         if live is None:
             break
         enc, h_last, first = live
