@@ -466,6 +466,26 @@ def test_wider_trees_accept_more_and_stay_greedy(arch):
     assert tree_rounds < chain_rounds
 
 
+@pytest.mark.parametrize("vocab", [None, [2, 3, 5, 7, 11, 13, 17]])
+def test_recurrent_tree_step_fast_path_equals_the_plain_step(vocab):
+    """A tree frontier's recurrent step (``step_logits``) through the decoding tables gives the plain step's
+    states and proposal logits; a proposal vocabulary set under inference mode (an inference tensor, with no
+    version counter for the table cache to key on) works too."""
+    model = random_model(30, 5, 0, arch="recurrent", head_noise=0.3)
+    heads = model.heads
+    s = torch.randn(2, 3, model.cfg.d_model, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    tok = torch.tensor([[4, 9, 2], [7, 7, 1]])
+    with torch.inference_mode():
+        heads.set_proposal_vocab(None if vocab is None else torch.tensor(vocab))
+        for i in (1, 3):
+            fast_s, fast_logits = heads.step_logits(s, tok, i)
+            plain_s = heads.step(s, tok, i)
+            torch.testing.assert_close(fast_s, plain_s)
+            torch.testing.assert_close(fast_logits, heads.proposal_logits(plain_s))
+            assert fast_logits.shape == (2, 3, 30 if vocab is None else len(vocab))
+    heads.set_proposal_vocab(None)
+
+
 def test_tree_shapes_and_their_errors():
     assert TreeShape.parse("3x2", 5).level_sizes == [1, 3, 6, 6, 6] and TreeShape.parse("3x2", 5).name == "3x2x1x1"
     assert TreeShape.parse("beam4", 4).level_sizes == [1, 4, 4, 4] and TreeShape.parse("beam4", 4).n_nodes == 13

@@ -124,17 +124,20 @@ def _level_plan(shape: TreeShape) -> tuple[tuple[tuple[int, ...], tuple[int, ...
     return tuple(plan)
 
 
-def _candidates(heads, state: torch.Tensor, tok: torch.Tensor, d: int, slot_logp: torch.Tensor | None,
-                n: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """The ``n`` best children of every frontier node at depth ``d - 1``: (log-prob (B, F, n), token ids
-    (B, F, n), the children's head state (B, F, d_model) or None)."""
-    if slot_logp is None:  # path-dependent heads: slot d reads its parent's token
-        child_state = heads.step(state, tok, d)
-        logp = torch.log_softmax(heads.proposal_logits(child_state).float(), dim=-1)
-        top_lp, top_i = logp.topk(min(n, logp.shape[-1]), dim=-1)
+def _candidates(heads, state: torch.Tensor, tok: torch.Tensor, d: int, slot_scores: torch.Tensor | None,
+                n: int, logp: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """The ``n`` best children of every frontier node at depth ``d - 1``: (scores (B, F, n), token ids
+    (B, F, n), the children's head state (B, F, d_model) or None). Scores are log-probabilities with ``logp``
+    (a budgeted tree ranks paths across parents), else raw logits (a fixed shape only ranks a node's own
+    children, and logits rank them as their log-probabilities do, without a softmax)."""
+    if slot_scores is None:  # path-dependent heads: slot d reads its parent's token
+        child_state, scores = heads.step_logits(state, tok, d)
+        if logp:
+            scores = torch.log_softmax(scores.float(), dim=-1)
+        top_lp, top_i = scores.topk(min(n, scores.shape[-1]), dim=-1)
     else:  # one set of candidates per slot, shared by every node of the frontier
         child_state = None
-        top_lp, top_i = slot_logp[:, d - 1].topk(min(n, slot_logp.shape[-1]), dim=-1)
+        top_lp, top_i = slot_scores[:, d - 1].topk(min(n, slot_scores.shape[-1]), dim=-1)
         top_lp, top_i = (t[:, None].expand(-1, tok.shape[1], -1) for t in (top_lp, top_i))
     ids = heads.proposal_ids
     return top_lp, (top_i if ids is None else ids[top_i]), child_state
@@ -170,24 +173,28 @@ def _fixed_structure(shape: TreeShape, b: int, dev: torch.device):
 
 
 def build_tree(model, h: torch.Tensor, first: torch.Tensor, shape: TreeShape) -> Tree:
-    """The candidate tree at one position: root = p_1's argmax ``first`` (B, 1), decoder state ``h`` (B, d)."""
+    """The candidate tree at one position: root = p_1's argmax ``first`` (B, 1), decoder state ``h`` (B, d).
+    A budgeted shape also returns each path's log-probability (``Tree.logp``); a fixed one needs none."""
     heads = model.heads
     b, dev = h.shape[0], h.device
-    slot_logp = None
+    fixed = _fixed_structure(shape, b, dev) if shape.paths else None
+    logp = fixed is None
+    slot_scores = None
     if not heads.path_dependent:
         states = heads.states(h, shape.depth + 1, start=1)  # (B, depth, d): every slot at once
-        slot_logp = torch.log_softmax(heads.proposal_logits(states).float(), dim=-1)
+        slot_scores = heads.proposal_logits(states)
+        if logp:
+            slot_scores = torch.log_softmax(slot_scores.float(), dim=-1)
     toks, parents, cum = [first], [torch.zeros(b, 1, dtype=torch.long, device=dev)], [h.new_zeros(b, 1).float()]
     state, count = h[:, None], 1
-    fixed = _fixed_structure(shape, b, dev) if shape.paths else None
     for d in range(1, shape.depth + 1):
         fr_tok, fr_cum = toks[-1], cum[-1]
         if fixed is not None:
             par, rank, need = fixed[3][d - 1]
-            lp, tk, child_state = _candidates(heads, state, fr_tok, d, slot_logp, need)
-            new_tok, new_lp = tk[:, par, rank], fr_cum[:, par] + lp[:, par, rank]
+            _, tk, child_state = _candidates(heads, state, fr_tok, d, slot_scores, need, logp)
+            new_tok = tk[:, par, rank]
         else:
-            lp, tk, child_state = _candidates(heads, state, fr_tok, d, slot_logp, shape.beam)
+            lp, tk, child_state = _candidates(heads, state, fr_tok, d, slot_scores, shape.beam, logp)
             w = lp.shape[-1]
             flat = (fr_cum[:, :, None] + lp).flatten(1)  # (B, F * w)
             new_lp, sel = flat.topk(min(shape.beam, flat.shape[1]), dim=-1)  # sorted: best path first
@@ -196,18 +203,18 @@ def build_tree(model, h: torch.Tensor, first: torch.Tensor, shape: TreeShape) ->
                                  "lower it or lift decode.proposal_vocab.")
             par, new_tok = sel // w, tk.flatten(1).gather(1, sel)
             parents.append(par + (count - fr_tok.shape[1]))  # frontier index -> node index
+            cum.append(new_lp)
         if child_state is not None:
             par_b = par[None].expand(b, -1) if fixed is not None else par
             state = child_state.gather(1, par_b[:, :, None].expand(-1, -1, child_state.shape[-1]))
         toks.append(new_tok)
-        cum.append(new_lp)
         count += new_tok.shape[1]
     tokens = torch.cat(toks, 1)
     if fixed is not None:
         parent, depth, anc, _ = fixed
-    else:
-        parent = torch.cat(parents, 1)
-        depth, anc = _structure(parent, [t.shape[1] for t in toks])
+        return Tree(tokens, parent, depth, anc)
+    parent = torch.cat(parents, 1)
+    depth, anc = _structure(parent, [t.shape[1] for t in toks])
     return Tree(tokens, parent, depth, anc, torch.cat(cum, 1))
 
 
@@ -250,9 +257,12 @@ def verify_tree(model, tree: Tree, enc, cache, criterion: Criterion) -> TreeRoun
         paths.append(path)
         blocks.append([tok[i] for i in path])
     kept = [len(p) for p in paths]
-    longest = max(kept)
-    padded = torch.tensor([p + list(range(len(p), longest)) for p in paths], device=h.device)
-    cache.keep_path(n, padded, kept)
+    if all(p[-1] == len(p) - 1 for p in paths):  # every path is already in place (nodes 0, 1, ..): no move
+        cache.rollback(n, kept)
+    else:
+        longest = max(kept)
+        padded = torch.tensor([p + list(range(len(p), longest)) for p in paths], device=h.device)
+        cache.keep_path(n, padded, kept)
     last = torch.tensor([p[-1] for p in paths], device=h.device)[:, None]
     return TreeRound(paths, blocks, h.gather(1, last[:, :, None].expand(-1, 1, h.shape[-1]))[:, 0],
                      best.gather(1, last))

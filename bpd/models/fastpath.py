@@ -9,7 +9,7 @@ what the plain path returns; training always takes the plain path):
   weight instead of the (V, d) weight (the CPU GEMM is faster that way for a handful of rows).
 * ``recurrent_propose`` (inference, any device): the recurrent heads' proposal chain in fewer, larger ops
   (per-vocabulary tables of the token half of each slot's first layer, biases folded into matrix products):
-  fewer ops is fewer kernel launches on a GPU too.
+  fewer ops is fewer kernel launches on a GPU too. ``recurrent_step`` is one such slot for a tree's frontier.
 
 The benchmark (``make bench``, docs/benchmark.md) measures what each buys.
 
@@ -43,7 +43,9 @@ class DerivedCache:
         self._hits: dict[str, tuple[tuple, object]] = {}
 
     def get(self, name: str, sources: list[torch.Tensor], make: Callable[[], object]):
-        key = tuple((t.data_ptr(), t._version, t.dtype) for t in sources)
+        # Inference tensors (made under torch.inference_mode, e.g. a proposal vocabulary set there) keep no
+        # version counter; they are keyed by storage and dtype alone.
+        key = tuple((t.data_ptr(), -1 if t.is_inference() else t._version, t.dtype) for t in sources)
         hit = self._hits.get(name)
         if hit is None or hit[0] != key:
             with torch.inference_mode():
@@ -96,13 +98,32 @@ def recurrent_tables(heads) -> list[tuple[torch.Tensor, ...]]:
     return out
 
 
+def recurrent_slots(heads) -> list[tuple[torch.Tensor, ...]]:
+    """``recurrent_tables``, cached until a weight or the proposal vocabulary changes."""
+    ids = heads.proposal_ids
+    sources = [heads.output.weight, heads.w_r_in, heads.b_r_in, heads.w_r_out, heads.b_r_out]
+    return heads.derived.get("recurrent", sources + ([] if ids is None else [ids]), lambda: recurrent_tables(heads))
+
+
+def recurrent_step(heads, s: torch.Tensor, tok: torch.Tensor, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Recurrent slot ``i`` (1-based) for any number of states ``s`` (..., d) each reading token id ``tok``
+    (...): the slot's states and their logits over the proposal vocabulary, with ``recurrent_propose``'s
+    tables (a tree's frontier takes one such step per depth)."""
+    table, _, w_s, w_o = recurrent_slots(heads)[i - 1]
+    flat = s.reshape(-1, s.shape[-1])
+    hidden = torch.addmm(table[tok.reshape(-1)], flat, w_s).relu_()
+    flat = torch.addmm(flat, hidden, w_o)
+    wt, bias = proposal_projection(heads)
+    logits = flat @ wt if bias is None else torch.addmm(bias, flat, wt)
+    return flat.view(s.shape), logits.view(*s.shape[:-1], -1)
+
+
 def recurrent_propose(heads, h: torch.Tensor, first: torch.Tensor, k: int) -> torch.Tensor:
     """The recurrent proposal chain (B, k-1) at one position ``h`` (B, d): per slot a table lookup, addmm,
     relu, addmm, the projection and an argmax. Slots after the first read proposal-vocabulary indices (their
     tables are gathered to those rows once); indices become token ids once, at the end."""
     ids = heads.proposal_ids
-    sources = [heads.output.weight, heads.w_r_in, heads.b_r_in, heads.w_r_out, heads.b_r_out]
-    slots = heads.derived.get("recurrent", sources + ([] if ids is None else [ids]), lambda: recurrent_tables(heads))
+    slots = recurrent_slots(heads)
     wt, bias = proposal_projection(heads)
     out, s, tok = [], h, first[:, 0]
     for i, (table, table_p, w_s, w_o) in enumerate(slots[: min(k, heads.k) - 1]):
@@ -114,4 +135,4 @@ def recurrent_propose(heads, h: torch.Tensor, first: torch.Tensor, k: int) -> to
     return toks if ids is None else ids[toks]
 
 
-__all__ = ["DerivedCache", "applies", "project", "propose_top1", "recurrent_propose", "top1"]
+__all__ = ["DerivedCache", "applies", "project", "propose_top1", "recurrent_propose", "recurrent_step", "top1"]

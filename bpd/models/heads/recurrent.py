@@ -37,6 +37,13 @@ class RecurrentHeads(ProposalHeads):
         hidden = F.relu(torch.cat([s, e.to(s.dtype)], dim=-1) @ self.w_r_in[i - 1] + self.b_r_in[i - 1])
         return s + hidden @ self.w_r_out[i - 1] + self.b_r_out[i - 1]
 
+    def step_logits(self, s: torch.Tensor, tok: torch.Tensor, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``step`` and the new states' logits over the proposal vocabulary (a tree's frontier, one depth)."""
+        if torch.is_inference_mode_enabled() and self.n_learned >= i:
+            return fastpath.recurrent_step(self, s, tok, i)
+        s = self.step(s, tok, i)
+        return s, self.proposal_logits(s)
+
     def chain(
         self,
         h: torch.Tensor,
