@@ -42,6 +42,19 @@ def test_every_experiment_composes_into_valid_dataclasses():
         assert cfg.command and cfg.results_dir == f"results/{cfg.name}"
 
 
+def test_every_config_budgets_training_in_steps():
+    """The same command trains the same model on any machine: every experiment (and the bare default) has a
+    step budget, and a minute limit only as a safety cap (at least 10 min, over a CPU-sized step budget)."""
+    for overrides in [[], *([f"experiment={n}"] for n in EXPERIMENTS)]:
+        paper = overrides in (["experiment=table1"], ["experiment=table2"])
+        cfg, _ = composed(overrides + (["task.data_dir=/data"] if paper else []))
+        for stage in (cfg.train, cfg.heads_train_config):
+            if stage.max_minutes is not None:
+                assert stage.max_minutes >= 10 and stage.max_steps <= 10_000, (overrides, stage)
+            else:
+                assert stage.max_steps <= (10**6 if paper else 10_000), (overrides, stage)
+
+
 def test_files_set_what_they_say():
     demo, _ = composed(["experiment=demo"])
     assert (demo.name, demo.heads.arch, demo.heads.k, demo.heads.targets, demo.heads.p1_weight) == (
