@@ -26,6 +26,7 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 import pandas as pd  # noqa: E402
 
 from analysis import figures  # noqa: E402
+from analysis.cells import PREFER_MT, PREFER_SR, Table, provenance  # noqa: E402
 from analysis.load import (  # noqa: E402
     PAPER_CSV,
     PAPER_SOURCE,
@@ -36,7 +37,7 @@ from analysis.load import (  # noqa: E402
     load_rows,
     result_files,
 )
-from analysis.tables import PREFER_MT, PREFER_SR, Table, build_all, provenance, speedup_points  # noqa: E402
+from analysis.tables import build_all, speedup_points  # noqa: E402
 
 # ---------------------------------------------------------------------------------------------------------------
 # Markdown formatting

@@ -1,102 +1,28 @@
 """The paper's tables rebuilt from our rows, each beside the paper's numbers with a difference column.
 
-Every builder returns a :class:`Table`: the tidy numbers to print, the result rows they came from (for
+Every builder returns a :class:`~analysis.cells.Table`: the tidy numbers to print, the result rows they came from (for
 the provenance lines under each table in the report) and, when our rows are missing, the command that
 would produce them. Builders never raise on missing data: an empty results folder is a normal state.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 
+from analysis.cells import (
+    MAKE_MT,
+    MAKE_SR,
+    PREFER_MT,
+    PREFER_SR,
+    Table,
+    empty_like,
+    mt_candidates,
+    pick_latest,
+    sr_candidates,
+)
+from analysis.extra_tables import bench_table, beyond_table
 from analysis.load import MT_SETTINGS, PAPER_EPS, SR_SETTINGS
-
-PREFER_MT = ("table1_small",)
-PREFER_SR = ("table2_small",)
-MAKE_MT = "make reproduce-mt-small"
-MAKE_SR = "make reproduce-sr-small"
-
-
-@dataclass
-class Table:
-    """One section of the report: numbers, the rows behind them, and what is missing."""
-
-    key: str
-    title: str
-    data: pd.DataFrame
-    source: pd.DataFrame
-    missing: str | None = None
-    notes: list[str] = field(default_factory=list)
-
-
-def _empty_like(rows: pd.DataFrame) -> pd.DataFrame:
-    return rows.iloc[0:0]
-
-
-def pick_latest(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """One row per table cell.
-
-    Preference: the most examples (the full evaluation beats a quick check), then batch size 1 (the
-    paper's timing setup), then blockwise over plain greedy (a k=1 blockwise row is the paper's k=1 cell;
-    the greedy row stands in when it is absent), then the latest run.
-    """
-    if rows.empty:
-        return rows
-    r = rows.assign(
-        _n=rows["n_examples"].fillna(0),
-        _bs1=rows["batch_size"].fillna(1).eq(1),
-        _blockwise=rows["method"].eq("blockwise"),
-        _t=pd.to_datetime(rows["time"], errors="coerce"),
-    )
-    r = r.sort_values(["_n", "_bs1", "_blockwise", "_t"], na_position="first", kind="mergesort")
-    out = r.groupby(keys, dropna=False, sort=False).tail(1)
-    return out.drop(columns=["_n", "_bs1", "_blockwise", "_t"])
-
-
-def _restrict(rows: pd.DataFrame, prefer: tuple[str, ...], dataset_pref: str) -> pd.DataFrame:
-    """The first preferred experiment that has rows (else all), from its own folder ``results/<name>/`` when
-    that has rows, then one dataset so cells are comparable. Runs of the experiment written elsewhere
-    (``paths.results_dir=results/studies/<study>``: reruns on another machine, levers) are side studies;
-    letting their later rows win would put two sweeps, with different base models, in one table. A folder
-    under ``results/studies/`` is never a sweep's own, whatever its name."""
-    for name in prefer:
-        if rows["experiment"].eq(name).any():
-            rows = rows[rows["experiment"].eq(name)]
-            home = rows["source_file"].map(lambda f, name=name: Path(str(f)).parent.name == name)
-            if "is_study" in rows.columns:
-                home &= ~rows["is_study"].fillna(False).astype(bool)
-            if home.any():
-                rows = rows[home]
-            break
-    if rows.empty:
-        return rows
-    datasets = rows["dataset"].dropna()
-    if datasets.nunique() > 1:
-        chosen = dataset_pref if datasets.eq(dataset_pref).any() else datasets.value_counts().index[0]
-        rows = rows[rows["dataset"].eq(chosen)]
-    return rows
-
-
-def mt_candidates(rows: pd.DataFrame, prefer: tuple[str, ...] = PREFER_MT) -> pd.DataFrame:
-    """Test-split translation rows (not benchmark rows) of the preferred experiment."""
-    if rows.empty:
-        return rows
-    mt = rows[rows["task"].eq("translation") & rows["split"].eq("test") & ~rows["is_bench"].astype(bool)]
-    return _restrict(mt, prefer, "wmt14_en_de")
-
-
-def sr_candidates(rows: pd.DataFrame, prefer: tuple[str, ...] = PREFER_SR) -> pd.DataFrame:
-    """Super-resolution rows (not benchmark rows) of the preferred experiment, test split first."""
-    if rows.empty:
-        return rows
-    sr = rows[rows["task"].eq("image") & ~rows["is_bench"].astype(bool)]
-    if sr["split"].eq("test").any():
-        sr = sr[sr["split"].eq("test")]
-    return _restrict(sr, prefer, "celeba_sr")
 
 
 def _exact_l1(df: pd.DataFrame) -> pd.Series:
@@ -261,7 +187,7 @@ def table4(rows: pd.DataFrame, paper: pd.DataFrame, prefer: tuple[str, ...] = PR
     """Table 4: test BLEU and wall-clock speedup per k for our best setting, beside the paper's (Both)."""
     cells = table1_cells(rows, prefer)
     setting, k_ref = best_setting(cells)
-    src = cells[cells["table_setting"].eq(setting)] if setting else _empty_like(cells)
+    src = cells[cells["table_setting"].eq(setting)] if setting else empty_like(cells)
     ours = pd.DataFrame(
         {
             "k": src.get("k", pd.Series(dtype=float)),
@@ -440,7 +366,7 @@ def figure4_table(rows: pd.DataFrame, paper: pd.DataFrame, prefer_mt: tuple[str,
         data[c] = pd.to_numeric(data[c], errors="coerce")
     data["block_diff"] = data["block_ours"] - data["block_paper"]
     data["speedup_diff"] = data["speedup_ours"] - data["speedup_paper"]
-    source = all_pts if used else _empty_like(rows)
+    source = all_pts if used else empty_like(rows)
     missing = None
     if not used:
         missing = f"no blockwise rows with a speedup yet: run `{MAKE_MT}` and `{MAKE_SR}`"
@@ -478,101 +404,12 @@ def acceptance_rates(rows: pd.DataFrame, prefer_mt: tuple[str, ...] = PREFER_MT,
                     }
                 )
     data = pd.DataFrame(recs, columns=["task", "setting", "k", "criterion", "head", "rate"])
-    source = pd.DataFrame(used) if used else _empty_like(rows)
+    source = pd.DataFrame(used) if used else empty_like(rows)
     missing = None if recs else f"no per-position acceptance rates yet: run `{MAKE_MT}` (and `{MAKE_SR}`)"
     t = Table("acceptance", "Per-position acceptance rates per head (not in the paper)", data, source, missing)
     t.notes.append("Rate at head i = P(head i's proposal accepted | heads 2..i-1 accepted in the same block), "
                    "from each setting's largest k.")
     return t
-
-
-BENCH_COLUMNS = [
-    "source_experiment", "task", "heads_arch", "device", "dtype", "compile", "batch_size", "decoder", "k", "criterion",
-    "criterion_param", "mean_block_size", "tokens_per_s", "speedup", "speedup_min", "speedup_max", "speedup_ci_low",
-    "speedup_ci_high", "repeats", "step_cost_ratio",
-    "ideal_speedup", "efficiency", "efficiency_ceiling", "predicted_speedup", "efficiency_vs_predicted",
-    "identical_to_greedy", "peak_mem_mb",
-]
-
-
-def bench_table(rows: pd.DataFrame) -> Table:
-    """The benchmark rows (``make bench``) per heads_arch, batch size, k and criterion, when present."""
-    bench = rows[rows["is_bench"].astype(bool)] if not rows.empty else rows
-    if bench.empty:
-        return Table("bench", "Wall-clock benchmark", pd.DataFrame(columns=BENCH_COLUMNS), bench,
-                     "no benchmark rows yet: run `make bench`")
-    data = bench.reindex(columns=BENCH_COLUMNS).copy()
-    data["_m"] = bench["method"].map({"greedy": 0, "naive_greedy": 1, "beam": 2, "blockwise": 3}).fillna(4)
-    data = data.sort_values(
-        ["source_experiment", "task", "heads_arch", "device", "dtype", "compile", "batch_size", "_m", "criterion", "k"],
-        na_position="first", kind="mergesort",
-    ).drop(columns="_m").reset_index(drop=True)
-    t = Table("bench", "Wall-clock benchmark (ours only; the paper has no such table)", data, bench)
-    t.notes.append("speedup: rows since 2026-12-01 the paired estimate with its 95% bootstrap interval "
-                   "(speedup_ci_low, speedup_ci_high; docs/benchmark.md) after as many repeats as the interval "
-                   "needed, earlier rows the median over repeats [min, max]; t_k/t_1: cost of one blockwise round "
-                   "over one greedy "
-                   "step; ideal = k̂ · t_1 / t_k; efficiency = speedup / ideal; predicted = the whole run from the "
-                   "step costs, with the encoder and blockwise's propose-only start call per batch; "
-                   "vs predicted = speedup / predicted; ceiling = predicted / ideal, the efficiency a loop with no "
-                   "overhead of its own reaches (efficiency = ceiling × vs predicted); compiled: the decoder "
-                   "layers under torch.compile, for greedy and blockwise alike.")
-    return t
-
-
-BEYOND_METHODS = ("blockwise", "tree", "rescored", "draft")
-BEYOND_COLUMNS = ["study", "task", "timing", "batch_size", "method", "decoder", "k", "tree_nodes", "mean_block_size",
-                  "speedup", "speedup_ci_low", "speedup_ci_high", "identical_to_greedy", "quality"]
-
-
-def _results_folder(source_file: str) -> str:
-    """The folder a rows file sits in, as results/README.md names it (``beyond_mt/bench`` for a study's bench)."""
-    parts = Path(str(source_file)).parent.parts
-    return "/".join(parts[parts.index("studies") + 1:]) if "studies" in parts else parts[-1]
-
-
-def beyond_table(rows: pd.DataFrame) -> Table:
-    """Chain, tree, rescored chain and draft model side by side (docs/beyond.md): every run (evaluation or
-    bench) that has a tree, rescored or draft-model row, with its exact chain rows as the baseline."""
-    if rows.empty:
-        return Table("beyond", "Beyond the paper", pd.DataFrame(columns=BEYOND_COLUMNS), rows,
-                     "no tree, rescored or draft-model rows yet: see docs/beyond.md")
-    run = rows["run_id"].astype(str).where(~rows["is_bench"].astype(bool),
-                                           rows["source_file"].astype(str) + rows["batch_size"].astype(str))
-    new_methods = rows["method"].isin(("tree", "rescored", "draft"))
-    keep = run.isin(set(run[new_methods])) & rows["method"].isin(BEYOND_METHODS) & rows["k"].gt(1)
-    keep &= rows["criterion"].astype(str).eq("exact") & rows["min_block_size"].fillna(1).eq(1)
-    src = rows[keep]
-    if src.empty:
-        return Table("beyond", "Beyond the paper", pd.DataFrame(columns=BEYOND_COLUMNS), src,
-                     "no tree, rescored or draft-model rows yet: see docs/beyond.md")
-    data = src.assign(
-        study=src["source_file"].map(_results_folder),
-        timing=np.where(src["is_bench"].astype(bool), "bench (paired)", "evaluation run"),
-        quality=src["bleu"].where(src["task"].eq("translation"), src.get("psnr")),
-        _m=src["method"].map({m: i for i, m in enumerate(BEYOND_METHODS)}),
-    ).sort_values(["study", "task", "timing", "batch_size", "k", "_m", "decoder"], kind="mergesort")
-    data = data.reindex(columns=BEYOND_COLUMNS).reset_index(drop=True)
-    t = Table("beyond", "Beyond the paper: chain, tree, rescored chain and draft model (ours only)", data, src)
-    t.notes.append("exact acceptance, so every row's output is greedy's (identical_to_greedy = 1); speedup over "
-                   "greedy on the same machine in the same run: the evaluation's one timed pass, or the bench's "
-                   "paired estimate with its 95% interval; tree_nodes = tokens one verify call scores. "
-                   "Published figures of the same families (Spec-Bench, A100, Vicuna-7B) are in the figure "
-                   "and analysis/published_reference.csv; they are another model, task and device.")
-    return t
-
-
-def provenance(source: pd.DataFrame) -> dict[str, list[str]]:
-    """Deduplicated commands, commits and devices of the rows behind a table, in first-seen order."""
-    out: dict[str, list[str]] = {}
-    for col, label in (("command", "commands"), ("git_sha", "commits"), ("device", "devices"),
-                       ("experiment", "experiments")):
-        if source is None or source.empty or col not in source.columns:
-            out[label] = []
-            continue
-        vals = [str(v) for v in source[col].tolist() if v is not None and not (isinstance(v, float) and np.isnan(v))]
-        out[label] = list(dict.fromkeys(vals))
-    return out
 
 
 def build_all(rows: pd.DataFrame, paper: pd.DataFrame, prefer_mt: tuple[str, ...] = PREFER_MT,
@@ -591,3 +428,4 @@ def build_all(rows: pd.DataFrame, paper: pd.DataFrame, prefer_mt: tuple[str, ...
         beyond_table(rows),
     ]
     return {t.key: t for t in tables}
+
