@@ -185,10 +185,12 @@ def build_tree(model, h: torch.Tensor, first: torch.Tensor, shape: TreeShape) ->
         slot_scores = heads.proposal_logits(states)
         if logp:
             slot_scores = torch.log_softmax(slot_scores.float(), dim=-1)
-    toks, parents, cum = [first], [torch.zeros(b, 1, dtype=torch.long, device=dev)], [h.new_zeros(b, 1).float()]
+    toks = [first]
+    if fixed is None:  # a budgeted tree's parents and path scores are chosen as it grows
+        parents, cum = [torch.zeros(b, 1, dtype=torch.long, device=dev)], [h.new_zeros(b, 1).float()]
     state, count = h[:, None], 1
     for d in range(1, shape.depth + 1):
-        fr_tok, fr_cum = toks[-1], cum[-1]
+        fr_tok = toks[-1]
         if fixed is not None:
             par, rank, need = fixed[3][d - 1]
             _, tk, child_state = _candidates(heads, state, fr_tok, d, slot_scores, need, logp)
@@ -196,7 +198,7 @@ def build_tree(model, h: torch.Tensor, first: torch.Tensor, shape: TreeShape) ->
         else:
             lp, tk, child_state = _candidates(heads, state, fr_tok, d, slot_scores, shape.beam, logp)
             w = lp.shape[-1]
-            flat = (fr_cum[:, :, None] + lp).flatten(1)  # (B, F * w)
+            flat = (cum[-1][:, :, None] + lp).flatten(1)  # (B, F * w)
             new_lp, sel = flat.topk(min(shape.beam, flat.shape[1]), dim=-1)  # sorted: best path first
             if new_lp.shape[1] < shape.beam:
                 raise ValueError(f"tree beam {shape.beam} exceeds the {flat.shape[1]} candidates at depth {d}; "
