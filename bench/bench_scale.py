@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import platform
 import sys
 import time
@@ -32,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 from bpd.config import ModelConfig  # noqa: E402
 from bpd.cost_model import DESIGNS, predicted_speedup, repeats_for, round_costs  # noqa: E402
 from bpd.models import build_translation_model  # noqa: E402
-from bpd.tracking import device_name, git_sha  # noqa: E402
+from bpd.tracking import append_rows, device_name, git_sha, read_rows  # noqa: E402
 
 PRESETS = {  # sizes as conf/model/*.yaml, with the vocabulary each is used with
     "tiny": (ModelConfig("tiny", 128, 4, 512, 2, 2), 4000),
@@ -171,12 +170,9 @@ def main() -> None:
                                   f"{r['design'][:5]}{r['k']} {r['step_cost_ratio']:.2f}" for r in got)
                               + f"  best k={max(a.ks)}: {best['design']} ({time.time() - t0:.0f} s)", flush=True)
     out = Path(a.results)
-    out.mkdir(parents=True, exist_ok=True)
-    with open(out / "rows.jsonl", "a") as f:
-        for r in rows:
-            f.write(json.dumps(r) + "\n")
-    with open(out / "rows.jsonl") as f:  # the figure shows every configuration measured on this device so far
-        plot(latest([json.loads(line) for line in f if line.strip()]), Path(a.figure))
+    append_rows(out / "rows.jsonl", rows)
+    # The figure shows every configuration measured on this device so far.
+    plot(latest(read_rows(out / "rows.jsonl")), Path(a.figure))
     print(f"rows: {out / 'rows.jsonl'}; figure: {a.figure}; {time.time() - t0:.0f} s in all")
 
 
