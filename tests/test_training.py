@@ -235,3 +235,33 @@ def test_head_losses_finite_when_a_head_has_no_targets():
     assert float(losses[0].detach()) == pytest.approx(float(ref.detach()), rel=1e-5)
     combine(losses).backward()
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+
+def test_input_noise_swaps_only_real_inputs_for_batch_tokens():
+    from bpd.training.noise import noisy_inputs
+
+    pad = 0
+    tgt_in = torch.tensor([[1, 5, 6, 7, 0, 0], [1, 8, 9, 0, 0, 0]])
+    g = torch.Generator().manual_seed(0)
+    assert torch.equal(noisy_inputs(tgt_in, 0.0, pad), tgt_in)
+    out = noisy_inputs(tgt_in, 0.9, pad, generator=g)
+    assert torch.equal(out[:, 0], tgt_in[:, 0])  # BOS kept
+    assert torch.equal(out == pad, tgt_in == pad)  # padding kept, nothing becomes padding
+    assert set(out[tgt_in != pad][2:].tolist()) <= {5, 6, 7, 8, 9, 1}  # drawn from the batch's tokens
+    assert (out != tgt_in).any()  # at 0.9 some of the five real inputs change
+    big = torch.randint(3, 50, (64, 40))
+    share = (noisy_inputs(big, 0.3, pad, generator=g)[:, 1:] != big[:, 1:]).float().mean().item()
+    assert 0.2 < share < 0.32  # 0.3 minus the draws that land on the same id
+    with pytest.raises(ValueError, match=r"train\.input_noise must be in \[0, 1\)"):
+        noisy_inputs(tgt_in, 1.0, pad)
+    with pytest.raises(ValueError, match=r"train\.input_noise must be in \[0, 1\)"):
+        TrainConfig(input_noise=-0.1).validate()
+
+
+def test_input_noise_trains_and_leaves_targets_alone(tmp_path):
+    cfg = TrainConfig(lr=1e-2, warmup_steps=5, max_steps=40, max_minutes=None, label_smoothing=0.0,
+                      ckpt_every=1000, eval_every=1000, log_every=1000, input_noise=0.2)
+    a = train(fresh_model(k=1, identity_p1=True), toy_batches(), cfg, tmp_path / "a.pt", progress=False)
+    b = train(fresh_model(k=1, identity_p1=True), toy_batches(), dataclasses.replace(cfg, input_noise=0.0),
+              tmp_path / "b.pt", progress=False)
+    assert a["step"] == b["step"] == 40 and a["last_loss"] != b["last_loss"]

@@ -74,6 +74,7 @@ class TrainConfig:
     weight_decay: float = 0.0
     grad_clip: float = 1.0  # 0 = off
     label_smoothing: float = 0.1
+    input_noise: float = 0.0  # share of decoder input tokens swapped for other batch tokens (bpd.training.noise)
     # A step budget, so the same command trains the same model on any machine (the tiny model's 1,500 steps
     # take about 5 min on 2 CPU cores); the minutes are a safety cap, recorded in the rows when it binds.
     max_steps: int = 1_500
@@ -96,7 +97,7 @@ class TrainConfig:
     RUNTIME_ONLY = ("loader_workers",)
     #: Fields added after models were cached: in cache keys only when they differ from their defaults, so
     #: that the keys (and the models) of earlier configs stay valid.
-    KEYED_WHEN_SET = {"score_every": 0, "score_examples": 200, "best_on": "loss"}
+    KEYED_WHEN_SET = {"score_every": 0, "score_examples": 200, "best_on": "loss", "input_noise": 0.0}
 
     def product(self) -> dict[str, Any]:
         """The fields that determine the trained model (what cache keys hash)."""
@@ -115,6 +116,7 @@ class TrainConfig:
         check(min(self.eval_every, self.ckpt_every, self.log_every) >= 1,
                f"{where}.eval_every, ckpt_every and log_every must be >= 1.")
         check(self.score_every >= 0, f"{where}.score_every must be >= 0 (0 = never; got {self.score_every}).")
+        check(0.0 <= self.input_noise < 1.0, f"{where}.input_noise must be in [0, 1) (got {self.input_noise}).")
         check(self.best_on in ("loss", "score"), f"{where}.best_on must be loss or score (got {self.best_on!r}).")
         check(self.best_on == "loss" or self.score_every > 0,
                f"{where}.best_on=score needs {where}.score_every > 0 (how often the dev set is scored).")

@@ -30,6 +30,7 @@ from bpd.config import HeadsConfig, TrainConfig
 from bpd.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from bpd.training.distributed import all_reduce_sum
 from bpd.training.losses import LossModule, combine, head_losses, shifted_targets, teacher_tokens
+from bpd.training.noise import noisy_inputs
 
 Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
@@ -271,6 +272,7 @@ def train(
                 n_tok = int(all_reduce_sum([n_tok])[0])
             for j, (src, tgt_in, tgt_out) in enumerate(micro):
                 src, tgt_in, tgt_out = src.to(device), tgt_in.to(device), tgt_out.to(device)
+                tgt_in = noisy_inputs(tgt_in, cfg.input_noise, model.pad_id)
                 # Micro-batches before the last accumulate locally; the last one's backward all-reduces.
                 sync = ddp_model.no_sync() if ddp_model is not None and j < len(micro) - 1 else nullcontext()
                 with sync:
