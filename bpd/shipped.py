@@ -56,6 +56,19 @@ def _widened(state: dict[str, Any]) -> dict[str, Any]:
     return {k: v.float() if v.is_floating_point() else v for k, v in state.items()}
 
 
+def already_shipped(path: Path, name: str, shipped_dir: str | Path) -> bool:
+    """Whether ``<shipped_dir>/<name>`` already holds the finished checkpoint ``path`` (same cache file,
+    same number of steps), so exporting it again would change nothing but the manifest's date."""
+    folder = resolve_path(shipped_dir)
+    manifest = folder / f"{name}.json"
+    if not manifest.exists() or not (folder / f"{name}.pt").exists():
+        return False
+    shipped = json.loads(manifest.read_text())
+    payload = load_checkpoint(path)
+    return shipped.get("cache_name") == path.name and shipped.get("steps") == payload["step"] and payload.get(
+        "final", True)
+
+
 def export(path: Path, name: str, fingerprint: str, shipped_dir: str | Path, scores: dict[str, Any],
            extra: dict[str, Any] | None = None, sample: list[list[int]] | None = None,
            sample_max_len: int | None = None) -> Path:

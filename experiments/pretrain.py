@@ -25,7 +25,7 @@ MODELS = ("base", "teacher", "distilled")
 
 def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
     from bpd.decoding.common import pad_rows
-    from bpd.shipped import export
+    from bpd.shipped import already_shipped, export
     from bpd.stages import ensure_base
     from bpd.tasks import load_task
     from bpd.training.checkpoint import load_model
@@ -46,6 +46,11 @@ def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
         path = made[name]()
         print(f"{name}: {path}")
         if not entry.export:
+            continue
+        if already_shipped(path, f"{task.name}_{name}", cfg.paths.shipped_dir):
+            # A resumed `make pretrain` passes finished models again: re-scoring them would only restamp
+            # the manifest.
+            print(f"{name}: already shipped as {task.name}_{name} (delete its manifest to export it again)")
             continue
         model, _ = load_model(path)
         scores = {split: task.dev_score(model, cfg.decode, None, split) for split in ("dev", "test")}

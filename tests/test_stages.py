@@ -336,6 +336,12 @@ def test_a_shipped_base_is_installed_instead_of_trained(toy, tmp_path, monkeypat
     path = stages.base_path_for(cfg, task)
     assert m["cache_name"] == path.name and m["steps"] == 30 and m["stopped_by"] == "steps"
     assert set(m["dev"]) == set(m["test"]) == {"bleu"} and [r["step"] for r in m["learning_curve"]] == [10, 20, 30]
+    # A resumed make pretrain passes the finished model again: nothing is re-scored or re-exported.
+    import bpd.shipped
+
+    monkeypatch.setattr(bpd.shipped, "export", lambda *a, **k: pytest.fail("an unchanged model was re-exported"))
+    pretrain.run(cfg, PretrainEntry(models=["base"]))
+    monkeypatch.undo()
     trained, _ = load_model(path)
     path.unlink()
     monkeypatch.setattr(stages, "_train_stage", lambda *a, **k: pytest.fail("a shipped base must not be trained"))
