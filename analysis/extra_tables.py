@@ -45,7 +45,7 @@ def bench_table(rows: pd.DataFrame) -> Table:
 
 
 BEYOND_METHODS = ("blockwise", "tree", "rescored", "draft")
-BEYOND_COLUMNS = ["study", "task", "timing", "batch_size", "method", "decoder", "k", "tree_nodes", "mean_block_size",
+BEYOND_COLUMNS = ["study", "task", "timing", "run", "batch_size", "method", "decoder", "k", "tree_nodes", "mean_block_size",
                   "speedup", "speedup_ci_low", "speedup_ci_high", "identical_to_greedy", "quality"]
 
 
@@ -74,8 +74,11 @@ def beyond_table(rows: pd.DataFrame) -> Table:
         study=src["source_file"].map(_results_folder),
         timing=np.where(src["is_bench"].astype(bool), "bench (paired)", "evaluation run"),
         quality=src["bleu"].where(src["task"].eq("translation"), src.get("psnr")),
+        # When the run started: a folder can hold several runs of the same decoders (e.g. a rerun after a
+        # change), and each one's rows must read against its own chain.
+        run=src["time"].astype(str).str.slice(0, 16).str.replace("T", " "),
         _m=src["method"].map({m: i for i, m in enumerate(BEYOND_METHODS)}),
-    ).sort_values(["study", "task", "timing", "batch_size", "k", "_m", "decoder"], kind="mergesort")
+    ).sort_values(["study", "task", "timing", "run", "batch_size", "k", "_m", "decoder"], kind="mergesort")
     data = data.reindex(columns=BEYOND_COLUMNS).reset_index(drop=True)
     t = Table("beyond", "Beyond the paper: chain, tree, rescored chain and draft model (ours only)", data, src)
     t.notes.append("exact acceptance, so every row's output is greedy's (identical_to_greedy = 1); speedup over "

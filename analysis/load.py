@@ -24,6 +24,9 @@ PAPER_SOURCE = "paper (Stern et al. 2018)"
 STUDIES_DIR = "studies"
 
 MT_SETTINGS = ("regular", "distillation", "finetune", "both")
+#: Our labelled recipes beside the paper's columns (conf/setting/*_gentle.yaml): shown as their own rows with no
+#: paper value, never merged into the paper's fine-tuning columns whose recipe they are not.
+MT_VARIANTS = ("finetune_gentle", "both_gentle")
 SR_SETTINGS = ("regular", "approximate", "finetune", "both")
 #: The epsilon of the paper's "approximate" (distance) acceptance for images.
 PAPER_EPS = 2.0
@@ -131,8 +134,9 @@ def _num(v: Any) -> float | None:
 def table_setting(row: pd.Series | dict[str, Any]) -> str | None:
     """The paper's column a row belongs to.
 
-    Translation: the recorded ``setting`` when it is one of the paper's four, else derived from
-    ``heads_training`` and ``distilled`` (ad-hoc runs record none or their own label). Images: the paper's
+    Translation: the recorded ``setting`` when it is one of the paper's four or one of our labelled variants
+    (``MT_VARIANTS``), else derived from ``heads_training`` and ``distilled`` (ad-hoc runs record none or their
+    own label). Images: the paper's
     Table 2 columns are frozen/fine-tuned crossed with exact/distance acceptance, so they are derived from
     ``heads_training`` and ``criterion`` (greedy rows, which have no criterion, count as exact).
     """
@@ -149,7 +153,7 @@ def table_setting(row: pd.Series | dict[str, Any]) -> str | None:
             return "approximate" if training == "frozen" else "both"
         return None
     setting = row.get("setting")
-    if not _is_missing(setting) and str(setting) in MT_SETTINGS:
+    if not _is_missing(setting) and str(setting) in MT_SETTINGS + MT_VARIANTS:
         return str(setting)
     if training not in ("frozen", "finetune"):
         return None

@@ -142,7 +142,8 @@ SPECS: dict[str, list[tuple[str, str, str]]] = {
         ("identical_to_greedy", "= greedy", "pct"), ("peak_mem_mb", "peak MB", "f1"),
     ],
     "beyond": [
-        ("study", "results", "s"), ("task", "task", "s"), ("timing", "timing", "s"), ("batch_size", "batch", "d"),
+        ("study", "results", "s"), ("task", "task", "s"), ("timing", "timing", "s"), ("run", "run", "s"),
+        ("batch_size", "batch", "d"),
         ("decoder", "decoder", "s"), ("tree_nodes", "nodes", "g"), ("mean_block_size", "k̂", "f2"),
         ("speedup", "speedup", "x"), ("speedup_ci_low", "95% low", "x"), ("speedup_ci_high", "95% high", "x"),
         ("identical_to_greedy", "= greedy", "pct"), ("quality", "BLEU / PSNR", "f2"),

@@ -96,6 +96,9 @@ def make_results(root: Path) -> Path:
         mt_row("both", 2, 10.2, 2.1, criterion="topk", param=2),
         mt_row("both", 4, 9.8, 3.3, criterion="topk", param=2),
         mt_row("both", 2, 8.0, 2.0, l=2),
+        # our gentle recipe, newer than Both and as fine-tuned and distilled: its own rows, never the paper's column
+        mt_row("both_gentle", 4, 12.0, 2.5, training="finetune", distilled=True, speedup=3.0,
+               time="2026-01-06T00:00:00"),
         # not in Table 1: dev split, and another experiment (table1_small is preferred)
         mt_row("regular", 2, 99.0, 9.0, split="dev"),
         mt_row("finetune", 2, 55.0, 5.0, experiment="adhoc"),
@@ -216,7 +219,7 @@ def test_paper_reference_csv() -> None:
 
 def test_reader_skips_malformed_lines_and_keeps_latest(report) -> None:
     res, rows, _ = report
-    assert len(read_jsonl(res / "table1_small" / "rows.jsonl")) == 14  # 2 malformed lines skipped
+    assert len(read_jsonl(res / "table1_small" / "rows.jsonl")) == 15  # 2 malformed lines skipped
     both4 = rows[(rows["experiment"] == "table1_small") & (rows["table_setting"] == "both") & (rows["k"] == 4)
                  & (rows["criterion"] == "exact") & ~rows["is_study"]]
     assert len(both4) == 1 and both4.iloc[0]["mean_block_size"] == 3.0  # newer run, earlier in the file
@@ -249,6 +252,8 @@ def test_setting_derivation() -> None:
                           "distilled": True}) == "distillation"
     assert table_setting({"task": "translation", "setting": "both-self", "heads_training": "finetune",
                           "distilled": False}) == "finetune"
+    assert table_setting({"task": "translation", "setting": "both_gentle", "heads_training": "finetune",
+                          "distilled": True}) == "both_gentle"
     assert table_setting({"task": "image", "heads_training": "frozen", "criterion": "distance"}) == "approximate"
     assert table_setting({"task": "image", "heads_training": "finetune", "criterion": "distance"}) == "both"
     assert table_setting({"task": "image", "heads_training": "finetune", "criterion": None}) == "finetune"
@@ -264,6 +269,9 @@ def test_table1_values(report) -> None:
     assert both4["bleu_ours"] == 10.0 and both4["block_ours"] == 3.0
     assert both4["block_diff"] == pytest.approx(3.0 - 3.27)
     assert _cell(d, setting="regular", k=1)["block_ours"] == 1.0
+    gentle = _cell(d, setting="both_gentle", k=4)  # a row of its own, after the paper's settings, no paper value
+    assert gentle["bleu_ours"] == 12.0 and math.isnan(gentle["bleu_paper"]) and math.isnan(gentle["block_diff"])
+    assert list(d["setting"].drop_duplicates()) == ["regular", "distillation", "finetune", "both", "both_gentle"]
     # cells we have no rows for keep the paper's value and leave ours empty
     both8 = _cell(d, setting="both", k=8)
     assert math.isnan(both8["bleu_ours"]) and both8["bleu_paper"] == 26.11 and math.isnan(both8["bleu_diff"])
@@ -334,6 +342,7 @@ def test_beyond_table_sets_new_decoders_beside_their_runs_chain(report) -> None:
     assert list(d["decoder"]) == ["blockwise_k4_exact", "tree_beam4_k4_exact", "draft_k4_exact"]
     assert list(d["mean_block_size"]) == [1.7, 2.2, 2.6] and d["tree_nodes"].iloc[1] == 13
     assert set(d["study"]) == {"beyond"} and set(d["timing"]) == {"evaluation run"}
+    assert set(d["run"]) == {"2026-01-11 00:00"}  # which run each row is from: a folder may hold reruns
     assert (res / "figures" / "beyond_speedup_vs_block.png").stat().st_size > 1000
 
 
