@@ -377,8 +377,9 @@ def figure4_table(rows: pd.DataFrame, paper: pd.DataFrame, prefer_mt: tuple[str,
     if not used:
         missing = f"no blockwise rows with a speedup yet: run `{MAKE_MT}` and `{MAKE_SR}`"
     t = Table("figure4", "Figure 4 analog: peak wall-clock speedup", data, source, missing)
-    t.notes.append("Ours: the highest speedup among the Table 1 / Table 2 cells of the paper's settings (batch 1 unless "
-                   "only larger batches exist). The paper's peaks are read from its Figure 4; its inference hardware is not reported.")
+    t.notes.append("Ours: the highest speedup among the Table 1 / Table 2 cells of the paper's settings (batch 1 "
+                   "unless only larger batches exist). The paper's peaks are read from its Figure 4; its inference "
+                   "hardware is not reported.")
     return t
 
 
