@@ -24,8 +24,8 @@ MARKERS = {"regular": "o", "distillation": "s", "approximate": "s", "finetune": 
 COLORS = {"regular": "tab:blue", "distillation": "tab:orange", "approximate": "tab:orange", "finetune": "tab:green",
           "both": "tab:red", "finetune_gentle": "tab:olive", "both_gentle": "tab:purple"}
 LABELS = {"regular": "Regular", "distillation": "Distillation", "approximate": "Approximate (eps 2)",
-          "finetune": "Fine tuning", "both": "Both", "finetune_gentle": "Fine tuning, gentle (ours)",
-          "both_gentle": "Both, gentle (ours)"}
+          "finetune": "Fine tuning", "both": "Both", "finetune_gentle": "Fine tuning, gentle",
+          "both_gentle": "Both, gentle"}
 TASK_TITLES = {"translation": "Translation (MT)", "image": "Super-resolution (SR)"}
 
 
