@@ -17,7 +17,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from analysis.load import MT_SETTINGS, MT_VARIANTS, SR_SETTINGS  # noqa: E402
+from analysis.load import MT_ROWS, SR_SETTINGS  # noqa: E402
 
 MARKERS = {"regular": "o", "distillation": "s", "approximate": "s", "finetune": "^", "both": "D",
            "finetune_gentle": "v", "both_gentle": "d"}
@@ -75,7 +75,7 @@ def table1_scatter(t1: pd.DataFrame, out_dir: Path) -> list[Path]:
                            (axes[1], "paper", "Paper (WMT14 newstest2013)")):
         base = t1[t1["setting"].eq("regular") & t1["k"].eq(1)][f"bleu_{who}"].dropna()
         d = t1.assign(_dbleu=t1[f"bleu_{who}"] - (float(base.iloc[0]) if not base.empty else np.nan))
-        if not _scatter_settings(ax, d, f"block_{who}", "_dbleu", MT_SETTINGS + MT_VARIANTS):
+        if not _scatter_settings(ax, d, f"block_{who}", "_dbleu", MT_ROWS):
             _no_data(ax, "no rows yet: make reproduce-mt-small" if base.empty or who == "ours" else "no values")
         else:
             ax.legend(fontsize=8)

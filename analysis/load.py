@@ -27,6 +27,7 @@ MT_SETTINGS = ("regular", "distillation", "finetune", "both")
 #: Our labelled recipes beside the paper's columns (conf/setting/*_gentle.yaml): shown as their own rows with no
 #: paper value, never merged into the paper's fine-tuning columns whose recipe they are not.
 MT_VARIANTS = ("finetune_gentle", "both_gentle")
+MT_ROWS = MT_SETTINGS + MT_VARIANTS  # Table 1's rows: the paper's columns, then our labelled recipes
 SR_SETTINGS = ("regular", "approximate", "finetune", "both")
 #: The epsilon of the paper's "approximate" (distance) acceptance for images.
 PAPER_EPS = 2.0
@@ -153,7 +154,7 @@ def table_setting(row: pd.Series | dict[str, Any]) -> str | None:
             return "approximate" if training == "frozen" else "both"
         return None
     setting = row.get("setting")
-    if not _is_missing(setting) and str(setting) in MT_SETTINGS + MT_VARIANTS:
+    if not _is_missing(setting) and str(setting) in MT_ROWS:
         return str(setting)
     if training not in ("frozen", "finetune"):
         return None

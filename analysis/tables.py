@@ -22,9 +22,7 @@ from analysis.cells import (
     sr_candidates,
 )
 from analysis.extra_tables import bench_table, beyond_table
-from analysis.load import MT_SETTINGS, MT_VARIANTS, PAPER_EPS, SR_SETTINGS
-
-MT_ROWS = MT_SETTINGS + MT_VARIANTS  # Table 1's rows: the paper's columns, then our labelled recipes
+from analysis.load import MT_ROWS, MT_SETTINGS, PAPER_EPS, SR_SETTINGS
 
 
 def _exact_l1(df: pd.DataFrame) -> pd.Series:
@@ -72,13 +70,14 @@ def _against_exact(ours: pd.DataFrame, exact: pd.DataFrame) -> pd.DataFrame:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def table1_cells(rows: pd.DataFrame, prefer: tuple[str, ...] = PREFER_MT) -> pd.DataFrame:
-    """Our Table 1 cells: exact acceptance, no minimum block size, one row per (setting, k), for the paper's
-    settings and our labelled variants (``MT_VARIANTS``)."""
+def table1_cells(rows: pd.DataFrame, prefer: tuple[str, ...] = PREFER_MT,
+                 settings: tuple[str, ...] = MT_ROWS) -> pd.DataFrame:
+    """Our Table 1 cells: exact acceptance, no minimum block size, one row per (setting, k), for ``settings``
+    (default: the paper's and our labelled variants)."""
     mt = mt_candidates(rows, prefer)
     if mt.empty:
         return mt
-    cand = mt[(_exact_l1(mt) | _greedy(mt)) & mt["table_setting"].isin(MT_ROWS)]
+    cand = mt[(_exact_l1(mt) | _greedy(mt)) & mt["table_setting"].isin(settings)]
     return pick_latest(cand, ["table_setting", "k"])
 
 
@@ -188,9 +187,7 @@ def best_setting(cells: pd.DataFrame, k_target: int = 8) -> tuple[str | None, fl
 
 def table4(rows: pd.DataFrame, paper: pd.DataFrame, prefer: tuple[str, ...] = PREFER_MT) -> Table:
     """Table 4: test BLEU and wall-clock speedup per k for our best setting, beside the paper's (Both)."""
-    cells = table1_cells(rows, prefer)
-    if not cells.empty:  # the paper's recipes only, as its Table 4 is
-        cells = cells[cells["table_setting"].isin(MT_SETTINGS)]
+    cells = table1_cells(rows, prefer, MT_SETTINGS)  # the paper's recipes only, as its Table 4 is
     setting, k_ref = best_setting(cells)
     src = cells[cells["table_setting"].eq(setting)] if setting else empty_like(cells)
     ours = pd.DataFrame(
