@@ -85,9 +85,36 @@ def test_aligned_input_adds_the_upsampled_intensity_of_the_predicted_pixel(tmp_p
     torch.testing.assert_close(extra, expect)
     assert model.lr_index[3 * (2 * 4 + 3) + 2].item() == 3 * (1 * 2 + 1) + 2  # HR (2, 3) B -> LR (1, 1) B
     with pytest.raises(ValueError, match="aligned_input"):
-        model.decode(tgt, dataclasses.replace(enc, src=None))
+        model.decode(tgt, dataclasses.replace(enc, aligned=None))
     with pytest.raises(ValueError, match="aligned_input"):  # translation has no pixel alignment
         toy_config(tmp_path, model={"aligned_input": True})
+
+
+def test_bicubic_aligned_input_embeds_the_bicubic_upsample_of_the_source():
+    """model.aligned_upsample=bicubic: position p embeds the bicubic interpolation of the LR image at HR
+    token p, in the same raster (pixel, channel) order; a flat image upsamples to itself, a ramp to values
+    between its neighbours."""
+    sizes = dataclasses.replace(IMAGE_MICRO, aligned_input=True, aligned_upsample="bicubic")
+    model = build_image_model(1, sizes, lr_size=2, hr_size=4, seed=0).eval()
+    flat = torch.full((1, 12), 77)
+    assert model.upsample(flat).tolist() == [[77] * 48]
+    # R rises left to right (10 -> 200), G is flat 50, B falls top to bottom (240 -> 0).
+    src = torch.tensor([[10, 50, 240, 200, 50, 240, 10, 50, 0, 200, 50, 0]])
+    up = model.upsample(src).view(4, 4, 3)
+    assert (up[..., 1] == 50).all()
+    assert all(up[r, 0, 0] < up[r, 1, 0] < up[r, 2, 0] < up[r, 3, 0] for r in range(4))  # R increases
+    assert all(up[0, c, 2] > up[1, c, 2] > up[2, c, 2] > up[3, c, 2] for c in range(4))  # B decreases
+    assert ((up >= 0) & (up <= 255)).all()
+    enc = model.encode(src)
+    tgt, pos = torch.randint(0, 256, (1, 5)), torch.arange(5)[None]
+    nearest = build_image_model(1, dataclasses.replace(sizes, aligned_upsample="nearest"), lr_size=2,
+                                hr_size=4, seed=0).eval()
+    nearest.load_state_dict(model.state_dict())
+    extra = model.embed_tgt(tgt, pos, 5, enc) - nearest.embed_tgt(tgt, pos, 5, nearest.encode(src))
+    expect = model.aligned(up.reshape(1, -1)[:, :5]) - nearest.aligned(src[:, [0, 1, 2, 0, 1]])
+    torch.testing.assert_close(extra, expect)
+    with pytest.raises(ValueError, match="aligned_upsample"):
+        dataclasses.replace(sizes, aligned_upsample="bilinear").validate()
 
 
 def test_sr_pipeline_rows_files_and_psnr(tmp_path):

@@ -27,15 +27,21 @@ class ModelConfig:
     # Images: the decoder also sees, at each output position, the low-resolution intensity that position
     # upsamples (beside attending to the encoded image), so the model need only learn the detail.
     aligned_input: bool = False
+    # How that intensity is upsampled: nearest (the LR pixel the output pixel lies in) | bicubic (the
+    # bicubic interpolation of the LR image at the output pixel, a better first guess than its nearest
+    # neighbour, so the model starts from the bicubic baseline and learns the correction).
+    aligned_upsample: str = "nearest"
 
     #: Fields added after models were cached: in keys only when they differ from their defaults.
-    KEYED_WHEN_SET = {"aligned_input": False}
+    KEYED_WHEN_SET = {"aligned_input": False, "aligned_upsample": "nearest"}
 
     def validate(self) -> None:
         check(self.d_model % self.n_heads == 0,
                f"model.d_model ({self.d_model}) must be divisible by model.n_heads ({self.n_heads}).")
         check(self.positions in ("sinusoidal", "learned"),
                f"unknown model.positions {self.positions!r}; use sinusoidal or learned.")
+        check(self.aligned_upsample in ("nearest", "bicubic"),
+               f"unknown model.aligned_upsample {self.aligned_upsample!r}; use nearest or bicubic.")
 
 
 @dataclass

@@ -20,11 +20,12 @@ import math
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from bpd.config import ModelConfig
 from bpd.data.images import BOS_ID, EOS_ID, N_INTENSITIES, PAD_ID, VOCAB_SIZE
-from bpd.models.transformer import Transformer, TransformerConfig, model_sizes
+from bpd.models.transformer import EncoderState, Transformer, TransformerConfig, model_sizes
 
 
 @dataclass
@@ -77,12 +78,27 @@ class ImageTransformer(Transformer):
         grid = torch.where((pos == 0)[..., None], self.bos_pos.to(grid.dtype), grid)
         x = x + grid
         if self.cfg.aligned_input:
-            if enc is None or enc.src is None:
+            if enc is None or enc.aligned is None:
                 raise ValueError("model.aligned_input needs the source image: decode with the model's encode().")
-            # The LR intensity under the token this position predicts (verify passes may run past the end).
-            lr_pos = self.lr_index[pos.clamp(max=self.seq_len - 1)]
-            x = x + self.aligned(enc.src.gather(1, lr_pos)).to(x.dtype)
+            # The upsampled intensity of the token this position predicts (verify passes may run past the end).
+            x = x + self.aligned(enc.aligned.gather(1, pos.clamp(max=self.seq_len - 1))).to(x.dtype)
         return self.drop(x)
+
+    def encode(self, src: torch.Tensor) -> EncoderState:
+        state = super().encode(src)
+        if self.cfg.aligned_input:
+            state.aligned = self.upsample(src)
+        return state
+
+    def upsample(self, src: torch.Tensor) -> torch.Tensor:
+        """(B, lr*lr*3) source intensities -> (B, hr*hr*3): the upsampled intensity under each output token,
+        computed once per input (``model.aligned_upsample``: nearest or bicubic)."""
+        if self.cfg.aligned_upsample == "nearest":
+            return src.gather(1, self.lr_index.expand(src.shape[0], -1))
+        lr, hr = self.cfg.lr_size, self.cfg.hr_size
+        img = src.view(-1, lr, lr, 3).permute(0, 3, 1, 2).float()
+        up = F.interpolate(img, size=(hr, hr), mode="bicubic", align_corners=False)
+        return up.round().clamp(0, N_INTENSITIES - 1).long().permute(0, 2, 3, 1).reshape(src.shape[0], -1)
 
 
 def build_image_model(

@@ -176,13 +176,14 @@ class EncoderState:
 
     src_mask: torch.Tensor  # (B,1,1,S) bool, True = attend
     cross_kv: list[tuple[torch.Tensor, torch.Tensor]]  # per decoder layer, projected once
-    src: torch.Tensor | None = None  # (B,S) the source ids (image models with aligned_input read them)
+    # (B,T) image models with aligned_input: the upsampled source intensity under each output token
+    aligned: torch.Tensor | None = None
 
     def select(self, rows: torch.Tensor) -> EncoderState:
         return EncoderState(
             self.src_mask.index_select(0, rows),
             [(k.index_select(0, rows), v.index_select(0, rows)) for k, v in self.cross_kv],
-            None if self.src is None else self.src.index_select(0, rows),
+            None if self.aligned is None else self.aligned.index_select(0, rows),
         )
 
 
@@ -261,7 +262,7 @@ class Transformer(nn.Module):
         for layer in self.enc_layers:
             x = layer(x, src_mask)
         mem = self.enc_ln(x)
-        return EncoderState(src_mask, [layer.cross_attn.project_kv(mem) for layer in self.dec_layers], src)
+        return EncoderState(src_mask, [layer.cross_attn.project_kv(mem) for layer in self.dec_layers])
 
     # -- decoder ----------------------------------------------------------------------------------
     def new_cache(self, batch: int, capacity: int, device=None, dtype=None) -> KVCache:
