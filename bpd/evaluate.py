@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from bpd.config import ExperimentConfig
+from bpd.decoding.agreement import mismatch_gaps
 from bpd.decoding.rescore import NgramLM
 from bpd.decoding.spec import ROUND_METHODS, DecodeAux, DecodeSpec, decode_specs
 from bpd.decoding.timed import RunOutput, decode_and_time
@@ -115,6 +116,7 @@ def _evaluate(cfg: ExperimentConfig, task: Task, model_path: Path, model, payloa
     common["draft_model"] = draft_path.name if draft_path is not None else None
     out_dir = fresh_folder(results_dir / "outputs", rid)
     rows = make_rows(outs, specs, scorer, common, out_dir, task.eos_id)
+    explain_mismatches(model, sources, outs, specs, rows)
     rows += task.extra_rows(scorer, outs, specs, rows, common, out_dir)
     append_rows(results_dir / "rows.jsonl", rows)
     print(format_table(rows, task.quality))
@@ -204,6 +206,19 @@ def make_rows(outputs: dict[str, RunOutput], specs: list[DecodeSpec], scorer: Sc
         row.update({k: repo_relative(v) for k, v in scorer.write(o.tokens, out_dir / spec.name).items()})
         rows.append(row)
     return rows
+
+
+def explain_mismatches(model, sources, outputs: dict[str, RunOutput], specs: list[DecodeSpec],
+                       rows: list[dict[str, Any]]) -> None:
+    """Add ``greedy_mismatch_max_gap`` to each exact row: None when every output equals greedy's, else the
+    largest logit gap at which an output parted from greedy's (``bpd.decoding.agreement``): about 1e-6 or
+    less is a float near-tie, larger a bug. Approximate rows differ by design and get None."""
+    g = outputs["greedy"].tokens
+    for spec, row in zip(specs, rows):
+        exact = spec.method in ROUND_METHODS and spec.criterion == "exact" and spec.min_block_size == 1
+        differs = exact and row["identical_to_greedy"] < 1
+        row["greedy_mismatch_max_gap"] = (
+            max(mismatch_gaps(model, sources, g, outputs[spec.name].tokens)) if differs else None)
 
 
 def format_table(rows: list[dict[str, Any]], quality: str = "bleu") -> str:

@@ -309,23 +309,19 @@ def test_naive_greedy_matches_cached_greedy():
 
 def test_fp32_agreement_except_near_ties():
     """In float32, exact blockwise may differ from greedy only after a step whose top-2 greedy logits
-    are within float32 noise of each other. Document the guarantee: check it over many models."""
+    are within float32 noise of each other. Document the guarantee: check it over many models, with the
+    gap the evaluation rows report (``greedy_mismatch_max_gap``)."""
+    from bpd.decoding.agreement import mismatch_gaps
+
     mismatches = 0
     for seed in range(30):
         model = random_model(40, 6, seed, head_noise=0.05, dtype=torch.float32)
         src = random_src(3, 7, 40, seed)
         g = greedy_decode(model, src, max_len=20)
         b = blockwise_decode(model, src, k=6, max_len=20)
-        for r, (gt, bt) in enumerate(zip(g.tokens, b.tokens)):
-            if gt == bt:
-                continue
-            mismatches += 1
-            i = next(i for i, (x, y) in enumerate(zip(gt, bt)) if x != y)
-            tgt = torch.tensor([[model.bos_id] + gt[:i]])
-            with torch.no_grad():
-                logits = model.heads.base_logits(model.decode(tgt, model.encode(src[r : r + 1])))[0, -1]
-            top2 = logits.topk(2).values
-            assert float(top2[0] - top2[1]) < 1e-4, "fp32 divergence without a near-tie"
+        gaps = mismatch_gaps(model, src.tolist(), g.tokens, b.tokens)
+        mismatches += len(gaps)
+        assert all(abs(gap) < 1e-4 for gap in gaps), f"fp32 divergence without a near-tie: {gaps}"
     assert mismatches <= 3
 
 
@@ -559,3 +555,25 @@ def test_rescoring_picks_the_block_the_bigram_model_prefers():
     plain = blockwise_decode(model, src, k=4, max_len=20)
     ranked = blockwise_decode(model, src, k=4, max_len=20, proposer=Rescorer(lm, beam=4, weight=10.0))
     assert ranked.tokens == g.tokens and sum(ranked.iterations) <= sum(plain.iterations)
+
+
+def test_mismatch_gaps_measure_how_close_the_parting_token_was():
+    """bpd.decoding.agreement: equal outputs give no gap; an output that takes p_1's runner-up at step t
+    (on greedy's prefix) parts at the logit gap between the two; a mere prefix of greedy's output gets inf."""
+    from bpd.decoding.agreement import mismatch_gaps
+
+    model = random_model(vocab=23, k=2, seed=5).eval()
+    src = random_src(1, 6, 23, seed=5)
+    g = greedy_decode(model, src, max_len=8).tokens[0]
+    assert len(g) >= 3
+    s = src[0].tolist()
+    assert mismatch_gaps(model, [s], [g], [list(g)]) == []
+    t = 2
+    with torch.no_grad():
+        h = model.decode(torch.tensor([[model.bos_id, *g[:t]]]), model.encode(src))
+        logits = model.heads.base_logits(h[:, t])[0]
+    second = logits.topk(2).indices[1].item()
+    other = [*g[:t], second, *g[t + 1:]]
+    (gap,) = mismatch_gaps(model, [s], [g], [other])
+    assert gap == pytest.approx((logits[g[t]] - logits[second]).item()) and gap > 0
+    assert mismatch_gaps(model, [s], [g], [g[:t]]) == [float("inf")]
