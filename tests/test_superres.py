@@ -83,7 +83,7 @@ def test_aligned_input_adds_the_upsampled_intensity_of_the_predicted_pixel(tmp_p
     # HR tokens 0..4 = (r0 c0 R), (r0 c0 G), (r0 c0 B), (r0 c1 R), (r0 c1 G): all under LR pixel (0, 0).
     expect = model.aligned(src[:, [0, 1, 2, 0, 1]])
     torch.testing.assert_close(extra, expect)
-    assert model.lr_index[3 * (2 * 4 + 3) + 2].item() == 3 * (1 * 2 + 1) + 2  # HR (2, 3) B -> LR (1, 1) B
+    assert model.upsample(src)[0, 3 * (2 * 4 + 3) + 2] == src[0, 3 * (1 * 2 + 1) + 2]  # HR (2, 3) B -> LR (1, 1) B
     with pytest.raises(ValueError, match="aligned_input"):
         model.decode(tgt, dataclasses.replace(enc, aligned=None))
     with pytest.raises(ValueError, match="aligned_input"):  # translation has no pixel alignment

@@ -49,11 +49,6 @@ class ImageTransformer(Transformer):
         for e in (self.src_row, self.src_col, self.tgt_row, self.tgt_col, self.channel):
             nn.init.normal_(e.weight, std=0.02)
         if cfg.aligned_input:
-            # Output position p (the HR intensity predicted there) -> index of the LR intensity it upsamples.
-            hr, lr, f = cfg.hr_size, cfg.lr_size, cfg.hr_size // cfg.lr_size
-            p = torch.arange(hr * hr * 3)
-            pix, ch = p // 3, p % 3
-            self.register_buffer("lr_index", ((pix // hr // f) * lr + (pix % hr) // f) * 3 + ch, persistent=False)
             self.aligned = nn.Embedding(N_INTENSITIES, d)
             nn.init.normal_(self.aligned.weight, std=0.02)
 
@@ -92,12 +87,12 @@ class ImageTransformer(Transformer):
 
     def upsample(self, src: torch.Tensor) -> torch.Tensor:
         """(B, lr*lr*3) source intensities -> (B, hr*hr*3): the upsampled intensity under each output token,
-        computed once per input (``model.aligned_upsample``: nearest or bicubic)."""
-        if self.cfg.aligned_upsample == "nearest":
-            return src.gather(1, self.lr_index.expand(src.shape[0], -1))
+        computed once per input (``model.aligned_upsample``: nearest, the LR pixel an output pixel lies in,
+        or bicubic)."""
         lr, hr = self.cfg.lr_size, self.cfg.hr_size
         img = src.view(-1, lr, lr, 3).permute(0, 3, 1, 2).float()
-        up = F.interpolate(img, size=(hr, hr), mode="bicubic", align_corners=False)
+        bicubic = self.cfg.aligned_upsample == "bicubic"
+        up = F.interpolate(img, size=(hr, hr), mode=self.cfg.aligned_upsample, align_corners=False if bicubic else None)
         return up.round().clamp(0, N_INTENSITIES - 1).long().permute(0, 2, 3, 1).reshape(src.shape[0], -1)
 
 
