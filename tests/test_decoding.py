@@ -14,6 +14,7 @@ from conftest import random_model, random_src
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bpd.config import parse_tree_shape
 from bpd.decoding import (
     DecodeResult,
     beam_decode,
@@ -24,7 +25,7 @@ from bpd.decoding import (
 )
 from bpd.decoding.draft import draft_decode
 from bpd.decoding.rescore import NgramLM, Rescorer
-from bpd.decoding.tree import TreeShape, tree_decode
+from bpd.decoding.tree import TreeShape, build_tree, tree_decode
 from bpd.models import HEAD_ARCHS
 
 SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
@@ -66,7 +67,7 @@ def check_argmax_chain(model, src: torch.Tensor, tokens: list[list[int]]) -> Non
     arch=st.sampled_from(HEAD_ARCHS),
     head_noise=st.sampled_from([0.0, 0.05, 0.3, 1.0]),
     identity_p1=st.booleans(),
-    tree=st.sampled_from(["2", "3x2", "2x1x3", "beam1", "beam2", "beam4", "sparse"]),
+    tree=st.sampled_from(["2", "3x2", "2x1x3", "beam1", "beam2", "beam4", "sparse", "chain+1+21"]),
 )
 def test_exact_blockwise_equals_greedy(seed, vocab, k, batch, src_len, max_len, arch, head_noise, identity_p1, tree):
     model = random_model(vocab, k, seed, arch=arch, head_noise=head_noise, identity_p1=identity_p1)
@@ -112,6 +113,8 @@ def tree_shape(name: str, depth: int) -> TreeShape:
     """A tree of the named kind cut to ``depth``: widths per depth, a budget, or a sparse Medusa-like set."""
     if name.startswith("beam"):
         return TreeShape.budget(int(name[4:]), depth)
+    if name.startswith("chain+"):  # the chain plus rank paths, those no deeper than the tree
+        return TreeShape.chain_plus([p for p in parse_tree_shape(name)[2] if len(p) <= depth], depth, name)
     if name == "sparse":
         paths = [(0,), (1,), (2,), (0, 0), (0, 1), (1, 0), (0, 0, 0), (0, 0, 0, 0)]
         return TreeShape(paths=tuple(p for p in paths if len(p) <= depth))
@@ -480,6 +483,43 @@ def test_recurrent_tree_step_fast_path_equals_the_plain_step(vocab):
             torch.testing.assert_close(fast_logits, heads.proposal_logits(plain_s))
             assert fast_logits.shape == (2, 3, 30 if vocab is None else len(vocab))
     heads.set_proposal_vocab(None)
+
+
+@pytest.mark.parametrize("vocab", [None, [2, 3, 5, 7, 11, 13, 17]])
+def test_recurrent_fixed_tree_fast_build_equals_the_plain_build(vocab):
+    """Fixed-shape trees built through the recurrent heads' decoding tables (``fastpath.recurrent_tree``: only
+    nodes with children stepped, views for nodes in grid order) hold the same tokens as the plain build."""
+    model = random_model(30, 5, 0, arch="recurrent", head_noise=0.3)
+    gen = torch.Generator().manual_seed(1)
+    h = torch.randn(3, model.cfg.d_model, dtype=torch.float64, generator=gen)
+    first = torch.tensor([[4], [9], [2]])
+    shapes = ["1x1x1x1", "2x1", "3x2", "2x2x2", "chain+1", "chain+1+21+200", "chain+3+30"]
+    with torch.inference_mode():
+        model.heads.set_proposal_vocab(None if vocab is None else torch.tensor(vocab))
+    for name in shapes:
+        shape = TreeShape.parse(name, 5)
+        with torch.no_grad():
+            plain = build_tree(model, h, first, shape)
+        with torch.inference_mode():
+            fast = build_tree(model, h, first, shape)
+        assert torch.equal(fast.tokens, plain.tokens), name
+        assert torch.equal(fast.parent, plain.parent) and torch.equal(fast.ancestors, plain.ancestors)
+    model.heads.set_proposal_vocab(None)
+
+
+@pytest.mark.parametrize("arch", [a for a in HEAD_ARCHS if a != "recurrent"])
+def test_shared_candidate_trees_hold_each_slots_ranked_candidates(arch):
+    """Heads whose candidates do not depend on the path: node (r_1, ..., r_d) of a fixed tree holds slot d's
+    r_d-th best token (one top-n over every slot at once must index the grid right)."""
+    model = random_model(30, 5, 0, arch=arch, head_noise=0.3)
+    h = torch.randn(2, model.cfg.d_model, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    with torch.inference_mode():
+        ranked = model.heads.proposal_logits(model.heads.states(h, 5, start=1)).argsort(dim=-1, descending=True)
+        for name in ["2x1", "3x2", "chain+1+21+200"]:
+            shape = TreeShape.parse(name, 5)
+            tree = build_tree(model, h, torch.tensor([[4], [9]]), shape)
+            want = torch.stack([ranked[:, len(p) - 1, p[-1]] for p in shape.paths], dim=1)
+            assert torch.equal(tree.tokens[:, 1:], want), name
 
 
 def test_tree_shapes_and_their_errors():

@@ -76,15 +76,22 @@ class DecodeConfig:
         return output_limit(src_len, self.max_len_a, self.max_len_extra)
 
 
-def parse_tree_shape(text: str) -> tuple[int, list[int]]:
+def parse_tree_shape(text: str) -> tuple[int, list[int], list[tuple[int, ...]]]:
     """The one grammar of tree-shape strings (``decode.trees``, ``bench.trees``, ``tree_decode``): ``"beam4"`` ->
-    (4, []), a budget of 4 nodes per depth; ``"3x2x1"`` -> (0, [3, 2, 1]), candidates per node at each depth."""
+    (4, [], []), a budget of 4 nodes per depth; ``"3x2x1"`` -> (0, [3, 2, 1], []), candidates per node at each
+    depth; ``"chain+1+10"`` -> (0, [], [(1,), (1, 0)]), the chain of first candidates plus the nodes at these
+    rank paths (one digit per depth: ``10`` is the best child of slot 1's second candidate)."""
     t = str(text).strip().lower()
     if re.fullmatch(r"beam[1-9][0-9]*", t):
-        return int(t[4:]), []
+        return int(t[4:]), [], []
     if re.fullmatch(r"[1-9][0-9]*(x[1-9][0-9]*)*", t):
-        return 0, [int(w) for w in t.split("x")]
-    raise ValueError(f"unknown tree shape {text!r}; use widths per depth like '3x2x1' or a budget like 'beam4'.")
+        return 0, [int(w) for w in t.split("x")], []
+    if re.fullmatch(r"chain(\+[0-9]+)+", t):
+        return 0, [], [tuple(int(c) for c in p) for p in t.split("+")[1:]]
+    raise ValueError(f"unknown tree shape {text!r}; {TREE_GRAMMAR}.")
+
+
+TREE_GRAMMAR = "use widths per depth like '3x2x1', a budget like 'beam4' or the chain plus rank paths like 'chain+1+10'"
 
 
 def check_tree_shapes(trees: list[str], where: str) -> None:
@@ -92,8 +99,7 @@ def check_tree_shapes(trees: list[str], where: str) -> None:
         try:
             parse_tree_shape(t)
         except ValueError:
-            check(False, f"unknown tree shape {t!r} in {where}; use widths per depth like '3x2x1' or a budget "
-                          "like 'beam4'.")
+            check(False, f"unknown tree shape {t!r} in {where}; {TREE_GRAMMAR}.")
 
 
 def output_limit(src_len: int, a: float = 1.5, b: int = 10) -> int:

@@ -40,7 +40,7 @@ class DecodeSpec:
     min_block_size: int = 1
     beam_size: int = 4
     alpha: float = 0.6
-    tree: str | None = None  # method tree: the shape (bpd.decoding.tree.TreeShape.parse: "3x2x1", "beam4")
+    tree: str | None = None  # method tree: the shape (bpd.decoding.tree.TreeShape.parse: "3x2x1", "beam4", "chain+1")
     rescore_beam: int = 0  # method rescored: candidates per depth of the lattice
     rescore_weight: float = 0.0  # method rescored: the n-gram model's weight beside the heads' log-probability
 
@@ -142,8 +142,9 @@ def tree_specs(trees: list[str], ks: list[int], criteria: list) -> list[DecodeSp
     for shape in trees:
         for crit in criteria:
             for k in ks:
-                beam, widths = parse_tree_shape(shape)
-                depth = 1 if beam else len(widths)  # a budgeted tree grows to any k
+                beam, widths, extra = parse_tree_shape(shape)
+                # A budgeted tree grows to any k; the chain of a 'chain+...' shape does too, its extra paths do not.
+                depth = 1 if beam else len(widths) or max(len(p) for p in extra)
                 if k >= 2 and depth <= k - 1:
                     out.append(DecodeSpec("tree", k=k, criterion=crit.name, criterion_param=crit.param, tree=shape))
     return out

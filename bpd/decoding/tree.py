@@ -13,7 +13,8 @@ Tree shapes (``TreeShape``):
 
 * fixed: a set of rank paths, e.g. (0,), (1,), (0, 0), (0, 1): the node (r_1, ..., r_d) is the r_d-th best
   candidate of slot d under its parent. ``TreeShape.widths([3, 2, 1])`` is the full product tree (3
-  candidates at depth 1, 2 under each, 1 under those); sparse sets (Medusa's choice) are allowed too;
+  candidates at depth 1, 2 under each, 1 under those); sparse sets (Medusa's choice) are allowed too, and
+  ``TreeShape.chain_plus`` is the chain plus a few such paths (``"chain+1"``: slot 1's second candidate);
 * budgeted: ``TreeShape.beam(m, depth)`` keeps, at every depth, the m children with the highest path
   probability (the product of the heads' probabilities along the path) among all children of the
   previous depth's nodes, so the tree grows where the heads are confident (as EAGLE-2 does).
@@ -33,6 +34,7 @@ from bpd.config import parse_tree_shape
 from bpd.decoding.common import RowTracker, checked_max_len, count_positions, drop_finished, top1
 from bpd.decoding.criteria import Criterion, Exact
 from bpd.decoding.result import DecodeResult
+from bpd.models import fastpath
 
 
 @dataclass(frozen=True)
@@ -64,15 +66,25 @@ class TreeShape:
         return TreeShape(beam=int(beam), depth=int(depth), name=f"beam{int(beam)}")
 
     @staticmethod
+    def chain_plus(extra: list[tuple[int, ...]], depth: int, name: str = "") -> TreeShape:
+        """The chain of first candidates down to ``depth`` plus the nodes at the ``extra`` rank paths (and their
+        ancestors): a sparse tree that spends nodes only where the chain's guesses are often second best."""
+        paths = {(0,) * d for d in range(1, depth + 1)} | {p[:i] for p in extra for i in range(1, len(p) + 1)}
+        return TreeShape(paths=tuple(paths), name=name or "chain" + "".join("+" + "".join(map(str, p)) for p in extra))
+
+    @staticmethod
     def parse(text: str, k: int) -> TreeShape:
-        """From a config string: ``"3x2x1"`` (widths per depth; depths beyond them get 1 while < k) or
-        ``"beam4"`` (4 per depth, depth k - 1)."""
-        beam, widths = parse_tree_shape(text)
+        """From a config string: ``"3x2x1"`` (widths per depth; depths beyond them get 1 while < k), ``"beam4"``
+        (4 per depth, depth k - 1) or ``"chain+1+10"`` (the chain to depth k - 1 plus those rank paths)."""
+        beam, widths, extra = parse_tree_shape(text)
         if beam:
             return TreeShape.budget(beam, k - 1)
-        if len(widths) > k - 1:
-            raise ValueError(f"tree shape {text!r} is {len(widths)} deep, but k={k} has only {k - 1} proposal "
+        deep = len(widths) or max(len(p) for p in extra)
+        if deep > k - 1:
+            raise ValueError(f"tree shape {text!r} is {deep} deep, but k={k} has only {k - 1} proposal "
                              "slots; shorten it or raise k.")
+        if extra:
+            return TreeShape.chain_plus(extra, k - 1, name=str(text).strip().lower())
         return TreeShape.widths(widths + [1] * (k - 1 - len(widths)))
 
     def __post_init__(self) -> None:
@@ -172,12 +184,51 @@ def _fixed_structure(shape: TreeShape, b: int, dev: torch.device):
     return parent_t, depth, anc, levels
 
 
+def _selector(idx: list[int], dev: torch.device) -> slice | torch.Tensor:
+    """Indexing that picks ``idx`` along a dimension: a slice (a view, no copy) for a leading run 0, 1, ..."""
+    return slice(0, len(idx)) if idx == list(range(len(idx))) else torch.tensor(idx, device=dev)
+
+
+@lru_cache(maxsize=64)
+def _recurrent_plan(shape: TreeShape, dev: torch.device) -> tuple:
+    """A fixed shape's per-depth plan for ``fastpath.recurrent_tree``: only nodes with children are stepped
+    (a leaf's children are never ranked), and index ops become views where the nodes are in grid order."""
+    plan, state_row = [], [0]  # state_row[j]: the row of the previous step's states that node j of a level reads
+    for par, rank, need in _level_plan(shape):
+        front = sorted(set(par))  # the previous level's nodes with children, in order
+        in_front = [front.index(p) for p in par]
+        grid = (in_front, list(rank)) == ([f for f in range(len(front)) for _ in range(need)],
+                                          list(range(need)) * len(front))
+        order = None if grid else (torch.tensor(in_front, device=dev), torch.tensor(rank, device=dev))
+        plan.append((_selector([state_row[j] for j in front], dev), _selector(front, dev), order, need))
+        state_row = in_front
+    return tuple(plan)
+
+
+@lru_cache(maxsize=64)
+def _shared_plan(shape: TreeShape, dev: torch.device) -> tuple[int, torch.Tensor]:
+    """A fixed shape's nodes as indices into the (depth, n) grid of every slot's n best candidates, for heads
+    whose candidates do not depend on the path (each node's token is its depth's candidate of its rank)."""
+    need = max(p[-1] for p in shape.paths) + 1
+    return need, torch.tensor([(len(p) - 1) * need + p[-1] for p in shape.paths], device=dev)
+
+
 def build_tree(model, h: torch.Tensor, first: torch.Tensor, shape: TreeShape) -> Tree:
     """The candidate tree at one position: root = p_1's argmax ``first`` (B, 1), decoder state ``h`` (B, d).
     A budgeted shape also returns each path's log-probability (``Tree.logp``); a fixed one needs none."""
     heads = model.heads
     b, dev = h.shape[0], h.device
     fixed = _fixed_structure(shape, b, dev) if shape.paths else None
+    if fixed is not None and heads.arch == "recurrent" and heads.n_learned >= shape.depth and \
+            torch.is_inference_mode_enabled():  # the recurrent chain's fast path, a level at a time
+        tokens = torch.cat([first, fastpath.recurrent_tree(heads, h, first, _recurrent_plan(shape, dev))], dim=1)
+        return Tree(tokens, *fixed[:3])
+    if fixed is not None and not heads.path_dependent:  # shared candidates: one top-n over every slot at once
+        need, pick = _shared_plan(shape, dev)
+        scores = heads.proposal_logits(heads.states(h, shape.depth + 1, start=1))  # (B, depth, P)
+        top_i = scores.topk(need, dim=-1).indices.flatten(1)[:, pick]
+        ids = heads.proposal_ids
+        return Tree(torch.cat([first, top_i if ids is None else ids[top_i]], dim=1), *fixed[:3])
     logp = fixed is None
     slot_scores = None
     if not heads.path_dependent:
@@ -265,6 +316,9 @@ def verify_tree(model, tree: Tree, enc, cache, criterion: Criterion) -> TreeRoun
         longest = max(kept)
         padded = torch.tensor([p + list(range(len(p), longest)) for p in paths], device=h.device)
         cache.keep_path(n, padded, kept)
+    if len(paths) == 1:  # batch 1: plain views, no index tensor to build
+        i = paths[0][-1]
+        return TreeRound(paths, blocks, h[:, i], best[:, i : i + 1])
     last = torch.tensor([p[-1] for p in paths], device=h.device)[:, None]
     return TreeRound(paths, blocks, h.gather(1, last[:, :, None].expand(-1, 1, h.shape[-1]))[:, 0],
                      best.gather(1, last))

@@ -9,7 +9,8 @@ what the plain path returns; training always takes the plain path):
   weight instead of the (V, d) weight (the CPU GEMM is faster that way for a handful of rows).
 * ``recurrent_propose`` (inference, any device): the recurrent heads' proposal chain in fewer, larger ops
   (per-vocabulary tables of the token half of each slot's first layer, biases folded into matrix products):
-  fewer ops is fewer kernel launches on a GPU too. ``recurrent_step`` is one such slot for a tree's frontier.
+  fewer ops is fewer kernel launches on a GPU too. ``recurrent_step`` is one such slot for a tree's frontier,
+  and ``recurrent_tree`` a whole fixed-shape tree with the chain's op count per depth.
 
 The benchmark (``make bench``, docs/benchmark.md) measures what each buys.
 
@@ -135,4 +136,36 @@ def recurrent_propose(heads, h: torch.Tensor, first: torch.Tensor, k: int) -> to
     return toks if ids is None else ids[toks]
 
 
-__all__ = ["DerivedCache", "applies", "project", "propose_top1", "recurrent_propose", "recurrent_step", "top1"]
+def recurrent_tree(heads, h: torch.Tensor, first: torch.Tensor, plan) -> torch.Tensor:
+    """The token ids (B, N - 1) of a fixed-shape candidate tree's levels below its root ``first`` (B, 1), at
+    one position ``h`` (B, d), in ``recurrent_propose``'s ops: per depth one table lookup, addmm, relu,
+    addmm, projection and argmax (a top-n where a node has several children) over the frontier's nodes.
+
+    ``plan`` has per depth ``(state_sel, tok_sel, order, need)`` (``bpd.decoding.tree`` works it out once per
+    shape): the frontier (the previous level's nodes that have children) is ``states[:, state_sel]`` of the
+    previous step's states and ``level[:, tok_sel]`` of the previous level's tokens; each frontier node's
+    ``need`` best children are ranked; the level is their (frontier, rank) grid in order (``order`` None) or
+    the nodes ``cand[:, order[0], order[1]]``. Selectors are slices where they pick a leading run (a view)."""
+    ids = heads.proposal_ids
+    slots = recurrent_slots(heads)
+    wt, bias = proposal_projection(heads)
+    b, d = h.shape
+    states, level, levels = h[:, None], first, []
+    for i, (state_sel, tok_sel, order, need) in enumerate(plan):
+        table, table_p, w_s, w_o = slots[i]
+        s, tok = states[:, state_sel], level[:, tok_sel]
+        f = s.shape[1]
+        flat = s.reshape(-1, d)
+        hidden = torch.addmm((table if i == 0 else table_p)[tok.reshape(-1)], flat, w_s).relu_()
+        flat = torch.addmm(flat, hidden, w_o)
+        logits = flat @ wt if bias is None else torch.addmm(bias, flat, wt)
+        cand = (top1(logits) if need == 1 else logits.topk(need, dim=-1).indices).view(b, f, need)
+        level = cand.view(b, f * need) if order is None else cand[:, order[0], order[1]]
+        states = flat.view(b, f, d)
+        levels.append(level)
+    toks = torch.cat(levels, dim=1)
+    return toks if ids is None else ids[toks]
+
+
+__all__ = ["DerivedCache", "applies", "project", "propose_top1", "recurrent_propose", "recurrent_step",
+           "recurrent_tree", "top1"]

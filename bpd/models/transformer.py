@@ -305,11 +305,14 @@ class Transformer(nn.Module):
             else:
                 depth, anc = tree
                 pos = cache.lengths[:, None] + depth
-                prefix = keys[None, None, :] < cache.lengths[:, None, None]  # (B,1,T)
-                rel = keys[None, :] - cache.lengths[:, None]  # (B,T): tree slot of each key, if in the tree
-                in_tree = (rel >= 0) & (rel < n)
-                tree_keys = anc.gather(2, rel.clamp(0, n - 1)[:, None, :].expand(b, n, t_total))  # (B,n,T)
-                self_mask = (prefix | (tree_keys & in_tree[:, None, :]))[:, None]
+                if len(set(cache.host_lengths)) == 1:  # every row at one length (batch 1): prefix, then the tree
+                    self_mask = torch.cat([anc.new_ones(b, n, cache.host_max), anc], dim=2)[:, None]
+                else:
+                    prefix = keys[None, None, :] < cache.lengths[:, None, None]  # (B,1,T)
+                    rel = keys[None, :] - cache.lengths[:, None]  # (B,T): tree slot of each key, if in the tree
+                    in_tree = (rel >= 0) & (rel < n)
+                    tree_keys = anc.gather(2, rel.clamp(0, n - 1)[:, None, :].expand(b, n, t_total))  # (B,n,T)
+                    self_mask = (prefix | (tree_keys & in_tree[:, None, :]))[:, None]
             rows = torch.arange(b, device=dev)[:, None].expand(b, n)
         x = self.embed_tgt(tgt, pos, t_total, enc)
         for li, layer in enumerate(self.dec_layers):
