@@ -23,10 +23,12 @@ from bpd.decoding import (
     greedy_decode,
     naive_greedy_decode,
 )
+from bpd.decoding.blockwise import propose
 from bpd.decoding.draft import draft_decode
 from bpd.decoding.rescore import NgramLM, Rescorer
 from bpd.decoding.tree import TreeShape, build_tree, tree_decode
 from bpd.models import HEAD_ARCHS
+from bpd.models.transformer import KVCache
 
 SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
 
@@ -67,7 +69,7 @@ def check_argmax_chain(model, src: torch.Tensor, tokens: list[list[int]]) -> Non
     arch=st.sampled_from(HEAD_ARCHS),
     head_noise=st.sampled_from([0.0, 0.05, 0.3, 1.0]),
     identity_p1=st.booleans(),
-    tree=st.sampled_from(["2", "3x2", "2x1x3", "beam1", "beam2", "beam4", "sparse", "chain+1+21"]),
+    tree=st.sampled_from(["2", "3x2", "2x1x3", "beam1", "beam2", "beam4", "sparse", "leaf0", "chain+1+21"]),
 )
 def test_exact_blockwise_equals_greedy(seed, vocab, k, batch, src_len, max_len, arch, head_noise, identity_p1, tree):
     model = random_model(vocab, k, seed, arch=arch, head_noise=head_noise, identity_p1=identity_p1)
@@ -115,6 +117,8 @@ def tree_shape(name: str, depth: int) -> TreeShape:
         return TreeShape.budget(int(name[4:]), depth)
     if name.startswith("chain+"):  # the chain plus rank paths, those no deeper than the tree
         return TreeShape.chain_plus([p for p in parse_tree_shape(name)[2] if len(p) <= depth], depth, name)
+    if name == "leaf0":  # slot 1's best guess is a leaf: a path through the second moves onto its slots
+        return TreeShape(paths=tuple((1,) + (0,) * i for i in range(depth)) + ((0,),))
     if name == "sparse":
         paths = [(0,), (1,), (2,), (0, 0), (0, 1), (1, 0), (0, 0, 0), (0, 0, 0, 0)]
         return TreeShape(paths=tuple(p for p in paths if len(p) <= depth))
@@ -299,6 +303,33 @@ def seq_logprob(model, src, seqs) -> float:
             logp = torch.log_softmax(model.heads.base_logits(model.decode(tgt, model.encode(src[r : r + 1]))), -1)
         total += sum(float(logp[0, t, tok]) for t, tok in enumerate(toks))
     return total
+
+
+def test_keep_path_moves_the_kept_entries_at_any_batch_size():
+    """``KVCache.keep_path``: batch 1 moves runs of slots as slices (cloning a run that overlaps its target),
+    larger batches gather and scatter; both leave each row's path entries right after its prefix."""
+    paths = [[0, 2, 3, 4], [0, 1, 3], [0, 4, 5], [0, 1, 2]]
+    gen = torch.Generator().manual_seed(4)
+    full = KVCache(2, len(paths), 2, 16, 3, torch.float64, "cpu")
+    for t in (*full.k, *full.v):
+        t.copy_(torch.randn(t.shape, dtype=t.dtype, generator=gen))
+    full.advance(4 + 6)  # a 4-token prefix, then a 6-node tree
+    before = [t.clone() for t in (*full.k, *full.v)]
+    singles = []
+    for b, path in enumerate(paths):
+        one = KVCache(2, 1, 2, 16, 3, torch.float64, "cpu")
+        for t, src in zip((*one.k, *one.v), before):
+            t.copy_(src[b : b + 1])
+        one.advance(10)
+        one.keep_path(6, [path])
+        singles.append(one)
+    full.keep_path(6, paths)
+    for b, path in enumerate(paths):
+        assert full.host_lengths[b] == singles[b].host_lengths[0] == 4 + len(path)
+        for t, one, src in zip((*full.k, *full.v), (*singles[b].k, *singles[b].v), before):
+            want = torch.cat([src[b, :, :4], src[b, :, [4 + i for i in path]]], dim=1)
+            torch.testing.assert_close(t[b, :, : 4 + len(path)], want)
+            torch.testing.assert_close(one[0, :, : 4 + len(path)], want)
 
 
 def test_naive_greedy_matches_cached_greedy():
@@ -518,8 +549,25 @@ def test_shared_candidate_trees_hold_each_slots_ranked_candidates(arch):
         for name in ["2x1", "3x2", "chain+1+21+200"]:
             shape = TreeShape.parse(name, 5)
             tree = build_tree(model, h, torch.tensor([[4], [9]]), shape)
-            want = torch.stack([ranked[:, len(p) - 1, p[-1]] for p in shape.paths], dim=1)
+            # Fixed trees list their nodes depth-first (lexicographic rank paths: the chain of first candidates first).
+            want = torch.stack([ranked[:, len(p) - 1, p[-1]] for p in sorted(shape.paths)], dim=1)
             assert torch.equal(tree.tokens[:, 1:], want), name
+
+
+@pytest.mark.parametrize("arch", ["recurrent", "medusa"])
+def test_fixed_trees_put_the_chain_first(arch):
+    """Fixed trees list their nodes depth-first: nodes 0..k-1 are the chain's own proposals, so a round that keeps
+    a prefix of the chain finds its cache entries in place (no ``keep_path`` move); every node follows its parent."""
+    model = random_model(30, 5, 0, arch=arch, head_noise=0.3)
+    h = torch.randn(2, model.cfg.d_model, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    first = torch.tensor([[4], [9]])
+    with torch.inference_mode():
+        chain = propose(model, h, first, 5)
+        for name in ["2x1", "3x2", "chain+1+21"]:
+            tree = build_tree(model, h, first, TreeShape.parse(name, 5))
+            par, dep = tree.parent[0].tolist(), tree.depth[0].tolist()
+            assert dep[:5] == [0, 1, 2, 3, 4] and par[:5] == [0, 0, 1, 2, 3], name
+            assert all(par[i] < i for i in range(1, len(par))) and torch.equal(tree.tokens[:, :5], chain), name
 
 
 def test_tree_shapes_and_their_errors():

@@ -115,7 +115,8 @@ class TreeShape:
 class Tree:
     """One round's candidate tree for every row: ``tokens`` (B, N), ``parent`` (B, N; the root's is 0),
     ``depth`` (B, N), ``ancestors`` (B, N, N; ancestors and self), ``logp`` (B, N; the heads' log-probability
-    of the path to each node), nodes in depth order."""
+    of the path to each node). A node comes after its parent: fixed shapes in depth-first order (the chain of
+    first candidates first), budgeted ones level by level."""
 
     tokens: torch.Tensor
     parent: torch.Tensor
@@ -172,16 +173,35 @@ def _structure(parent: torch.Tensor, sizes: list[int]) -> tuple[torch.Tensor, to
 
 @lru_cache(maxsize=64)
 def _fixed_structure(shape: TreeShape, b: int, dev: torch.device):
-    """A fixed shape's parent, depth and ancestor tensors and per-level (parent, rank, candidates needed): the
-    same every round, so built once per shape, batch size and device (callers only read them)."""
+    """A fixed shape's parent, depth and ancestor tensors in depth-first order, the permutation that takes its
+    level-ordered nodes (as they are built) to that order (None where they agree), and per-level (parent,
+    rank, candidates needed): the same every round, so built once per shape, batch size and device (callers
+    only read them).
+
+    Depth-first order puts the chain of first candidates at nodes 0, 1, 2, ...: a round that keeps a prefix
+    of it (most rounds) finds the kept cache entries already in place and only rolls back."""
     plan = _level_plan(shape)
     sizes = [1] + [len(par) for par, _, _ in plan]
     starts = [sum(sizes[:d]) for d in range(len(sizes))]  # node index of each level's first node
     parent = [0] + [starts[d] + p for d, (par, _, _) in enumerate(plan) for p in par]  # level d+1's parents: level d
-    parent_t = torch.tensor(parent, device=dev)[None].expand(b, -1)
-    depth, anc = _structure(parent_t, sizes)
+    nodes = [()] + [p for d in range(1, shape.depth + 1) for p in shape.paths if len(p) == d]  # level order
+    perm = sorted(range(len(nodes)), key=lambda i: nodes[i])  # depth-first (lexicographic) position -> level index
+    where = {old: new for new, old in enumerate(perm)}
+    parent_df = [0] + [where[parent[i]] for i in perm[1:]]
+    parent_t = torch.tensor(parent_df, device=dev)[None].expand(b, -1)
+    depth = torch.tensor([len(nodes[i]) for i in perm], device=dev)[None].expand(b, -1)
+    anc = torch.eye(len(nodes), dtype=torch.bool, device=dev)
+    for i in range(1, len(nodes)):  # depth-first: a node's parent row is complete before it
+        anc[i] |= anc[parent_df[i]]
     levels = tuple((torch.tensor(par, device=dev), torch.tensor(rank, device=dev), need) for par, rank, need in plan)
-    return parent_t, depth, anc, levels
+    order = None if perm == list(range(len(nodes))) else torch.tensor(perm, device=dev)
+    return parent_t, depth, anc.repeat(b, 1, 1), order, levels
+
+
+def _fixed_tree(tokens: torch.Tensor, fixed) -> Tree:
+    """A fixed shape's tree from its level-ordered tokens (B, N), in the structure's depth-first order."""
+    parent, depth, anc, order, _ = fixed
+    return Tree(tokens if order is None else tokens[:, order], parent, depth, anc)
 
 
 def _selector(idx: list[int], dev: torch.device) -> slice | torch.Tensor:
@@ -221,14 +241,14 @@ def build_tree(model, h: torch.Tensor, first: torch.Tensor, shape: TreeShape) ->
     fixed = _fixed_structure(shape, b, dev) if shape.paths else None
     if fixed is not None and heads.arch == "recurrent" and heads.n_learned >= shape.depth and \
             torch.is_inference_mode_enabled():  # the recurrent chain's fast path, a level at a time
-        tokens = torch.cat([first, fastpath.recurrent_tree(heads, h, first, _recurrent_plan(shape, dev))], dim=1)
-        return Tree(tokens, *fixed[:3])
+        return _fixed_tree(torch.cat([first, fastpath.recurrent_tree(heads, h, first, _recurrent_plan(shape, dev))],
+                                     dim=1), fixed)
     if fixed is not None and not heads.path_dependent:  # shared candidates: one top-n over every slot at once
         need, pick = _shared_plan(shape, dev)
         scores = heads.proposal_logits(heads.states(h, shape.depth + 1, start=1))  # (B, depth, P)
         top_i = scores.topk(need, dim=-1).indices.flatten(1)[:, pick]
         ids = heads.proposal_ids
-        return Tree(torch.cat([first, top_i if ids is None else ids[top_i]], dim=1), *fixed[:3])
+        return _fixed_tree(torch.cat([first, top_i if ids is None else ids[top_i]], dim=1), fixed)
     logp = fixed is None
     slot_scores = None
     if not heads.path_dependent:
@@ -243,7 +263,7 @@ def build_tree(model, h: torch.Tensor, first: torch.Tensor, shape: TreeShape) ->
     for d in range(1, shape.depth + 1):
         fr_tok = toks[-1]
         if fixed is not None:
-            par, rank, need = fixed[3][d - 1]
+            par, rank, need = fixed[4][d - 1]
             _, tk, child_state = _candidates(heads, state, fr_tok, d, slot_scores, need, logp)
             new_tok = tk[:, par, rank]
         else:
@@ -264,8 +284,7 @@ def build_tree(model, h: torch.Tensor, first: torch.Tensor, shape: TreeShape) ->
         count += new_tok.shape[1]
     tokens = torch.cat(toks, 1)
     if fixed is not None:
-        parent, depth, anc, _ = fixed
-        return Tree(tokens, parent, depth, anc)
+        return _fixed_tree(tokens, fixed)
     parent = torch.cat(parents, 1)
     depth, anc = _structure(parent, [t.shape[1] for t in toks])
     return Tree(tokens, parent, depth, anc, torch.cat(cum, 1))
@@ -313,9 +332,7 @@ def verify_tree(model, tree: Tree, enc, cache, criterion: Criterion) -> TreeRoun
     if all(p[-1] == len(p) - 1 for p in paths):  # every path is already in place (nodes 0, 1, ..): no move
         cache.rollback(n, kept)
     else:
-        longest = max(kept)
-        padded = torch.tensor([p + list(range(len(p), longest)) for p in paths], device=h.device)
-        cache.keep_path(n, padded, kept)
+        cache.keep_path(n, paths)
     if len(paths) == 1:  # batch 1: plain views, no index tensor to build
         i = paths[0][-1]
         return TreeRound(paths, blocks, h[:, i], best[:, i : i + 1])

@@ -142,16 +142,33 @@ class KVCache:
             self.lengths = self.lengths - appended + torch.tensor(kept, device=self.lengths.device)
         self.host_lengths = [length - appended + c for length, c in zip(self.host_lengths, kept)]
 
-    def keep_path(self, appended: int, path: torch.Tensor, kept: list[int]) -> None:
-        """After a tree call that appended ``appended`` entries per row: row b keeps the ``kept[b]`` entries at
-        tree slots ``path[b, :kept[b]]`` (an accepted root-to-node path, slots increasing), moved to follow
-        its prefix, and forgets the rest."""
-        start = self.lengths - appended  # (B,) where the tree's slots begin
-        a = path.shape[1]
-        rows = torch.arange(path.shape[0], device=path.device)[:, None].expand_as(path)
-        src, dst = start[:, None] + path, start[:, None] + torch.arange(a, device=path.device)
-        for t in (*self.k, *self.v):
-            t[rows, :, dst] = t[rows, :, src]  # the gather reads all sources before the scatter writes
+    def keep_path(self, appended: int, paths: list[list[int]]) -> None:
+        """After a tree call that appended ``appended`` entries per row: row b keeps the entries at tree slots
+        ``paths[b]`` (an accepted root-to-node path, slots increasing), moved to follow its prefix, and forgets
+        the rest."""
+        kept = [len(p) for p in paths]
+        if len(paths) == 1:  # batch 1: runs of consecutive slots move as slices (views), no index tensors
+            start = self.host_lengths[0] - appended
+            path, i = paths[0], 0
+            while i < len(path):
+                j = i + 1
+                while j < len(path) and path[j] == path[j - 1] + 1:
+                    j += 1
+                if path[i] != i:  # (a run already in place stays)
+                    overlap = path[i] - i < j - i  # the run moves by less than its length
+                    for t in (*self.k, *self.v):
+                        run = t[:, :, start + path[i] : start + path[i] + j - i]
+                        t[:, :, start + i : start + j] = run.clone() if overlap else run
+                i = j
+        else:
+            longest = max(kept)
+            dev = self.lengths.device
+            path = torch.tensor([p + list(range(len(p), longest)) for p in paths], device=dev)
+            begin = self.lengths - appended  # (B,) where the tree's slots begin
+            rows = torch.arange(path.shape[0], device=dev)[:, None].expand_as(path)
+            src, dst = begin[:, None] + path, begin[:, None] + torch.arange(longest, device=dev)
+            for t in (*self.k, *self.v):
+                t[rows, :, dst] = t[rows, :, src]  # the gather reads all sources before the scatter writes
         self.rollback(appended, kept)
 
     def mark(self) -> tuple[torch.Tensor, list[int]]:
