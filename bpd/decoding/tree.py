@@ -123,6 +123,7 @@ class Tree:
     depth: torch.Tensor
     ancestors: torch.Tensor
     logp: torch.Tensor | None = None
+    shared: tuple[list[int], list[int]] | None = None  # a fixed shape's parent and depth lists, every row's
 
 
 @lru_cache(maxsize=64)
@@ -195,13 +196,14 @@ def _fixed_structure(shape: TreeShape, b: int, dev: torch.device):
         anc[i] |= anc[parent_df[i]]
     levels = tuple((torch.tensor(par, device=dev), torch.tensor(rank, device=dev), need) for par, rank, need in plan)
     order = None if perm == list(range(len(nodes))) else torch.tensor(perm, device=dev)
-    return parent_t, depth, anc.repeat(b, 1, 1), order, levels
+    shared = (parent_df, [len(nodes[i]) for i in perm])
+    return parent_t, depth, anc.repeat(b, 1, 1), order, levels, shared
 
 
 def _fixed_tree(tokens: torch.Tensor, fixed) -> Tree:
     """A fixed shape's tree from its level-ordered tokens (B, N), in the structure's depth-first order."""
-    parent, depth, anc, order, _ = fixed
-    return Tree(tokens if order is None else tokens[:, order], parent, depth, anc)
+    parent, depth, anc, order, _, shared = fixed
+    return Tree(tokens if order is None else tokens[:, order], parent, depth, anc, shared=shared)
 
 
 def _selector(idx: list[int], dev: torch.device) -> slice | torch.Tensor:
@@ -308,13 +310,20 @@ def verify_tree(model, tree: Tree, enc, cache, criterion: Criterion) -> TreeRoun
     h = model.decode(tree.tokens, enc, cache, tree=(tree.depth, tree.ancestors))
     logits = model.heads.base_logits(h)
     best = top1(logits)
-    parent_best = best.gather(1, tree.parent)
-    if isinstance(criterion, Exact):
-        flags = parent_best == tree.tokens
+    if isinstance(criterion, Exact) and tree.shared is not None:
+        # A fixed shape: parents and depths are known on the host, so the argmaxes and tokens are all that
+        # cross over, and a node passes when its parent's argmax is its token.
+        par, dep = tree.shared
+        host = [(([b[par[i]] == t[i] for i in range(n)]), t, par, dep)
+                for b, t in torch.stack([best, tree.tokens], dim=1).tolist()]
     else:
-        parent_logits = logits.gather(1, tree.parent[:, :, None].expand(-1, -1, logits.shape[-1]))
-        flags = criterion.accept(parent_logits, tree.tokens, parent_best)
-    host = torch.stack([flags.long(), tree.tokens, tree.parent, tree.depth], dim=1).tolist()
+        parent_best = best.gather(1, tree.parent)
+        if isinstance(criterion, Exact):
+            flags = parent_best == tree.tokens
+        else:
+            parent_logits = logits.gather(1, tree.parent[:, :, None].expand(-1, -1, logits.shape[-1]))
+            flags = criterion.accept(parent_logits, tree.tokens, parent_best)
+        host = torch.stack([flags.long(), tree.tokens, tree.parent, tree.depth], dim=1).tolist()
     paths, blocks = [], []
     for f, tok, par, dep in host:
         ok, deepest = [True] + [False] * (n - 1), 0
