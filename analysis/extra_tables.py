@@ -46,7 +46,8 @@ def bench_table(rows: pd.DataFrame) -> Table:
 
 BEYOND_METHODS = ("blockwise", "tree", "rescored", "draft")
 BEYOND_COLUMNS = ["study", "task", "timing", "run", "batch_size", "method", "decoder", "k", "tree_nodes",
-                  "mean_block_size", "speedup", "speedup_ci_low", "speedup_ci_high", "identical_to_greedy", "quality"]
+                  "mean_block_size", "speedup", "speedup_ci_low", "speedup_ci_high", "speedup_vs_chain",
+                  "speedup_vs_chain_ci_low", "speedup_vs_chain_ci_high", "identical_to_greedy", "quality"]
 
 
 def _results_folder(source_file: str) -> str:

@@ -146,6 +146,8 @@ SPECS: dict[str, list[tuple[str, str, str]]] = {
         ("batch_size", "batch", "d"),
         ("decoder", "decoder", "s"), ("tree_nodes", "nodes", "g"), ("mean_block_size", "k̂", "f2"),
         ("speedup", "speedup", "x"), ("speedup_ci_low", "95% low", "x"), ("speedup_ci_high", "95% high", "x"),
+        ("speedup_vs_chain", "vs chain", "x"), ("speedup_vs_chain_ci_low", "95% low", "x"),
+        ("speedup_vs_chain_ci_high", "95% high", "x"),
         ("identical_to_greedy", "= greedy", "pct"), ("quality", "BLEU / PSNR", "f2"),
     ],
 }

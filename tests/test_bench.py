@@ -309,6 +309,16 @@ def test_tree_rows_beside_the_chain():
     assert len(trees) == 6 and all(r["identical_to_greedy"] == 1.0 and r["tk_ms"] > 0 for r in trees)
     assert {(r["tree"], r["tree_nodes"]) for r in trees} == {("3x2x1", 16), ("beam2", 3), ("beam2", 7)}
     assert all(r["ideal_speedup"] == pytest.approx(r["mean_block_size"] * r["t1_ms"] / r["tk_ms"]) for r in trees)
+    # Against the chain, paired in the same repeats: only where a chain of that k was timed (k = 4, not 2); with
+    # one repeat it is the two speedups' ratio over greedy exactly.
+    chain = {r["batch_size"]: r for r in rows if r["method"] == "blockwise"}
+    for r in trees:
+        if r["k"] == 4:
+            assert r["speedup_vs_chain"] == pytest.approx(r["speedup"] / chain[r["batch_size"]]["speedup"])
+        else:
+            assert r["speedup_vs_chain"] is None
+    assert all(r["speedup_vs_chain"] is None for r in rows if r["method"] != "tree")
+    assert "against the chain at the same k" in format_bench(rows)
 
 
 @pytest.mark.parametrize("arch", ["medusa", "paper", "recurrent"])
