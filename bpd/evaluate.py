@@ -151,6 +151,8 @@ def row_provenance(cfg: ExperimentConfig, task: Task, model_path: Path, payload:
         "identity_p1": mc.get("identity_p1"),
         "heads_training": cfg.heads.training,
         "heads_targets": cfg.heads.targets,
+        "heads_loss": cfg.heads.loss,  # mean over the heads or one sampled head per batch
+        "heads_p1_weight": cfg.heads.p1_weight,  # p_1's loss weight while fine-tuning (1: as any head)
         "distilled": cfg.base_targets == "distilled",
         "setting": cfg.setting,
         "batch_size": cfg.decode.batch_size,
