@@ -299,8 +299,13 @@ def settle(model, sources: list[list[int]], specs: list[DecodeSpec], max_len, ba
 
 def paired_estimates(runs: list[dict[str, RunOutput]], specs: list[DecodeSpec]) -> dict[str, SpeedupEstimate]:
     """Each spec's paired speedup over greedy from the per-batch times of every repeat (``bpd.speedup_ci``)."""
-    g = np.array([r["greedy"].batch_wall_s for r in runs])
-    return {s.name: paired_speedup(g, np.array([r[s.name].batch_wall_s for r in runs])) for s in specs}
+    g = _batch_times(runs, "greedy")
+    return {s.name: paired_speedup(g, _batch_times(runs, s.name)) for s in specs}
+
+
+def _batch_times(runs: list[dict[str, RunOutput]], name: str) -> np.ndarray:
+    """One decoder's (repeats, batches) wall times, the input of ``paired_speedup``."""
+    return np.array([r[name].batch_wall_s for r in runs])
 
 
 def chain_estimates(runs: list[dict[str, RunOutput]], specs: list[DecodeSpec]) -> dict[str, SpeedupEstimate]:
@@ -312,8 +317,7 @@ def chain_estimates(runs: list[dict[str, RunOutput]], specs: list[DecodeSpec]) -
     for s in specs:
         chain = chains.get((s.k, s.criterion, s.criterion_param))
         if s.method in ("tree", "rescored", "draft") and chain is not None:
-            out[s.name] = paired_speedup(np.array([r[chain.name].batch_wall_s for r in runs]),
-                                         np.array([r[s.name].batch_wall_s for r in runs]))
+            out[s.name] = paired_speedup(_batch_times(runs, chain.name), _batch_times(runs, s.name))
     return out
 
 

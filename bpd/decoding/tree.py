@@ -253,11 +253,9 @@ def build_tree(model, h: torch.Tensor, first: torch.Tensor, shape: TreeShape) ->
         return _fixed_tree(torch.cat([first, top_i if ids is None else ids[top_i]], dim=1), fixed)
     logp = fixed is None
     slot_scores = None
-    if not heads.path_dependent:
+    if not heads.path_dependent:  # a budgeted tree (fixed shapes of these heads took the shared path above)
         states = heads.states(h, shape.depth + 1, start=1)  # (B, depth, d): every slot at once
-        slot_scores = heads.proposal_logits(states)
-        if logp:
-            slot_scores = torch.log_softmax(slot_scores.float(), dim=-1)
+        slot_scores = torch.log_softmax(heads.proposal_logits(states).float(), dim=-1)
     toks = [first]
     if fixed is None:  # a budgeted tree's parents and path scores are chosen as it grows
         parents, cum = [torch.zeros(b, 1, dtype=torch.long, device=dev)], [h.new_zeros(b, 1).float()]
