@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The wall-clock benchmark on one CUDA GPU: greedy vs blockwise (exact, top-2; k = 2..8) at batch 1, 8
-# and 32, in float32 and bfloat16, on the demo's model (100 / 256 / 512 test sentences; 3 to 14 repeats
-# at batch 1 until each speedup's 95% interval is within +-3%, 3 at batch 8 and 32; per dtype; not yet
+# and 32, in float32 and bfloat16, and trees against the chain (k = 4, batch 1 and 8), on the demo's model
+# (100 / 256 / 512 test sentences; 3 to 14 repeats at batch 1 until each speedup's 95% interval is within
+# +-3%, 3 at batch 8 and 32; per dtype; not yet
 # timed on a GPU by us). Without the demo's model at hand it is trained there first.
 #
 #   bash bench/gpu.sh                        # on a CUDA machine
 #   ARCHS=1 bash bench/gpu.sh                # also Medusa / block-diagonal / paper heads (300-step trainings)
 #   COMPILE=1 bash bench/gpu.sh              # also torch.compile'd decoder layers, for both decoders
-#   DEVICE=cpu QUICK=1 bash bench/gpu.sh     # a half-minute dry run of this script on a CPU, before spending GPU time
+#   DEVICE=cpu QUICK=1 bash bench/gpu.sh     # a dry run of this script on a CPU (minutes), before spending GPU time
 #
 # Offline GPU machines: run `make bench-gpu-prep` here first and send the paths it prints along: wheels of
 # the few pure-Python packages a PyTorch image lacks, the demo's trained model and its tokenised data, so
@@ -61,6 +62,11 @@ if [ -n "${COMPILE:-}" ]; then run bench.dtype=float32 bench.compile=true bench.
 if [ -n "${ARCHS:-}" ]; then
     run 'bench.archs=[medusa,blockdiag,paper]' 'bench.batch_sizes=[1]' bench.naive_greedy=false
 fi
+# Tree verification against the chain (docs/beyond.md): on a GPU a verify call's extra rows are nearly free,
+# which is where a tree should beat the chain at batch 1; on the 2-core CPU it ties.
+TREES=('bench.trees=[chain+1,2x1,beam4]' 'bench.criteria=[{name: exact}]' 'bench.batch_sizes=[1,8]' bench.naive_greedy=false)
+if [ -z "${QUICK:-}" ]; then TREES+=('bench.ks=[4]' bench.max_repeats=6); fi
+run bench.dtype=float32 "${TREES[@]}"
 # The cost model across sizes (bpd/cost_model.py): t_k / t_1 from tiny to transformer_big on this GPU.
 SCALE=(--device "$DEVICE" --results "$RESULTS/scale" --figure "$RESULTS/scale/bench_scale.png")
 if [ -n "${QUICK:-}" ]; then SCALE+=(--quick); fi
