@@ -344,6 +344,21 @@ def test_beyond_table_sets_new_decoders_beside_their_runs_chain(report) -> None:
     assert set(d["study"]) == {"beyond"} and set(d["timing"]) == {"evaluation run"}
     assert set(d["run"]) == {"2026-01-11 00:00"}  # which run each row is from: a folder may hold reruns
     assert (res / "figures" / "beyond_speedup_vs_block.png").stat().st_size > 1000
+    assert "every row's output is greedy's" in t["beyond"].notes[0]
+
+
+def test_beyond_note_names_rows_that_differ_from_greedy() -> None:
+    """The identity claim under the table holds only when every row has it; otherwise the note names them."""
+    from analysis.extra_tables import _identity_note
+
+    def rows(ident: list[float]) -> pd.DataFrame:
+        return pd.DataFrame({"source_file": ["results/studies/b/bench_bf16/rows.jsonl"] * len(ident),
+                             "identical_to_greedy": ident, "dtype": ["bfloat16"] * len(ident)})
+
+    assert "every row's output is greedy's" in _identity_note(rows([1.0, 1.0]))
+    note = _identity_note(rows([1.0, 0.96, 0.99]))
+    assert "every row's output" not in note
+    assert "except 2 of b/bench_bf16 (bfloat16; 96%–99%" in note
 
 
 def test_files_and_report(report) -> None:
