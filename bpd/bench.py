@@ -6,9 +6,8 @@ lasts until greedy's time settles, and the whole pass is repeated until every sp
 interval is within +-``ci_target`` (or ``max_repeats``; at the batch sizes of ``ci_batch_sizes``, batch 1
 by default, others take ``repeats`` passes): the speedup is the paired estimate of
 ``bpd.speedup_ci`` (greedy's total over the method's, per-batch medians over repeats), with its interval.
-Separately, the cost of one decoding step is timed in isolation at a representative cache length: t_1 for a
-greedy step (decode one token, p_1, argmax, host sync) and t_k for a blockwise round (verify k tokens,
-accept, truncate, propose), so that
+Separately, the cost of one decoding step is timed in isolation (``bpd.step_costs``): t_1 for a greedy
+step and t_k for a blockwise round, so that
 
     ideal speedup = k_hat * t_1 / t_k        efficiency = measured speedup / ideal speedup
 
@@ -21,12 +20,8 @@ every batch pays once: the encoder (t_enc, the same for both) and blockwise's pr
 (n_b batches, rounds = blockwise calls - n_b), and speedup / predicted is the share of that prediction
 the decoding loop delivers: what is left is bookkeeping between calls and rows finishing inside a batch.
 predicted / ideal is the efficiency ceiling those once-per-batch costs leave, so that
-efficiency = ceiling * (speedup / predicted).
-
-Each step is also split into its parts, timed in a second round-robin with its own totals: the decoder
-layers alone over 1 and over k new tokens (d_1, d_k) and the proposal chain at one position (p_k); the
-rest of a step is scoring (p_1's vocabulary projection at 1 or k positions, argmax, accept test, host
-sync, cache rollback). The parts say where t_k / t_1 comes from (``format_breakdown``).
+efficiency = ceiling * (speedup / predicted). The parts of each step (``step_parts``) say where t_k / t_1
+comes from (``format_breakdown``).
 """
 
 from __future__ import annotations
@@ -34,134 +29,20 @@ from __future__ import annotations
 import math
 import resource
 import statistics
-import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
 
-from bpd.decoding.blockwise import propose, run_round, start
-from bpd.decoding.common import pad_rows, top1
-from bpd.decoding.criteria import make_criterion
+from bpd.decoding.common import pad_rows
 from bpd.decoding.spec import ROUND_METHODS, DecodeSpec
 from bpd.decoding.timed import RunOutput, decode_and_time
-from bpd.decoding.tree import TreeShape, build_tree, verify_tree
 from bpd.specbench import specbench_records, specbench_speed
 from bpd.speedup_ci import SpeedupEstimate, paired_speedup
+from bpd.step_costs import step_costs, step_parts
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-def warm_up(fns: list[Callable[[], Any]], calls: int = 5, budget_s: float = 0.5) -> None:
-    """Call each distinct function ``calls`` times before timing (allocator, kernels and caches settle),
-    fewer when calls are slow: after the first call, at most ``budget_s`` seconds more per function, and
-    always a second call. A transformer_big verify pass at batch 32 takes seconds on 2 cores; five
-    warm-up calls of each would cost more than the timed repetitions."""
-    seen: set[int] = set()
-    for fn in fns:
-        if id(fn) in seen:  # the parts' rotation reuses the steps' functions
-            continue
-        seen.add(id(fn))
-        t0 = time.perf_counter()
-        fn()
-        dt = time.perf_counter() - t0
-        for _ in range(max(1, min(calls - 1, int(budget_s / max(dt, 1e-9))))):
-            fn()
-
-
-def median_ms(fns: dict[str, Any], repeats: int, device: torch.device) -> dict[str, float]:
-    """Median milliseconds of each function, timed round-robin (one call of each per repetition), so a
-    drift in machine speed (shared CPUs, clock changes) affects every ratio's numerator and denominator alike."""
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            t0 = time.perf_counter()
-            fn()
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            times[name].append(time.perf_counter() - t0)
-    return {name: statistics.median(t) * 1e3 for name, t in times.items()}
-
-
-@torch.inference_mode()
-def step_costs(
-    model,
-    src: torch.Tensor,
-    ks: list[int],
-    criterion: str = "exact",
-    criterion_param: float | None = None,
-    prefix_len: int = 12,
-    repeats: int = 200,
-    criterion_kwargs: dict | None = None,
-    trees: list[tuple[int, TreeShape]] | None = None,
-) -> dict[str, float]:
-    """Median milliseconds of one greedy step (``t1``), one blockwise round per k (``t<k>``), one tree round
-    per (k, shape) of ``trees`` (``tree<k>_<shape>``: build the tree, verify, accept, keep the path), the
-    encoder (``enc``) and blockwise's propose-only start call per k (``s<k>``), and the parts of the
-    steps, timed in a second rotation and keyed ``part_*``: the whole steps again (``part_t1``,
-    ``part_t<k>``), the decoder layers alone over 1 and k tokens (``part_d1``, ``part_d<k>``) and the
-    proposal chain at one position (``part_p<k>``).
-
-    The cache is filled with ``prefix_len`` tokens first and rolled back after every timed step, so
-    every step and round sees the same cache length.
-    """
-    device = src.device
-    b = src.shape[0]
-    enc = model.encode(src)
-    kmax = max(ks + [1] + [shape.n_nodes for _, shape in trees or []])
-    cache = model.new_cache(b, prefix_len + kmax + 2)
-    prefix = torch.full((b, prefix_len), model.bos_id, dtype=torch.long, device=device)
-    model.decode(prefix, enc, cache)
-    mark = cache.mark()
-    tok = torch.full((b, 1), model.bos_id, dtype=torch.long, device=device)
-
-    def greedy_step() -> None:
-        h = model.decode(tok, enc, cache)
-        top1(model.heads.base_logits(h[:, 0])).tolist()
-        cache.rewind(mark)
-
-    def encode() -> None:
-        model.encode(src)
-
-    def decoder_only(toks: torch.Tensor) -> None:
-        model.decode(toks, enc, cache)
-        cache.rewind(mark)
-
-    h_one = model.decode(tok, enc, cache)[:, 0]
-    cache.rewind(mark)
-    fns: dict[str, Any] = {"t1": greedy_step, "enc": encode}
-    parts: dict[str, Any] = {"t1": greedy_step, "d1": lambda: decoder_only(tok)}
-    crit = make_criterion(criterion, criterion_param, **(criterion_kwargs or {}))
-    for k in ks:
-        props = torch.full((b, k), model.bos_id, dtype=torch.long, device=device)
-
-        def round_k(k: int = k, props: torch.Tensor = props) -> None:
-            r = run_round(model, props, enc, cache, crit, k, 1)
-            propose(model, r.h_last, r.first, k)
-            cache.rewind(mark)
-
-        def start_k(k: int = k) -> None:  # blockwise_decode's first call, before any round
-            start(model, tok, enc, cache, k)
-            cache.rewind(mark)
-
-        fns[f"t{k}"], fns[f"s{k}"] = round_k, start_k
-        parts[f"t{k}"], parts[f"d{k}"] = round_k, lambda props=props: decoder_only(props)
-        parts[f"p{k}"] = lambda k=k: propose(model, h_one, tok, k)
-    for k, shape in trees or []:
-        def tree_round(shape: TreeShape = shape) -> None:
-            verify_tree(model, build_tree(model, h_one, tok, shape), enc, cache, crit)
-            cache.rewind(mark)
-
-        fns[f"tree{k}_{shape.name}"] = tree_round
-    warm_up([*fns.values(), *parts.values()])
-    costs = median_ms(fns, repeats, device)
-    # The parts get their own round-robin, with their own totals: timing more functions in one rotation
-    # leaves each with colder caches, which would change the t_1 and t_k that the ideal is built on.
-    costs |= {f"part_{name}": ms for name, ms in median_ms(parts, repeats, device).items()}
-    return costs
 
 
 def peak_memory_mb(device: torch.device) -> float:
@@ -170,32 +51,20 @@ def peak_memory_mb(device: torch.device) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
 
 
-def step_parts(costs: dict[str, float], spec: DecodeSpec) -> dict[str, float | None]:
-    """A step's cost split into decoder layers, scoring (the rest of the step) and, for a blockwise
-    round, the proposal chain; None where the parts were not timed or do not apply."""
-    keys = ("total", "decoder", "scoring", "propose")
-    c = {name.removeprefix("part_"): ms for name, ms in costs.items() if name.startswith("part_")}
-    if spec.method == "greedy" and "d1" in c:
-        return dict(zip((f"step_{p}_ms" for p in keys), (c["t1"], c["d1"], c["t1"] - c["d1"], None)))
-    k = spec.k
-    if spec.method == "blockwise" and f"d{k}" in c:
-        t, d, pr = c[f"t{k}"], c[f"d{k}"], c[f"p{k}"]
-        return dict(zip((f"step_{p}_ms" for p in keys), (t, d, t - d - pr, pr)))
-    return {f"step_{p}_ms": None for p in keys}
-
-
 def bench_rows(
     runs: list[dict[str, RunOutput]],
     specs: list[DecodeSpec],
     costs: dict[str, float],
     common: dict[str, Any],
     estimates: dict[str, SpeedupEstimate] | None = None,
+    vs_chain: dict[str, SpeedupEstimate] | None = None,
 ) -> list[dict[str, Any]]:
     """Aggregate repeated runs of one batch size into rows (the speedup, its interval, ideal, efficiency).
 
     ``speedup`` is the paired estimate of ``estimates`` (``bpd.speedup_ci``) where given, else (hand-made
     runs without per-batch times) the median over repeats of total greedy time / total time, which rows
-    also keep as ``speedup_repeat_median``."""
+    also keep as ``speedup_repeat_median``. ``vs_chain`` (``chain_estimates``) gives the decoders beyond
+    the paper their paired speedup over the chain."""
     rows = []
     g_runs = [r["greedy"] for r in runs]
     g_iters = sum(g_runs[0].iterations)
@@ -212,6 +81,7 @@ def bench_rows(
         ideal = khat * t1 / tk if tk else None
         repeat_median = statistics.median(speedups) if speedups else None
         e = (estimates or {}).get(spec.name)
+        c = (vs_chain or {}).get(spec.name)
         speedup = e.speedup if e else repeat_median
         t_start = costs.get(f"s{spec.k}") if spec.method == "blockwise" else None
         predicted = None
@@ -245,6 +115,9 @@ def bench_rows(
                 "speedup_ci_halfwidth": e.halfwidth if e else None,  # relative: 0.03 = +-3%
                 "speedup_ci_level": e.level if e else None,
                 "ci_target_met": e.halfwidth <= common["ci_target"] if e and common.get("ci_target") else None,
+                "speedup_vs_chain": c.speedup if c else None,
+                "speedup_vs_chain_ci_low": c.low if c else None,
+                "speedup_vs_chain_ci_high": c.high if c else None,
                 "t1_ms": t1,
                 "tk_ms": tk,
                 "step_cost_ratio": tk / t1 if tk else None,
@@ -379,12 +252,7 @@ def run_bench(
         extra = {**(common or {}), "batch_size": bs, "n_batches": -(-n // bs), "peak_mem_mb": peak_memory_mb(device),
                  "warmup_passes": passes, "max_repeats": max_repeats if pursue else repeats,
                  "ci_target": ci_target if pursue else None}
-        bs_rows = bench_rows(runs, bs_specs, costs, extra, est)
-        vs_chain = chain_estimates(runs, bs_specs)
-        for row, spec in zip(bs_rows, bs_specs):
-            e = vs_chain.get(spec.name)
-            row |= {"speedup_vs_chain": e.speedup if e else None, "speedup_vs_chain_ci_low": e.low if e else None,
-                    "speedup_vs_chain_ci_high": e.high if e else None}
+        bs_rows = bench_rows(runs, bs_specs, costs, extra, est, chain_estimates(runs, bs_specs))
         for spec in bs_specs:
             mid = f"{model_id}-b{bs}-{spec.name}"
             records[mid] = specbench_records(median_run([r[spec.name] for r in runs]), mid, category, detok)

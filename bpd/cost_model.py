@@ -15,7 +15,7 @@ A round's cost t_k over a greedy step's t_1 decides what a mean accepted block s
 
 ``round_costs`` times t_1 and both designs' rounds for given k round-robin (one of each per repetition, so
 drift of the machine cancels out of the ratios), with the parts of the chain's round (decoder layers,
-scoring, proposal) as in ``bpd.bench.step_costs``.
+scoring, proposal) as in ``bpd.step_costs.step_costs``.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from typing import Any
 
 import torch
 
-from bpd.bench import median_ms, step_costs, warm_up
 from bpd.decoding.blockwise import Verified, accept, update
 from bpd.decoding.common import top1
 from bpd.decoding.criteria import Exact
+from bpd.step_costs import median_ms, step_costs, warm_up
 
 DESIGNS = ("chain", "combined")
 
@@ -57,7 +57,7 @@ def combined_round(model, props: torch.Tensor, enc, cache, k: int) -> torch.Tens
 @torch.inference_mode()
 def round_costs(model, src: torch.Tensor, ks: list[int], repeats: int, prefix_len: int = 12) -> dict[str, float]:
     """Median ms of a greedy step (``t1``), the chain's round per k (``chain<k>``, with its parts ``d<k>``
-    decoder layers, ``p<k>`` proposal chain, from ``bpd.bench.step_costs``) and the combined round per k
+    decoder layers, ``p<k>`` proposal chain, from ``bpd.step_costs.step_costs``) and the combined round per k
     (``combined<k>``), the two designs timed in one rotation with their own ``t1``."""
     device = src.device
     chain = step_costs(model, src, ks, repeats=repeats, prefix_len=prefix_len)

@@ -14,8 +14,6 @@ from bpd.bench import (
     median_run,
     run_bench,
     settle,
-    step_costs,
-    warm_up,
 )
 from bpd.config import BenchConfig, from_dict
 from bpd.decoding import criteria
@@ -23,6 +21,7 @@ from bpd.decoding.spec import DecodeSpec
 from bpd.decoding.timed import RunOutput
 from bpd.specbench import specbench_records
 from bpd.speedup_ci import SpeedupEstimate, paired_speedup
+from bpd.step_costs import step_costs, warm_up
 
 
 @pytest.fixture(scope="module")
