@@ -123,6 +123,51 @@ def test_resume_after_interruption_matches_uninterrupted(tmp_path):
         torch.testing.assert_close(p, q, rtol=1e-6, atol=1e-7, msg=f"{n} differs after resume")
 
 
+def test_continuing_a_shorter_run_is_the_longer_run(tmp_path):
+    """train.continue_from: 6 steps continued to 12 equal 12 steps from scratch, also when the shorter run
+    kept its best weights (its state holds the last ones); a run that differs in more than its budget is
+    refused before any step, naming the field."""
+    cfg = TrainConfig(lr=3e-3, warmup_steps=3, max_steps=12, max_minutes=None, ckpt_every=4, eval_every=4,
+                      keep_best=True, label_smoothing=0.1)
+    dev = {"dev": lambda: toy_batches(n=2)(99, 0)}
+    m1 = fresh_model(k=1, identity_p1=True, dropout=0.1)
+    full = train(m1, toy_batches(n=5), cfg, tmp_path / "full.pt", dev_sets=dev, progress=False)
+    m2 = fresh_model(k=1, identity_p1=True, dropout=0.1)
+    train(m2, toy_batches(n=5), dataclasses.replace(cfg, max_steps=6), tmp_path / "short.pt", dev_sets=dev,
+          progress=False)
+    # It kept step 4's weights (its one evaluation); its state holds step 6's, where it stopped (6 is no
+    # multiple of ckpt_every), and that is where the longer run goes on from.
+    assert load_checkpoint(tmp_path / "short.pt")["best_step"] == 4
+    assert load_checkpoint(tmp_path / "short.state.pt")["step"] == 6
+    m3 = fresh_model(k=1, identity_p1=True, dropout=0.1, seed=5)  # other initial weights: the state's win
+    longer = dataclasses.replace(cfg, continue_from=str(tmp_path / "short.pt"), ckpt_every=5)
+    out = train(m3, toy_batches(n=5), longer, tmp_path / "long.pt", dev_sets=dev, progress=False)
+    assert out["step"] == 12 and [r["step"] for r in out["history"]] == [r["step"] for r in full["history"]]
+    for (n, p), q in zip(m1.state_dict().items(), m3.state_dict().values()):
+        torch.testing.assert_close(p, q, rtol=1e-6, atol=1e-7, msg=f"{n} differs after continuing")
+
+    with pytest.raises(ValueError, match="lr=0.003, this one 0.001"):
+        train(fresh_model(k=1, identity_p1=True, dropout=0.1), toy_batches(n=5),
+              dataclasses.replace(longer, lr=1e-3), tmp_path / "other.pt", dev_sets=dev, progress=False)
+    with pytest.raises(ValueError, match="raise max_steps above it"):
+        train(fresh_model(k=1, identity_p1=True, dropout=0.1), toy_batches(n=5),
+              dataclasses.replace(longer, max_steps=4), tmp_path / "fewer.pt", dev_sets=dev, progress=False)
+    with pytest.raises(ValueError, match="model_config differs"):
+        train(fresh_model(k=1, identity_p1=True, dropout=0.2), toy_batches(n=5), longer, tmp_path / "m.pt",
+              dev_sets=dev, progress=False)
+    with pytest.raises(ValueError, match=r"train\.continue_from: no resume state"):
+        dataclasses.replace(cfg, continue_from=str(tmp_path / "nope.pt")).validate()
+    assert "continue_from" not in cfg.product()  # the same model either way: cache keys leave it out
+    # A finished run's state from before last_weights held the best weights: continuing it is refused.
+    old = load_checkpoint(tmp_path / "short.state.pt")
+    old.pop("last_weights")
+    old["model"] = load_checkpoint(tmp_path / "short.pt")["model"]
+    save_checkpoint(tmp_path / "short.state.pt", old)
+    with pytest.raises(ValueError, match="weights of step 4 .the best kept., not of step 6"):
+        train(fresh_model(k=1, identity_p1=True, dropout=0.1), toy_batches(n=5), longer, tmp_path / "again.pt",
+              dev_sets=dev, progress=False)
+
+
 def test_checkpoint_errors(tmp_path):
     with pytest.raises(CheckpointError, match="does not exist"):
         load_checkpoint(tmp_path / "nope.pt")

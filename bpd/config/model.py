@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 from bpd.config.common import HEAD_ARCHS, TARGETS, check, keyed_fields
@@ -98,9 +99,13 @@ class TrainConfig:
     score_every: int = 0  # greedy-decode the dev set and score it (BLEU, PSNR) every N steps (0 = never)
     score_examples: int | None = 200  # dev examples scored (null = all)
     best_on: str = "loss"  # keep_best / patience watch: loss (p_1's dev loss) | score (the dev score)
+    # A shorter run of this same stage (its .pt or .state.pt) to continue instead of starting at step 0: the
+    # schedule does not depend on the budget, so this trains the same model in fewer steps
+    # (bpd/training/continuation.py checks that the runs match).
+    continue_from: str | None = None
 
     #: Fields that change how a model is trained, not which model: left out of cache keys.
-    RUNTIME_ONLY = ("loader_workers",)
+    RUNTIME_ONLY = ("loader_workers", "continue_from")
     #: Fields added after models were cached: in cache keys only when they differ from their defaults, so
     #: that the keys (and the models) of earlier configs stay valid.
     KEYED_WHEN_SET = {"score_every": 0, "score_examples": 200, "best_on": "loss", "input_noise": 0.0}
@@ -126,6 +131,11 @@ class TrainConfig:
         check(self.best_on in ("loss", "score"), f"{where}.best_on must be loss or score (got {self.best_on!r}).")
         check(self.best_on == "loss" or self.score_every > 0,
                f"{where}.best_on=score needs {where}.score_every > 0 (how often the dev set is scored).")
+        if self.continue_from:
+            src = Path(self.continue_from)
+            state = src if src.name.endswith(".state.pt") else src.with_name(src.stem + ".state.pt")
+            check(state.exists(), f"{where}.continue_from: no resume state {state} exists; name the .pt or "
+                                  ".state.pt of a run of this stage in the cache (outputs/cache/models/).")
 
 
 def _overlay_fields() -> list[tuple[str, Any, Any]]:

@@ -28,6 +28,7 @@ from tqdm.auto import tqdm
 
 from bpd.config import HeadsConfig, TrainConfig
 from bpd.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from bpd.training.continuation import continued_state
 from bpd.training.distributed import all_reduce_sum
 from bpd.training.losses import LossModule, combine, head_losses, shifted_targets, teacher_tokens
 from bpd.training.noise import noisy_inputs
@@ -183,6 +184,12 @@ def train(
             if is_main:
                 os.replace(state_path, bad)
                 print(f"warning: {e} Moved it to {bad.name}; training this stage from the start.")
+    if st is None and cfg.continue_from:
+        expect = {"stage": stage, "model_config": model.config_dict(), "seed": seed, "meta": meta,
+                  "heads_config": None if heads is None else asdict(heads)}
+        st = continued_state(cfg.continue_from, cfg, expect, device)
+        if is_main:
+            print(f"continuing {cfg.continue_from} (step {st['step']}) as {ckpt_path.name}")
     if st is not None:
         model.load_state_dict(st["model"])
         opt.load_state_dict(st["optimizer"])
@@ -219,6 +226,7 @@ def train(
             "stopped_by": stopped_by(),
         }
         if not final:
+            p["last_weights"] = True  # the weights of ``step`` (a longer run continues from them), not the best
             p["optimizer"] = opt.state_dict()
             p["rng"] = _rng_state()
             p["best"] = best
@@ -230,9 +238,7 @@ def train(
 
     def checkpoint(final: bool = False) -> None:
         if is_main:
-            save_checkpoint(state_path, payload(False))
-            if final:
-                save_checkpoint(ckpt_path, payload(True))
+            save_checkpoint(ckpt_path if final else state_path, payload(final))
 
     def stopped_by() -> str | None:
         """What ends the stage now: "steps" (the budget), "minutes" (the cap: the model then depends on the
@@ -352,6 +358,8 @@ def train(
         if batch_idx == 0 and exhausted and step == 0:
             raise RuntimeError("the training set produced no batches; check the data folder and max_tokens.")
     bar.close()
+    if step % cfg.ckpt_every:  # the state where training stopped, before the best weights replace the last ones
+        checkpoint()
     if best is not None:
         model.load_state_dict(best["state"])
         if is_main:
