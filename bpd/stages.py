@@ -99,7 +99,7 @@ def heads_path_for(cfg: ExperimentConfig, task: Task) -> Path:
     base_path = base_path_for(cfg, task, cfg.base_targets)
     if h.k == 1 and h.identity_p1:
         return base_path  # nothing to train: k=1 with p_1 = base is the base model itself
-    heads = {k: v for k, v in dataclasses.asdict(h).items() if k != "eval_vs_self"}  # logging only
+    heads = {k: v for k, v in keyed_fields(h).items() if k != "eval_vs_self"}  # logging only
     key = config_hash(base_path.stem, heads, cfg.heads_train_config.product(), cfg.seed)
     return cache_root(cfg) / "models" / f"heads_k{h.k}_{h.training}_{h.targets}_{key}.pt"
 
@@ -131,6 +131,7 @@ def _heads_stage(cfg: ExperimentConfig, task: Task, path: Path, base_path: Path)
     missing, unexpected = model.load_state_dict(base.state_dict(), strict=False)
     if unexpected or any(not m.startswith("heads.") for m in missing):
         raise CheckpointError(f"base checkpoint {base_path} does not match the model config; delete it and retrain.")
+    model.heads.set_loss_vocab(task.proposal_vocab(h.proposal_vocab))
     tcfg = cfg.heads_train_config
     mt = tcfg.max_tokens
     dev = {"dev": task.eval_batches(task.pairs("dev"), mt)}

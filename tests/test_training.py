@@ -168,6 +168,34 @@ def test_continuing_a_shorter_run_is_the_longer_run(tmp_path):
               dev_sets=dev, progress=False)
 
 
+def test_heads_trained_among_a_proposal_vocabulary():
+    """heads.proposal_vocab: a proposal slot's loss is a softmax over the allowed tokens, a target outside them
+    left out (such a head could never propose it); p_1 keeps the whole vocabulary; unset, cache keys are as
+    before."""
+    import torch.nn.functional as F
+
+    from bpd.config import keyed_fields
+
+    model = fresh_model(k=3, heads_arch="recurrent", identity_p1=True)
+    src, tgt_in, tgt_out = next(toy_batches()(0))
+    ids = torch.tensor([0, 2, 5, 6, 7, 9, 11, 13])  # includes id 0 (= pad's position, not pad) and EOS (2)
+    h = model(src, tgt_in, hidden_only=True)
+    full = head_losses(model, h, tgt_out, [0, 1, 2])
+    model.heads.set_loss_vocab(ids)
+    part = head_losses(model, h, tgt_out, [0, 1, 2])
+    torch.testing.assert_close(part[0], full[0])  # p_1: unchanged
+    logits = dict(model.heads.slot_logits(h, [2], tokens=teacher_tokens(tgt_out, 3, model.pad_id)))[2]
+    assert logits.shape[-1] == len(ids)
+    tgt = shifted_targets(tgt_out, 2, model.pad_id).flatten()
+    keep = torch.isin(tgt, ids) & (tgt != model.pad_id)
+    assert 0 < int(keep.sum()) < int((tgt != model.pad_id).sum())  # some targets lie outside the vocabulary
+    pos = torch.searchsorted(ids, tgt[keep])
+    torch.testing.assert_close(part[2], F.cross_entropy(logits.flatten(0, 1)[keep].float(), pos))
+    assert "proposal_vocab" not in keyed_fields(HeadsConfig()) and keyed_fields(HeadsConfig(proposal_vocab=9))
+    with pytest.raises(ValueError, match="heads.proposal_vocab=0"):
+        HeadsConfig(proposal_vocab=0).validate()
+
+
 def test_checkpoint_errors(tmp_path):
     with pytest.raises(CheckpointError, match="does not exist"):
         load_checkpoint(tmp_path / "nope.pt")

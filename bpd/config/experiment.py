@@ -114,6 +114,8 @@ class ExperimentConfig:
         self.decode.validate(self.heads.k)
         check(self.decode.proposal_vocab is None or self.task.proposal_vocab_applies,
                f"decode.proposal_vocab restricts a translation vocabulary; set it to null for {self.task.kind} tasks.")
+        check(self.heads.proposal_vocab is None or self.task.proposal_vocab_applies,
+               f"heads.proposal_vocab restricts a translation vocabulary; set it to null for {self.task.kind} tasks.")
         check(self.heads.targets != "self" or self.heads.k > 1 or not self.heads.identity_p1,
                "heads.targets=self needs heads to train (heads.k > 1).")
         check(not self.model.aligned_input or self.task.kind == "image",

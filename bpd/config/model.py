@@ -58,6 +58,13 @@ class HeadsConfig:
     p1_weight: float = 1.0  # mean loss: p_1 counts this many times one proposal head (1 = plain mean)
     targets: str = "gold"  # gold | distilled (teacher beam outputs) | self (base model's greedy outputs)
     eval_vs_self: bool = True  # also log per-head dev accuracy against the base model's own outputs
+    # Translation: proposal heads learn to propose among the N most frequent target tokens only (the ids
+    # decode.proposal_vocab=N restricts decoding to): their loss is a softmax over those N, and a target
+    # outside them is left out, since such a head could never propose it. p_1 keeps the whole vocabulary.
+    proposal_vocab: int | None = None
+
+    #: Fields added after models were cached: in cache keys only when they differ from their defaults.
+    KEYED_WHEN_SET = {"proposal_vocab": None}
 
     def validate(self) -> None:
         check(self.k >= 1, f"heads.k must be >= 1 (got {self.k}).")
@@ -69,6 +76,8 @@ class HeadsConfig:
         check(self.loss in ("mean", "sampled"), f"unknown heads.loss {self.loss!r}; use mean or sampled.")
         check(self.p1_weight > 0, f"heads.p1_weight must be > 0 (got {self.p1_weight}); 1 is the plain mean.")
         check(self.targets in TARGETS, f"unknown heads.targets {self.targets!r}; use gold, distilled or self.")
+        check(self.proposal_vocab is None or self.proposal_vocab >= 1,
+               f"heads.proposal_vocab={self.proposal_vocab}: use a positive number of tokens, or null.")
 
 
 @dataclass

@@ -101,7 +101,8 @@ def evaluate_heads(model, batches: Iterable[Batch], heads: list[int], device, bf
         for i in heads:
             tgt = shifted_targets(tgt_out, i, model.pad_id)
             mask = tgt != model.pad_id
-            pred = logits[:, :, i].argmax(-1)
+            ids = model.heads.loss_ids  # heads.proposal_vocab: a slot's guess is among these tokens only
+            pred = logits[:, :, i].argmax(-1) if ids is None or i == 0 else ids[logits[:, :, i, ids].argmax(-1)]
             correct[i] += int(((pred == tgt) & mask).sum())
             count[i] += int(mask.sum())
             tot_loss[i] += float(losses[i])

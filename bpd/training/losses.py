@@ -10,6 +10,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+IGNORE = -100  # cross_entropy's ignore_index for targets outside a restricted slot vocabulary
+
 
 def shifted_targets(tgt_out: torch.Tensor, i: int, pad_id: int) -> torch.Tensor:
     """Targets of head i: tgt_out shifted left by i, padded at the end."""
@@ -36,15 +38,30 @@ def head_losses(
     pad = model.pad_id
     # Heads whose slots read the previous slot's token are fed the targets (teacher forcing).
     teacher = teacher_tokens(tgt_out, max(heads) + 1, pad)
+    index = loss_index(model.heads.loss_ids, model.heads.output.weight.shape[0], pad)
     for i, logits in model.heads.slot_logits(h, heads, tokens=teacher):
-        tgt = shifted_targets(tgt_out, i, pad).flatten()
+        tgt, ignore = shifted_targets(tgt_out, i, pad).flatten(), pad
+        if i > 0 and index is not None:
+            tgt, ignore = index[tgt], IGNORE  # positions among heads.loss_ids; other tokens and pad left out
         # Sum over the counted targets: a batch of short sentences has none i positions ahead for a far
         # head, and the plain mean would then log NaN (its gradient is zero either way).
         ce = F.cross_entropy(
-            logits.flatten(0, 1).float(), tgt, ignore_index=pad, label_smoothing=label_smoothing, reduction="sum"
+            logits.flatten(0, 1).float(), tgt, ignore_index=ignore, label_smoothing=label_smoothing, reduction="sum"
         )
-        out[i] = ce / (tgt != pad).sum().clamp(min=1)
+        out[i] = ce / (tgt != ignore).sum().clamp(min=1)
     return out
+
+
+def loss_index(ids: torch.Tensor | None, vocab: int, pad: int) -> torch.Tensor | None:
+    """A (vocab,) table from token id to its position among ``ids`` (the proposal slots' training
+    vocabulary), ``IGNORE`` for every other token (pad included), so the loss leaves those targets out;
+    None when the slots train over the whole vocabulary."""
+    if ids is None:
+        return None
+    table = torch.full((vocab,), IGNORE, dtype=torch.long, device=ids.device)
+    table[ids] = torch.arange(len(ids), device=ids.device)
+    table[pad] = IGNORE
+    return table
 
 
 def combine(losses: dict[int, torch.Tensor], p1_weight: float = 1.0) -> torch.Tensor:

@@ -45,6 +45,8 @@ class ProposalHeads(nn.Module):
         self.derived = fastpath.DerivedCache()
         # Decoding option: proposal heads choose among these token ids only (``set_proposal_vocab``).
         self.proposal_ids: torch.Tensor | None = None
+        # Training option: the proposal slots' logits cover these token ids only (``set_loss_vocab``).
+        self.loss_ids: torch.Tensor | None = None
         # A plain base model (k == 1 with identity p_1) has no extra parameters at all.
         self.n_learned = k - 1 if identity_p1 else k
         self.shift = 1 if identity_p1 else 0  # slot s is learned slot s - shift
@@ -95,7 +97,7 @@ class ProposalHeads(nn.Module):
         """``(slot, logits (..., V))`` for each requested slot (0 = p_1), each computed when it is reached, so
         a loss over many slots of a large vocabulary holds one slot's logits at a time."""
         for i in slots:
-            yield i, self.base_logits(h) if i == 0 else self.output(self.states(h, i + 1, start=i)[..., 0, :])
+            yield i, self.base_logits(h) if i == 0 else self.slot_projection(self.states(h, i + 1, start=i)[..., 0, :])
 
     def base_logits(self, h: torch.Tensor) -> torch.Tensor:
         """p_1 logits only: (..., V). Cheap when p_1 is the identity."""
@@ -110,6 +112,21 @@ class ProposalHeads(nn.Module):
         proposal slot cheaper (FR-Spec, Zhao et al. 2025), at the price of never proposing a rare token."""
         dev = self.output.weight.device
         self.proposal_ids = None if ids is None else torch.as_tensor(ids, dtype=torch.long, device=dev)
+
+    def set_loss_vocab(self, ids: torch.Tensor | None) -> None:
+        """Train the proposal slots among ``ids`` only (``heads.proposal_vocab``): their logits in
+        ``slot_logits`` cover ``ids`` (index i is token ``ids[i]``), which saves most of a slot's cost when
+        ``ids`` is a small share of a large vocabulary. None: the whole vocabulary."""
+        dev = self.output.weight.device
+        self.loss_ids = None if ids is None else torch.as_tensor(ids, dtype=torch.long, device=dev)
+
+    def slot_projection(self, x: torch.Tensor) -> torch.Tensor:
+        """A proposal slot's logits for training: over ``loss_ids`` when set, else the whole vocabulary."""
+        ids = self.loss_ids
+        if ids is None:
+            return self.output(x)
+        w, b = self.output.weight, self.output.bias
+        return torch.nn.functional.linear(x, w[ids], None if b is None else b[ids])
 
     def proposal_top1(self, x: torch.Tensor) -> torch.Tensor:
         """Proposed token ids: argmax over the allowed proposal vocabulary."""

@@ -82,7 +82,7 @@ class RecurrentHeads(ProposalHeads):
         top = max(slots)
         states = self.states(h, top + 1, tokens=tokens) if top > 0 else None
         for i in slots:
-            yield i, self.base_logits(h) if i == 0 else self.output(states[..., i, :])
+            yield i, self.base_logits(h) if i == 0 else self.slot_projection(states[..., i, :])
 
     def propose(self, h: torch.Tensor, first: torch.Tensor, k: int) -> torch.Tensor:
         if self.n_learned == 0:
