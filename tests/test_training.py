@@ -158,6 +158,13 @@ def test_continuing_a_shorter_run_is_the_longer_run(tmp_path):
     with pytest.raises(ValueError, match=r"train\.continue_from: no resume state"):
         dataclasses.replace(cfg, continue_from=str(tmp_path / "nope.pt")).validate()
     assert "continue_from" not in cfg.product()  # the same model either way: cache keys leave it out
+    # A state from before a config field existed trained with its default, and continues only under it.
+    from bpd.training.continuation import _same
+
+    old_heads = {k: v for k, v in dataclasses.asdict(HeadsConfig()).items() if k != "proposal_vocab"}
+    assert _same(old_heads, dataclasses.asdict(HeadsConfig()), {"proposal_vocab": None})
+    assert not _same(old_heads, dataclasses.asdict(HeadsConfig(proposal_vocab=9)), {"proposal_vocab": None})
+    assert not _same(old_heads, dataclasses.asdict(HeadsConfig()), {})  # no known default: not the same run
     # A finished run's state from before last_weights held the best weights: continuing it is refused.
     old = load_checkpoint(tmp_path / "short.state.pt")
     old.pop("last_weights")

@@ -13,7 +13,8 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
-from bpd.config import TrainConfig
+from bpd.config import HeadsConfig, TrainConfig
+from bpd.models.transformer import TransformerConfig
 from bpd.training.checkpoint import load_checkpoint
 
 #: What may differ between a run and its continuation: the budget and cap, and how often it logs and saves.
@@ -24,6 +25,18 @@ def state_file(source: str | Path) -> Path:
     """The resume state of a stage named by its final checkpoint (``x.pt``) or by the state itself."""
     path = Path(source)
     return path if path.name.endswith(".state.pt") else path.with_name(path.stem + ".state.pt")
+
+
+#: Defaults of config fields that a state written before the field existed lacks (it trained with them).
+DEFAULTS = {"heads_config": asdict(HeadsConfig()), "model_config": asdict(TransformerConfig())}
+
+
+def _same(old: Any, new: Any, defaults: dict[str, Any]) -> bool:
+    """Equal, where a field missing from ``old`` (a state from before the field existed) counts as its default."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        missing = object()
+        return set(old) <= set(new) and all(old.get(k, defaults.get(k, missing)) == v for k, v in new.items())
+    return old == new
 
 
 def _plain(v: Any) -> Any:
@@ -45,7 +58,7 @@ def continued_state(source: str | Path, cfg: TrainConfig, expect: dict[str, Any]
     if "optimizer" not in st:
         refuse("that file holds weights only, not a resume state; name a stage's .pt or .state.pt in the cache.")
     for key in ("stage", "model_config", "heads_config", "seed"):
-        if st.get(key) != expect[key]:
+        if not _same(st.get(key), expect[key], DEFAULTS.get(key, {})):
             refuse(f"that run's {key} differs from this one's; continue a run of the same stage and model.")
     old_meta, meta = st.get("meta") or {}, expect.get("meta") or {}
     if old_meta.get("data") != meta.get("data"):
