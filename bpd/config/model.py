@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 from typing import Any
 
 from bpd.config.common import HEAD_ARCHS, TARGETS, check, keyed_fields
@@ -141,8 +140,9 @@ class TrainConfig:
         check(self.best_on == "loss" or self.score_every > 0,
                f"{where}.best_on=score needs {where}.score_every > 0 (how often the dev set is scored).")
         if self.continue_from:
-            src = Path(self.continue_from)
-            state = src if src.name.endswith(".state.pt") else src.with_name(src.stem + ".state.pt")
+            from bpd.training.checkpoint import state_file  # the checkpoint naming rule; imports torch
+
+            state = state_file(self.continue_from)
             check(state.exists(), f"{where}.continue_from: no resume state {state} exists; name the .pt or "
                                   ".state.pt of a run of this stage in the cache (outputs/cache/models/).")
 

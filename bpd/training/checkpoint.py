@@ -15,6 +15,19 @@ class CheckpointError(RuntimeError):
     pass
 
 
+def state_file(path: str | Path) -> Path:
+    """The resume state (optimizer, RNG, position) kept beside a stage's final checkpoint: ``x.state.pt`` for
+    ``x.pt``; a ``.state.pt`` path is returned as it is."""
+    path = Path(path)
+    return path if path.name.endswith(".state.pt") else path.with_name(path.stem + ".state.pt")
+
+
+def final_file(state: str | Path) -> Path:
+    """The final checkpoint ``x.pt`` beside the resume state ``x.state.pt``."""
+    state = Path(state)
+    return state.with_name(state.name.removesuffix(".state.pt") + ".pt")
+
+
 def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

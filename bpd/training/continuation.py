@@ -15,16 +15,10 @@ from typing import Any
 
 from bpd.config import HeadsConfig, TrainConfig
 from bpd.models.transformer import TransformerConfig
-from bpd.training.checkpoint import load_checkpoint
+from bpd.training.checkpoint import final_file, load_checkpoint, state_file
 
 #: What may differ between a run and its continuation: the budget and cap, and how often it logs and saves.
 MAY_DIFFER = ("max_steps", "max_minutes", "continue_from", "loader_workers", "log_every", "ckpt_every")
-
-
-def state_file(source: str | Path) -> Path:
-    """The resume state of a stage named by its final checkpoint (``x.pt``) or by the state itself."""
-    path = Path(source)
-    return path if path.name.endswith(".state.pt") else path.with_name(path.stem + ".state.pt")
 
 
 #: Defaults of config fields that a state written before the field existed lacks (it trained with them).
@@ -66,11 +60,11 @@ def continued_state(source: str | Path, cfg: TrainConfig, expect: dict[str, Any]
     old_base = (old_meta.get("config") or {}).get("base")
     if old_base != (meta.get("config") or {}).get("base"):
         refuse(f"that run's heads sit on another base model ({old_base}); continue a run on this one.")
-    old_cfg = st.get("train_config") or {}
+    old_cfg, defaults = st.get("train_config") or {}, asdict(TrainConfig())
     for f in fields(TrainConfig):
         if f.name in MAY_DIFFER:
             continue
-        before = _plain(old_cfg.get(f.name, asdict(TrainConfig())[f.name]))
+        before = _plain(old_cfg.get(f.name, defaults[f.name]))
         if before != _plain(getattr(cfg, f.name)):
             refuse(f"that run had {f.name}={before!r}, this one {getattr(cfg, f.name)!r}; only the budget "
                    f"({', '.join(MAY_DIFFER[:2])}) and how often it logs or saves may change.")
@@ -80,7 +74,7 @@ def continued_state(source: str | Path, cfg: TrainConfig, expect: dict[str, Any]
     # States written before ``last_weights`` existed: a finished run's state then held the best weights it kept,
     # not the last ones, and continuing from those would not be the longer run.
     if not st.get("last_weights") and best is not None and best["step"] != st["step"] \
-            and path.with_name(path.name.removesuffix(".state.pt") + ".pt").exists():
+            and final_file(path).exists():
         refuse(f"that state holds the weights of step {best['step']} (the best kept), not of step {st['step']} "
                "where it stopped; continue from a state written mid-run or by a later version.")
     return st

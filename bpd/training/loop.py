@@ -27,7 +27,7 @@ import torch
 from tqdm.auto import tqdm
 
 from bpd.config import HeadsConfig, TrainConfig
-from bpd.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from bpd.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint, state_file
 from bpd.training.continuation import continued_state
 from bpd.training.distributed import all_reduce_sum
 from bpd.training.losses import LossModule, combine, head_losses, shifted_targets, teacher_tokens
@@ -175,7 +175,7 @@ def train(
     best: dict[str, Any] | None = None
     torch.manual_seed(seed)
     random.seed(seed)
-    state_path = ckpt_path.with_name(ckpt_path.stem + ".state.pt")
+    state_path = state_file(ckpt_path)
     st = None
     if resume and state_path.exists():
         try:

@@ -105,39 +105,42 @@ class ProposalHeads(nn.Module):
             return self.project(h)
         return self.project(self.states(h, 1)[..., 0, :])
 
+    def _token_ids(self, ids: torch.Tensor | None) -> torch.Tensor | None:
+        return None if ids is None else torch.as_tensor(ids, dtype=torch.long, device=self.output.weight.device)
+
+    def project_among(self, x: torch.Tensor, ids: torch.Tensor | None) -> torch.Tensor:
+        """Logits (..., len(ids)) over the tokens ``ids`` only (index i is token ``ids[i]``), through the
+        plain projection; None: the whole vocabulary."""
+        if ids is None:
+            return self.output(x)
+        w, b = self.output.weight, self.output.bias
+        return torch.nn.functional.linear(x, w[ids], None if b is None else b[ids])
+
     def set_proposal_vocab(self, ids: torch.Tensor | None) -> None:
         """Restrict what the proposal heads may propose to ``ids`` (e.g. the most frequent target tokens),
         or lift the restriction with None. Proposals are only guesses: verification still scores p_1 over
         the whole vocabulary, so exact decoding stays identical to greedy; a smaller projection makes each
         proposal slot cheaper (FR-Spec, Zhao et al. 2025), at the price of never proposing a rare token."""
-        dev = self.output.weight.device
-        self.proposal_ids = None if ids is None else torch.as_tensor(ids, dtype=torch.long, device=dev)
+        self.proposal_ids = self._token_ids(ids)
 
     def set_loss_vocab(self, ids: torch.Tensor | None) -> None:
         """Train the proposal slots among ``ids`` only (``heads.proposal_vocab``): their logits in
         ``slot_logits`` cover ``ids`` (index i is token ``ids[i]``), which saves most of a slot's cost when
         ``ids`` is a small share of a large vocabulary. None: the whole vocabulary."""
-        dev = self.output.weight.device
-        self.loss_ids = None if ids is None else torch.as_tensor(ids, dtype=torch.long, device=dev)
+        self.loss_ids = self._token_ids(ids)
 
     def slot_projection(self, x: torch.Tensor) -> torch.Tensor:
         """A proposal slot's logits for training: over ``loss_ids`` when set, else the whole vocabulary."""
-        ids = self.loss_ids
-        if ids is None:
-            return self.output(x)
-        w, b = self.output.weight, self.output.bias
-        return torch.nn.functional.linear(x, w[ids], None if b is None else b[ids])
+        return self.project_among(x, self.loss_ids)
 
     def proposal_top1(self, x: torch.Tensor) -> torch.Tensor:
         """Proposed token ids: argmax over the allowed proposal vocabulary."""
         ids = self.proposal_ids
         if fastpath.applies(self.output.weight):
             best = fastpath.propose_top1(self, x)
-            return best if ids is None else ids[best]
-        if ids is None:
-            return top1(self.output(x))
-        w, b = self.output.weight, self.output.bias
-        return ids[top1(torch.nn.functional.linear(x, w[ids], None if b is None else b[ids]))]
+        else:
+            best = top1(self.project_among(x, ids))
+        return best if ids is None else ids[best]
 
     def proposal_logits(self, x: torch.Tensor) -> torch.Tensor:
         """Logits (..., P) over the proposal vocabulary (``set_proposal_vocab``; P = V when unrestricted):
@@ -145,11 +148,7 @@ class ProposalHeads(nn.Module):
         if fastpath.applies(self.output.weight):
             wt, b = fastpath.proposal_projection(self)
             return x @ wt if b is None else x @ wt + b
-        ids = self.proposal_ids
-        if ids is None:
-            return self.output(x)
-        w, b = self.output.weight, self.output.bias
-        return torch.nn.functional.linear(x, w[ids], None if b is None else b[ids])
+        return self.project_among(x, self.proposal_ids)
 
     def propose(self, h: torch.Tensor, first: torch.Tensor, k: int) -> torch.Tensor:
         """Proposal tokens of slots 1..k-1 (B, k-1) at one position ``h`` (B, d), given p_1's argmax
