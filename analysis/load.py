@@ -86,8 +86,8 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-#: Result folders whose rows are not decoding rows.
-NOT_DECODING = "scale"
+#: Result folders whose rows are not decoding rows (data-path and training-step measurements).
+NOT_DECODING = ("scale", "train-step")
 
 
 def result_files(results_dir: Path) -> list[Path]:
@@ -95,12 +95,13 @@ def result_files(results_dir: Path) -> list[Path]:
     ``rows.jsonl`` under ``results/studies/`` (side studies, grouped in subfolders as needed).
 
     Other nested files are not read: ``results/bench/<ab>/*.jsonl`` or ``results/<x>/outputs/`` stay out, and
-    so does ``results/scale/`` (data-path measurements of ``make scale-check``, not decoding rows).
+    so do ``results/scale/`` (data-path measurements of ``make scale-check``) and ``results/train-step/``
+    (``bench/train_step.py``): not decoding rows.
     """
     if not results_dir.is_dir():
         return []
     files = set(results_dir.glob("*/rows.jsonl")) | set(results_dir.glob("*/bench*.jsonl"))
-    files -= set(results_dir.glob(f"{NOT_DECODING}/*"))
+    files -= {f for name in NOT_DECODING for f in results_dir.glob(f"{name}/*")}
     studies = results_dir / STUDIES_DIR
     if studies.is_dir():
         files |= set(studies.rglob("rows.jsonl"))

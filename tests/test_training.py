@@ -317,6 +317,44 @@ def test_head_losses_finite_when_a_head_has_no_targets():
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
 
 
+@pytest.mark.parametrize("arch", ["paper", "blockdiag", "medusa", "recurrent"])
+def test_head_losses_score_only_positions_with_a_target(arch):
+    """The losses (and their gradients) equal the cross-entropy of the full (B, T, k, V) logits with padding
+    ignored, yet slot i is projected at the positions with a target i tokens ahead only."""
+    import torch.nn.functional as F
+
+    model = fresh_model(k=4, heads_arch=arch, identity_p1=True)
+    tgt_out = torch.tensor([[5, 6, 7, 8, 2, 0], [7, 9, 2, 0, 0, 0], [4, 5, 6, 7, 8, 2]])
+    h = torch.randn(3, 6, model.cfg.d_model, requires_grad=True)
+    projected = {}
+    real = model.heads.slot_output
+
+    def counting(i, x):
+        projected[i] = x.shape[0]
+        return real(i, x)
+
+    model.heads.slot_output = counting
+    losses = head_losses(model, h, tgt_out, [0, 1, 2, 3], label_smoothing=0.1)
+    counted = dict(projected)
+    logits = model.heads(h, tokens=teacher_tokens(tgt_out, 4, model.pad_id))
+    everywhere = head_losses(model, h, tgt_out, [0, 1, 2, 3], label_smoothing=0.1, every_position=True)
+    assert projected == {0: 18, 1: 18, 2: 18, 3: 18}  # the reference path (bench/train_step.py) projects all
+    for i in range(4):
+        tgt = shifted_targets(tgt_out, i, model.pad_id).flatten()
+        ref = F.cross_entropy(logits[:, :, i].flatten(0, 1), tgt, ignore_index=model.pad_id, label_smoothing=0.1)
+        torch.testing.assert_close(losses[i], ref)
+        torch.testing.assert_close(everywhere[i], ref)
+        assert counted[i] == int((tgt != model.pad_id).sum()) < 18  # 15, 12, 9, 6 positions of 18
+    ours = torch.autograd.grad(combine(losses), [h, *model.heads.parameters()], allow_unused=True)
+    full = sum(F.cross_entropy(logits[:, :, i].flatten(0, 1), shifted_targets(tgt_out, i, model.pad_id).flatten(),
+                               ignore_index=model.pad_id, label_smoothing=0.1) for i in range(4)) / 4
+    theirs = torch.autograd.grad(full, [h, *model.heads.parameters()], allow_unused=True)
+    for a, b in zip(ours, theirs):
+        assert (a is None) == (b is None)
+        if a is not None:
+            torch.testing.assert_close(a, b)
+
+
 def test_input_noise_swaps_only_real_inputs_for_batch_tokens():
     from bpd.training.noise import noisy_inputs
 

@@ -7,8 +7,10 @@ decoding use:
 
 * ``states(h, stop, start, tokens)``: hidden vectors of slots ``start .. stop-1``,
 * ``forward(h, k, tokens)``: logits of the first ``k`` slots (training, analysis),
-* ``slot_logits(h, slots, tokens)``: logits of the chosen slots (the losses; the paper's sampled loss asks
-  for one slot, and only that one is computed),
+* ``slot_logits(h, slots, tokens)``: logits of the chosen slots (the paper's sampled loss asks for one
+  slot, and only that one is computed),
+* ``slot_states(h, slots, tokens, alive)``: their hidden vectors at the positions a loss scores only, and
+  ``slot_output(i, x)`` their logits (the losses),
 * ``base_logits(h)``: p_1 only, at every verified position,
 * ``propose(h, first, k)``: the proposal tokens of slots 1..k-1 at one position (decoding).
 
@@ -96,8 +98,27 @@ class ProposalHeads(nn.Module):
     ) -> Iterator[tuple[int, torch.Tensor]]:
         """``(slot, logits (..., V))`` for each requested slot (0 = p_1), each computed when it is reached, so
         a loss over many slots of a large vocabulary holds one slot's logits at a time."""
+        flat_tokens = None if tokens is None else tokens.flatten(0, -2)
+        for i, x, _ in self.slot_states(h.flatten(0, -2), slots, flat_tokens):
+            yield i, self.slot_output(i, x).unflatten(0, h.shape[:-1])
+
+    def slot_states(
+        self, h: torch.Tensor, slots: list[int], tokens: torch.Tensor | None = None, alive: torch.Tensor | None = None
+    ) -> Iterator[tuple[int, torch.Tensor, torch.Tensor | None]]:
+        """``(slot, x, rows)`` for each requested slot of the positions ``h`` (N, d): ``x`` holds the slot's
+        hidden vectors at the positions ``rows`` (None: all N), ready for ``slot_output``. ``alive`` (N, S)
+        marks, for slot i in column i, the positions the caller will score (a loss: those whose target is not
+        padding), so a far slot is not computed where its target lies beyond the sentence's end; it must not
+        grow with i (slot i's target is i tokens ahead: once past the end, always past it)."""
         for i in slots:
-            yield i, self.base_logits(h) if i == 0 else self.slot_projection(self.states(h, i + 1, start=i)[..., 0, :])
+            rows = None if alive is None else alive[:, i].nonzero()[:, 0]
+            x = h if rows is None else h[rows]
+            yield i, self.states(x, i + 1, start=i)[..., 0, :], rows
+
+    def slot_output(self, i: int, x: torch.Tensor) -> torch.Tensor:
+        """Slot ``i``'s logits from its hidden vectors: p_1 over the whole vocabulary, a proposal slot through
+        ``slot_projection``."""
+        return self.project(x) if i == 0 else self.slot_projection(x)
 
     def base_logits(self, h: torch.Tensor) -> torch.Tensor:
         """p_1 logits only: (..., V). Cheap when p_1 is the identity."""

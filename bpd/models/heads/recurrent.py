@@ -75,14 +75,31 @@ class RecurrentHeads(ProposalHeads):
         slots = [h] + self.chain(h, first, stop, tokens)[0]
         return torch.stack(slots[start:stop], dim=-2)
 
-    def slot_logits(
-        self, h: torch.Tensor, slots: list[int], tokens: torch.Tensor | None = None
-    ) -> Iterator[tuple[int, torch.Tensor]]:
-        """The chain is sequential: the states up to the furthest requested slot are computed once."""
-        top = max(slots)
-        states = self.states(h, top + 1, tokens=tokens) if top > 0 else None
-        for i in slots:
-            yield i, self.base_logits(h) if i == 0 else self.slot_projection(states[..., i, :])
+    def slot_states(
+        self, h: torch.Tensor, slots: list[int], tokens: torch.Tensor | None = None, alive: torch.Tensor | None = None
+    ) -> Iterator[tuple[int, torch.Tensor, torch.Tensor | None]]:
+        """The chain is sequential: the states up to the furthest requested slot are computed once (in slot
+        order), each slot only at the positions still ``alive`` for it (a subset of the previous slot's)."""
+        if max(slots) == 0 or self.n_learned == 0:
+            yield from super().slot_states(h, slots, tokens, alive)
+            return
+        if tokens is None:  # each slot reads the previous one's argmax: the whole chain, then the rows asked for
+            states = self.states(h, max(slots) + 1)
+            for i in slots:
+                rows = None if alive is None else alive[:, i].nonzero()[:, 0]
+                yield i, states[:, i] if rows is None else states[rows, i], rows
+            return
+        rows = None if alive is None else alive[:, 0].nonzero()[:, 0]
+        s, wanted = (h if rows is None else h[rows]), set(slots)
+        if 0 in wanted:
+            yield 0, s, rows
+        for i in range(1, max(slots) + 1):
+            if alive is not None:
+                keep = alive[rows, i]
+                rows, s = rows[keep], s[keep]
+            s = self.step(s, tokens[:, i - 1] if rows is None else tokens[rows, i - 1], i)
+            if i in wanted:
+                yield i, s, rows
 
     def propose(self, h: torch.Tensor, first: torch.Tensor, k: int) -> torch.Tensor:
         if self.n_learned == 0:

@@ -1,0 +1,98 @@
+"""What a heads training step costs when every slot is computed at every position, against only where its
+target lies inside the sentence (``bpd.training.losses.slot_scores``): both in one run, on the same batches.
+
+A training step of k proposal slots (forward and backward of the decoder, the slots and their losses, as
+``bpd.training.loop`` takes it) is timed for both paths, alternating, on the first ``--batches`` batches of
+the embedded corpus (the demo's token budget, 2,048 per batch). The model has the size of the shipped base
+(``small``) with random weights: the cost does not depend on what the weights learned. The losses of the
+two paths are checked to agree before anything is timed. Rows go to results/train-step/rows.jsonl.
+
+    python bench/train_step.py                      # the demo's heads: k = 8 recurrent, 2 threads (~3 min)
+    python bench/train_step.py --arch medusa --k 10 --threads 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bpd.config import ExperimentConfig, HeadsConfig, ModelConfig  # noqa: E402
+from bpd.tasks import load_task  # noqa: E402
+from bpd.tracking import append_rows, device_name, git_sha  # noqa: E402
+from bpd.training.losses import combine, head_losses  # noqa: E402
+
+SMALL = ModelConfig("small", 256, 4, 1024, 3, 3, dropout=0.3)  # conf/model/small.yaml, the shipped base's size
+
+
+def step(model, batch, heads: list[int], every_position: bool, seed: int) -> tuple[float, float]:
+    """One forward and backward (the optimizer's update costs the same on both paths): (seconds, loss)."""
+    src, tgt_in, tgt_out = batch
+    torch.manual_seed(seed)  # the same dropout masks on both paths
+    model.zero_grad(set_to_none=True)
+    t0 = time.perf_counter()
+    h = model(src, tgt_in, hidden_only=True)
+    loss = combine(head_losses(model, h, tgt_out, heads, 0.1, every_position), p1_weight=7.0)
+    loss.backward()
+    return time.perf_counter() - t0, float(loss.detach())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--arch", default="recurrent", help="heads architecture (paper, blockdiag, medusa, recurrent)")
+    ap.add_argument("--k", type=int, default=8, help="slots, p_1 included")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batches", type=int, default=12, help="distinct batches, each timed --repeats times per path")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--out", default="results/train-step/rows.jsonl")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+
+    cfg = ExperimentConfig()
+    task = load_task(cfg)
+    model = task.build_model(SMALL, HeadsConfig(k=args.k, arch=args.arch, training="finetune"), args.k, seed=0)
+    model.train()
+    make = task.train_batches(task.pairs("train"), 2048, seed=0)
+    batches = [b for _, b in zip(range(args.batches), make(0))]
+    heads = list(range(args.k))
+    counted = sum(int((b[2] != task.pad_id).sum()) for b in batches)
+    for b in batches[:2]:
+        a, e = step(model, b, heads, False, 0)[1], step(model, b, heads, True, 0)[1]
+        if abs(a - e) > 1e-4 * abs(e):
+            raise SystemExit(f"the two paths disagree on the loss ({a} vs {e}): a bug, not a benchmark result.")
+
+    times: dict[bool, list[float]] = {False: [], True: []}
+    ratios = []
+    for r in range(args.repeats):
+        for j, b in enumerate(batches):
+            order = (False, True) if (r + j) % 2 == 0 else (True, False)  # alternate which path goes first
+            got = {ep: step(model, b, heads, ep, seed=j)[0] for ep in order}
+            for ep, t in got.items():
+                times[ep].append(t)
+            ratios.append(got[True] / got[False])
+    every, targets = statistics.median(times[True]), statistics.median(times[False])
+    q = statistics.quantiles(ratios, n=4)
+    row = {
+        "bench": "train_step", "arch": args.arch, "k": args.k, "threads": args.threads, "model": SMALL.name,
+        "vocab": task.vocab_size, "batches": args.batches, "repeats": args.repeats, "max_tokens": 2048,
+        "target_tokens": counted, "every_position_ms": 1e3 * every, "target_positions_ms": 1e3 * targets,
+        "speedup": statistics.median(ratios), "speedup_q1": q[0], "speedup_q3": q[2],
+        "device": device_name(torch.device("cpu")), "torch": torch.__version__, "python": platform.python_version(),
+        "git_sha": git_sha(), "command": "python " + " ".join(sys.argv),
+    }
+    print(f"{args.arch} k={args.k}, {args.threads} thread(s), {args.batches} batches x {args.repeats}: every "
+          f"position {row['every_position_ms']:.0f} ms, target positions only {row['target_positions_ms']:.0f} ms a "
+          f"step; speedup {row['speedup']:.2f}x (paired, quartiles {q[0]:.2f}-{q[2]:.2f})")
+    append_rows(Path(args.out), [row])
+
+
+if __name__ == "__main__":
+    main()
