@@ -8,14 +8,22 @@ the data and tokenizer it was trained with, its steps, learning curve and dev/te
 and commit that made it. When a run needs a base model whose cache file name a manifest names, the shipped
 weights are installed there (as fp32) instead of training; with other data the run refuses with the fix
 rather than decode garbage. ``shipped=false`` (``make demo FROM_SCRATCH=1``) trains everything anew.
+
+A translation base also ships its greedy outputs on the training sources (``<name>.greedy.npz``, named by
+the manifest's ``greedy_train``): the self-distillation targets the demo's heads train on. A run whose base
+is the installed shipped one reads them instead of decoding 13k sentences, so its heads see the same
+targets on every machine.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from bpd.runtime import repo_relative, resolve_path
 from bpd.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
@@ -130,3 +138,59 @@ def golden_sample(manifest: str | Path, sources: list[list[int]], max_len: int |
     model = load_shipped(manifest)
     outs = [greedy_decode(model, pad_rows([s], model.pad_id), max_len=max_len).tokens[0] for s in sources]
     return {"sources": sources, "max_len": max_len, "greedy": outs}
+
+
+def export_greedy_targets(manifest: str | Path, shards: list[Path], sources) -> None:
+    """Ship a base model's greedy outputs on the training sources (the decode shards of
+    ``bpd.targets.decode_targets``) beside it as ``<name>.greedy.npz``, named in its manifest with a sample
+    (the first four training lines, ``sources(i)`` being line i's source) that ``sample_agrees`` checks."""
+    manifest = Path(manifest)
+    parts = [dict(np.load(p)) for p in shards]
+    index = np.concatenate([z["index"] for z in parts])
+    lengths = np.concatenate([z["lengths"] for z in parts])
+    tokens = np.concatenate([z["tokens"] for z in parts])
+    out = manifest.with_suffix(".greedy.npz")
+    np.savez_compressed(out, index=index, lengths=lengths.astype(np.int32), tokens=tokens.astype(np.uint16))
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    row_of = {int(i): r for r, i in enumerate(index)}
+    picked = sorted(row_of)[:4]
+    sample = {"index": picked, "sources": [list(map(int, sources(i))) for i in picked],
+              "greedy": [tokens[starts[row_of[i]] : starts[row_of[i]] + lengths[row_of[i]]].tolist() for i in picked]}
+    if not sample_agrees(load_shipped(manifest), sample):
+        raise RuntimeError(f"{out.name}: the shipped weights decode its sample differently than the batched run did.")
+    m = json.loads(manifest.read_text())
+    m["greedy_train"] = {"file": out.name, "lines": int(len(index)), "sha256": _sha256(out), "sample": sample}
+    manifest.write_text(json.dumps(m, indent=1) + "\n")
+
+
+def sample_agrees(model, sample: dict[str, Any]) -> bool:
+    """Whether ``model`` decodes each sampled source, one at a time, to the shipped output: all of it but
+    its last token (EOS), under a limit of that many tokens. An output cut by the batch's length limit got
+    an EOS appended, and the limit came from the batch's longest source, which a single sentence lacks; a
+    greedy output's first n tokens do not depend on the limit."""
+    from bpd.decoding import greedy_decode
+    from bpd.decoding.common import pad_rows
+
+    for src, expected in zip(sample["sources"], sample["greedy"], strict=True):
+        n = len(expected) - 1
+        if n > 0 and greedy_decode(model, pad_rows([src], model.pad_id), max_len=n).tokens[0] != expected[:-1]:
+            return False
+    return True
+
+
+def greedy_targets(base_path: Path, shipped_dir: str | Path) -> Path | None:
+    """The shipped greedy outputs of the base model ``base_path``, if it is an installed shipped base that
+    has them (a base trained anew under the same cache name is not: ``shipped=false``)."""
+    m = manifests(shipped_dir).get(base_path.name)
+    if m is None or "greedy_train" not in m or not base_path.is_file():
+        return None
+    if load_checkpoint(base_path).get("shipped") != repo_relative(m["manifest"].with_suffix(".pt")):
+        return None
+    out = m["manifest"].with_name(m["greedy_train"]["file"])
+    if _sha256(out) != m["greedy_train"]["sha256"]:
+        raise CheckpointError(f"{out} does not match its manifest's checksum; restore it with git checkout.")
+    return out
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()

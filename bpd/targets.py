@@ -21,26 +21,39 @@ from bpd.decoding import beam_decode, greedy_decode
 from bpd.decoding.common import pad_rows
 from bpd.locks import exclusive
 from bpd.runtime import cache_root, pick_device, process
+from bpd.shipped import greedy_targets
 from bpd.tasks import Pairs, Task
 from bpd.training import distributed as dist
 from bpd.training.checkpoint import load_model
 
 
-def decode_targets(cfg: ExperimentConfig, task: Task, model_path: Path, out: Path, beam: int, alpha: float) -> Pairs:
+def decode_targets(cfg: ExperimentConfig, task: Task, model_path: Path, out: Path, beam: int, alpha: float,
+                   shipped: Path | None = None) -> Pairs:
     """Decode every training source with a trained model, in resumable shards; returns the (source, output)
     pairs as a token store (``out/targets.store``), in the training set's order.
 
     beam=1 is greedy (self-distillation targets); beam=4, alpha=0.6 is the paper's sequence-level
     distillation. Outputs cut by the length limit still end in EOS (the heads must learn to stop); empty
     outputs are left out. Sources are decoded shortest first (little padding); each shard is an ``.npz`` of
-    its example indices and outputs.
+    its example indices and outputs. ``shipped``: these outputs as ``bpd.shipped`` ships them (one file of
+    the shards' arrays), assembled instead of decoded.
     """
     out.mkdir(parents=True, exist_ok=True)
     final = out / "targets.store"
     if (final / "manifest.json").is_file():
         return PairStore(final)
     with exclusive(out / "decode.lock", lambda: (final / "manifest.json").is_file()) as done:  # one job decodes
-        return PairStore(final) if done else _decode_targets(cfg, task, model_path, out, beam, alpha)
+        if done:
+            return PairStore(final)
+        if shipped is not None:
+            info = process(cfg)[0]
+            if info.is_main:
+                _assemble(final, [shipped], task.pairs("train"), task,
+                          {"model": model_path.name, "beam": beam, "alpha": alpha, "shipped": shipped.name})
+                print(f"{desc_of(beam)} targets: the shipped {shipped.name}")
+            dist.barrier()
+            return PairStore(final)
+        return _decode_targets(cfg, task, model_path, out, beam, alpha)
 
 
 def _decode_targets(cfg: ExperimentConfig, task: Task, model_path: Path, out: Path, beam: int, alpha: float
@@ -54,7 +67,7 @@ def _decode_targets(cfg: ExperimentConfig, task: Task, model_path: Path, out: Pa
     order = np.argsort(train.src_lengths, kind="stable")
     shards = [order[i : i + shard] for i in range(0, len(order), shard)]
     paths = [out / f"shard{si:04d}.npz" for si in range(len(shards))]
-    desc = f"decode train ({'greedy' if beam == 1 else f'beam{beam}'})"
+    desc = f"decode train ({desc_of(beam)})"
     for si, idx in enumerate(tqdm(shards, desc=desc, disable=not info.is_main)):
         if paths[si].exists() or si % info.world_size != info.rank:
             continue  # finished earlier, or another rank's shard
@@ -78,6 +91,10 @@ def _decode_targets(cfg: ExperimentConfig, task: Task, model_path: Path, out: Pa
         _assemble(final, paths, train, task, {"model": model_path.name, "beam": beam, "alpha": alpha})
     dist.barrier()
     return PairStore(final)
+
+
+def desc_of(beam: int) -> str:
+    return "greedy" if beam == 1 else f"beam{beam}"
 
 
 def _assemble(final: Path, shards: list[Path], train: Pairs, task: Task, info: dict) -> None:
@@ -105,8 +122,12 @@ def distilled_pairs(cfg: ExperimentConfig, task: Task, teacher: Path) -> Pairs:
 
 
 def self_pairs(cfg: ExperimentConfig, task: Task, base_path: Path) -> Pairs:
-    """Self-distillation targets: the base model's own greedy outputs on the training sources."""
-    return decode_targets(cfg, task, base_path, cache_root(cfg) / "distill" / f"{base_path.stem}_greedy", 1, 0.0)
+    """Self-distillation targets: the base model's own greedy outputs on the training sources (the shipped
+    ones when the base is an installed shipped model: ``bpd.shipped.greedy_targets``)."""
+    out = cache_root(cfg) / "distill" / f"{base_path.stem}_greedy"
+    cached = (out / "targets.store" / "manifest.json").is_file()
+    shipped = greedy_targets(base_path, cfg.paths.shipped_dir) if cfg.shipped and not cached else None
+    return decode_targets(cfg, task, base_path, out, 1, 0.0, shipped)
 
 
 def base_outputs(cfg: ExperimentConfig, task: Task, base_path: Path, split: str) -> Pairs:

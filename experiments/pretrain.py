@@ -13,6 +13,7 @@ manifest (``bpd/shipped.py``); later runs whose config matches install it instea
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import hydra
 from _common import CONF_DIR, PretrainEntry, friendly
@@ -21,12 +22,15 @@ from omegaconf import DictConfig
 from bpd.config import ExperimentConfig
 
 MODELS = ("base", "teacher", "distilled")
+SELF_TARGETS = ("base",)  # whose greedy outputs ship: the demo's heads train on them (heads.targets=self)
 
 
 def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
     from bpd.decoding.common import pad_rows
-    from bpd.shipped import already_shipped, export
+    from bpd.runtime import cache_root, resolve_path
+    from bpd.shipped import already_shipped, export, export_greedy_targets, install
     from bpd.stages import ensure_base
+    from bpd.targets import decode_targets
     from bpd.tasks import load_task
     from bpd.training.checkpoint import load_model
 
@@ -47,20 +51,30 @@ def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
         print(f"{name}: {path}")
         if not entry.export:
             continue
-        if already_shipped(path, f"{task.name}_{name}", cfg.paths.shipped_dir):
+        manifest = resolve_path(cfg.paths.shipped_dir) / f"{task.name}_{name}.json"
+        if already_shipped(path, manifest.stem, cfg.paths.shipped_dir):
             # A resumed `make pretrain` passes finished models again: re-scoring them would only restamp
             # the manifest.
-            print(f"{name}: already shipped as {task.name}_{name} (delete its manifest to export it again)")
-            continue
-        model, _ = load_model(path)
-        scores = {split: task.dev_score(model, cfg.decode, None, split) for split in ("dev", "test")}
-        # A few dev sources, decoded by the shipped weights: tests/test_shipped.py decodes them again.
-        sources = task.pairs("dev").sources(range(min(4, len(task.pairs("dev")))))
-        manifest = export(path, f"{task.name}_{name}", task.fingerprint(), cfg.paths.shipped_dir, scores,
-                          {"role": name, "task": task.name}, sources,
-                          task.max_len(cfg.decode)(pad_rows(sources, task.pad_id)))
-        print(f"{name}: dev {scores['dev']}, test {scores['test']} -> {manifest}")
-
+            print(f"{name}: already shipped as {manifest.stem} (delete its manifest to export it again)")
+        else:
+            model, _ = load_model(path)
+            scores = {split: task.dev_score(model, cfg.decode, None, split) for split in ("dev", "test")}
+            # A few dev sources, decoded by the shipped weights: tests/test_shipped.py decodes them again.
+            sources = task.pairs("dev").sources(range(min(4, len(task.pairs("dev")))))
+            export(path, manifest.stem, task.fingerprint(), cfg.paths.shipped_dir, scores,
+                   {"role": name, "task": task.name}, sources, task.max_len(cfg.decode)(pad_rows(sources, task.pad_id)))
+            print(f"{name}: dev {scores['dev']}, test {scores['test']} -> {manifest}")
+        if name in SELF_TARGETS and cfg.task.kind == "translation" and "greedy_train" not in json.loads(
+                manifest.read_text()):
+            # The heads' self-distillation targets (setting=finetune-self, the demo's) ship with the base,
+            # decoded by the weights as shipped (fp16-rounded), which is what a run that installs them has.
+            shipped = cache_root(cfg) / "shipped" / path.name
+            if not shipped.is_file():
+                install(shipped, task.fingerprint(), cfg.paths.shipped_dir)
+            decoded = shipped.with_name(f"{shipped.stem}_greedy")
+            decode_targets(cfg, task, shipped, decoded, 1, 0.0)
+            export_greedy_targets(manifest, sorted(decoded.glob("shard*.npz")), task.pairs("train").src)
+            print(f"{name}: its greedy outputs on the training sources -> {manifest.with_suffix('.greedy.npz')}")
 
 @hydra.main(config_path=CONF_DIR, config_name="pretrain", version_base="1.3")
 def main(cfg: DictConfig) -> None:

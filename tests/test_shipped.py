@@ -3,14 +3,16 @@ decodes its golden sample to the recorded tokens; the toy export is held to the 
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from bpd.decoding import greedy_decode
 from bpd.decoding.common import pad_rows
-from bpd.shipped import load_shipped
+from bpd.shipped import load_shipped, sample_agrees
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = sorted((REPO / "checkpoints").glob("*.json"))
@@ -29,6 +31,20 @@ def check_shipped(manifest_path: Path) -> None:
     for src, expected in zip(sample["sources"], sample["greedy"], strict=True):
         out = greedy_decode(model, pad_rows([src], model.pad_id), max_len=sample["max_len"]).tokens[0]
         assert out == expected
+    if "greedy_train" in m:  # its greedy outputs on the training sources (the demo's self-distillation targets)
+        g = m["greedy_train"]
+        path = manifest_path.with_name(g["file"])
+        assert path.stat().st_size <= MAX_BYTES and hashlib.sha256(path.read_bytes()).hexdigest() == g["sha256"]
+        with np.load(path) as z:
+            assert len(z["index"]) == len(z["lengths"]) == g["lines"] and int(z["lengths"].sum()) == len(z["tokens"])
+            assert sorted(z["index"].tolist()) == list(range(g["lines"]))  # every training line once
+            starts = np.concatenate([[0], np.cumsum(z["lengths"])[:-1]])
+            row = {int(i): r for r, i in enumerate(z["index"])}
+            stored = [z["tokens"][starts[row[i]] : starts[row[i]] + z["lengths"][row[i]]].tolist()
+                      for i in g["sample"]["index"]]
+        assert g["sample"]["index"] == [0, 1, 2, 3] and stored == g["sample"]["greedy"]
+        assert any(len(out) > 1 for out in stored), "a sample of EOS alone would check nothing"
+        assert sample_agrees(model, g["sample"])
 
 
 @pytest.mark.parametrize("manifest", SHIPPED, ids=[p.stem for p in SHIPPED])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
 from toy import toy_config, tweak
@@ -317,7 +318,7 @@ def test_a_shipped_base_is_installed_instead_of_trained(toy, tmp_path, monkeypat
     import sys
 
     from bpd.shipped import manifests
-    from bpd.training.checkpoint import CheckpointError, load_model
+    from bpd.training.checkpoint import CheckpointError, load_checkpoint, load_model, save_checkpoint
 
     sys.path.insert(0, str(resolve_path("experiments")))
     import pretrain
@@ -350,6 +351,22 @@ def test_a_shipped_base_is_installed_instead_of_trained(toy, tmp_path, monkeypat
     for (name, a), b in zip(trained.state_dict().items(), installed.state_dict().values()):
         assert b.dtype == a.dtype and torch.equal(b, a.half().to(a.dtype)), name
     assert payload["shipped"].endswith("folder_base.pt")
+    # Its greedy outputs on the training sources ship too: the installed base's self-distillation targets
+    # are read, not decoded; a base trained anew under the same name decodes its own.
+    import bpd.targets
+
+    with monkeypatch.context() as patched:
+        patched.setattr(bpd.targets, "_decode_targets", lambda *a, **k: pytest.fail("shipped targets decoded"))
+        pairs = bpd.targets.self_pairs(cfg, task, path)
+    with np.load(tmp_path / "shipped" / m["greedy_train"]["file"]) as z:
+        starts = np.concatenate([[0], np.cumsum(z["lengths"])[:-1]])
+        by_line = {int(i): z["tokens"][a : a + n].tolist() for i, a, n in zip(z["index"], starts, z["lengths"])}
+    assert len(by_line) == m["greedy_train"]["lines"] == len(task.pairs("train"))
+    kept = [by_line[i] for i in sorted(by_line) if len(by_line[i]) > 1]  # an EOS alone teaches nothing
+    assert [pairs.tgt(j).tolist() for j in range(len(pairs))] == kept
+    assert bpd.shipped.greedy_targets(path, tmp_path / "shipped") is not None
+    save_checkpoint(path, {**load_checkpoint(path), "shipped": None})
+    assert bpd.shipped.greedy_targets(path, tmp_path / "shipped") is None
     path.unlink()
     manifest = tmp_path / "shipped" / "folder_base.json"  # as if trained on other data
     manifest.write_text(manifest.read_text().replace(m["fingerprint"], "0" * 16))
