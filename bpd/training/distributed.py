@@ -133,8 +133,17 @@ def barrier() -> None:
 
 
 def cleanup() -> None:
-    if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()
+    """Tear the process group down (at exit). Gloo ranks first wait for each other, for a minute at most: a
+    rank that tears down while a peer still talks to it (rank 0 writing the rows of a sharded evaluation,
+    say) can abort that peer, which a test saw once. A rank that failed goes on after the minute."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    if dist.get_backend() == "gloo" and dist.get_world_size() > 1:
+        try:
+            dist.monitored_barrier(timeout=timedelta(minutes=1))
+        except RuntimeError:
+            pass
+    dist.destroy_process_group()
 
 
 def _collective_device() -> torch.device:
