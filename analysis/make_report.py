@@ -382,9 +382,19 @@ def _display(path: Path) -> str:
 
 
 def _wandb_frame(df: pd.DataFrame) -> pd.DataFrame:
-    """W&B tables want plain scalars: NaN to None, lists and dicts to strings."""
-    out = df.astype(object).where(df.notna(), None)
-    return out.map(lambda v: str(v) if isinstance(v, list | dict) else v)
+    """W&B tables want plain scalars of one type per column: NaN to None, lists and dicts to strings, and a
+    column that mixes text with numbers (a "—" cell among figures) all text, else W&B refuses the table."""
+
+    def plain(v: Any) -> Any:
+        return str(v) if isinstance(v, list | dict) else None if pd.isna(v) else v
+
+    columns = {}
+    for col in df.columns:
+        values = [plain(v) for v in df[col]]
+        if len({isinstance(v, str) for v in values if v is not None}) > 1:
+            values = [None if v is None else str(v) for v in values]
+        columns[col] = pd.Series(values, index=df.index, dtype=object)
+    return pd.DataFrame(columns, index=df.index)
 
 
 def log_wandb(report: Report, wandb_dir: Path, project: str = "bpd") -> str | None:

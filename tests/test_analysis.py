@@ -240,11 +240,22 @@ def test_result_files_layout(report, tmp_path) -> None:
     write_rows(other / "bench" / "ab_check" / "before.jsonl", [{"experiment": "bench", "t1_ms": 1.0}])
     write_rows(other / "demo" / "outputs" / "x" / "rows.jsonl", [{"experiment": "stray"}])
     write_rows(other / "studies" / "a" / "b" / "rows.jsonl", [{"experiment": "deep"}])
+    for folder in ("scale", "train-step"):  # measurements, not decoding rows
+        write_rows(other / folder / "rows.jsonl", [{"bench": folder}])
     assert [f.relative_to(other).as_posix() for f in result_files(other)] == ["studies/a/b/rows.jsonl"]
     studies = rows[rows["is_study"]]
     assert len(studies) == 6 and set(studies["source_file"].map(lambda f: Path(f).parts[-2])) == {
         "rerun_elsewhere", "table1_small", "beyond"}
     assert not rows.loc[~rows["is_study"], "source_file"].str.contains("studies").any()
+
+
+def test_wandb_tables_hold_one_type_per_column() -> None:
+    """A column mixing text and numbers (a dash among figures) becomes text: W&B refused such tables, and
+    the report's W&B copy was skipped."""
+    df = pd.DataFrame({"k_hat": [1.5, "—", None], "n": [1, 2, 3], "cell": [[1, 2], None, {"a": 1}]})
+    out = make_report._wandb_frame(df)
+    assert out["k_hat"].tolist() == ["1.5", "—", None] and out["n"].tolist() == [1, 2, 3]
+    assert out["cell"].tolist() == ["[1, 2]", None, "{'a': 1}"]
 
 
 def test_setting_derivation() -> None:
