@@ -1,13 +1,19 @@
-"""What a heads training step costs when every slot is computed at every position, against only where its
-target lies inside the sentence (``bpd.training.losses.slot_scores``): both in one run, on the same batches.
+"""What a heads training step costs two ways, in one run, on the same batches:
+
+* ``--compare positions`` (default): every slot computed at every position, against only where its target
+  lies inside the sentence (``bpd.training.losses.slot_scores``);
+* ``--compare dropout``: ``F.dropout``'s Bernoulli masks, against the masks ``bpd.models.transformer.Dropout``
+  draws on a CPU (``rand_like(x) >= p``).
 
 A training step of k proposal slots (forward and backward of the decoder, the slots and their losses, as
 ``bpd.training.loop`` takes it) is timed for both paths, alternating, on the first ``--batches`` batches of
 the embedded corpus (the demo's token budget, 2,048 per batch). The model has the size of the shipped base
-(``small``) with random weights: the cost does not depend on what the weights learned. The losses of the
-two paths are checked to agree before anything is timed. Rows go to results/train-step/rows.jsonl.
+(``small``, dropout 0.3) with random weights: the cost does not depend on what the weights learned. The
+losses of the two position paths are checked to agree before anything is timed (the dropout sides draw
+different masks). Rows go to results/train-step/rows.jsonl.
 
     python bench/train_step.py                      # the demo's heads: k = 8 recurrent, 2 threads (~3 min)
+    python bench/train_step.py --compare dropout
     python bench/train_step.py --arch medusa --k 10 --threads 1
 """
 
@@ -26,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bpd.config import ExperimentConfig, HeadsConfig, ModelConfig  # noqa: E402
+from bpd.models.transformer import Dropout  # noqa: E402
 from bpd.tasks import load_task  # noqa: E402
 from bpd.tracking import append_rows, device_name, git_sha  # noqa: E402
 from bpd.training.losses import combine, head_losses  # noqa: E402
@@ -33,10 +40,20 @@ from bpd.training.losses import combine, head_losses  # noqa: E402
 SMALL = ModelConfig("small", 256, 4, 1024, 3, 3, dropout=0.3)  # conf/model/small.yaml, the shipped base's size
 
 
+#: Each comparison's two sides, as (row name, what to set): the reference first, then what the code does.
+COMPARISONS = {"positions": ("every_position", "target_positions"), "dropout": ("f_dropout", "rand_mask")}
+
+
+def use(compare: str, reference: bool) -> bool:
+    """Set up one side of the comparison; returns the losses' ``every_position``."""
+    Dropout.rand_mask_on_cpu = not (compare == "dropout" and reference)
+    return compare == "positions" and reference
+
+
 def step(model, batch, heads: list[int], every_position: bool, seed: int) -> tuple[float, float]:
     """One forward and backward (the optimizer's update costs the same on both paths): (seconds, loss)."""
     src, tgt_in, tgt_out = batch
-    torch.manual_seed(seed)  # the same dropout masks on both paths
+    torch.manual_seed(seed)  # the same masks on both sides (but for --compare dropout, which draws them otherwise)
     model.zero_grad(set_to_none=True)
     t0 = time.perf_counter()
     h = model(src, tgt_in, hidden_only=True)
@@ -47,6 +64,7 @@ def step(model, batch, heads: list[int], every_position: bool, seed: int) -> tup
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--compare", choices=sorted(COMPARISONS), default="positions")
     ap.add_argument("--arch", default="recurrent", help="heads architecture (paper, blockdiag, medusa, recurrent)")
     ap.add_argument("--k", type=int, default=8, help="slots, p_1 included")
     ap.add_argument("--threads", type=int, default=2)
@@ -64,33 +82,36 @@ def main() -> None:
     batches = [b for _, b in zip(range(args.batches), make(0))]
     heads = list(range(args.k))
     counted = sum(int((b[2] != task.pad_id).sum()) for b in batches)
-    for b in batches[:2]:
-        a, e = step(model, b, heads, False, 0)[1], step(model, b, heads, True, 0)[1]
-        if abs(a - e) > 1e-4 * abs(e):
-            raise SystemExit(f"the two paths disagree on the loss ({a} vs {e}): a bug, not a benchmark result.")
+    if args.compare == "positions":
+        for b in batches[:2]:
+            a, e = step(model, b, heads, False, 0)[1], step(model, b, heads, True, 0)[1]
+            if abs(a - e) > 1e-4 * abs(e):
+                raise SystemExit(f"the two paths disagree on the loss ({a} vs {e}): a bug, not a benchmark result.")
 
-    times: dict[bool, list[float]] = {False: [], True: []}
+    times: dict[bool, list[float]] = {False: [], True: []}  # keyed by "is the reference side"
     ratios = []
     for r in range(args.repeats):
         for j, b in enumerate(batches):
-            order = (False, True) if (r + j) % 2 == 0 else (True, False)  # alternate which path goes first
-            got = {ep: step(model, b, heads, ep, seed=j)[0] for ep in order}
-            for ep, t in got.items():
-                times[ep].append(t)
+            order = (False, True) if (r + j) % 2 == 0 else (True, False)  # alternate which side goes first
+            got = {ref: step(model, b, heads, use(args.compare, ref), seed=j)[0] for ref in order}
+            for ref, t in got.items():
+                times[ref].append(t)
             ratios.append(got[True] / got[False])
-    every, targets = statistics.median(times[True]), statistics.median(times[False])
+    use(args.compare, False)
+    ref_name, new_name = COMPARISONS[args.compare]
+    ref_ms, new_ms = 1e3 * statistics.median(times[True]), 1e3 * statistics.median(times[False])
     q = statistics.quantiles(ratios, n=4)
     row = {
-        "bench": "train_step", "arch": args.arch, "k": args.k, "threads": args.threads, "model": SMALL.name,
-        "vocab": task.vocab_size, "batches": args.batches, "repeats": args.repeats, "max_tokens": 2048,
-        "target_tokens": counted, "every_position_ms": 1e3 * every, "target_positions_ms": 1e3 * targets,
-        "speedup": statistics.median(ratios), "speedup_q1": q[0], "speedup_q3": q[2],
+        "bench": "train_step", "compare": args.compare, "arch": args.arch, "k": args.k, "threads": args.threads,
+        "model": SMALL.name, "dropout": SMALL.dropout, "vocab": task.vocab_size, "batches": args.batches,
+        "repeats": args.repeats, "max_tokens": 2048, "target_tokens": counted, f"{ref_name}_ms": ref_ms,
+        f"{new_name}_ms": new_ms, "speedup": statistics.median(ratios), "speedup_q1": q[0], "speedup_q3": q[2],
         "device": device_name(torch.device("cpu")), "torch": torch.__version__, "python": platform.python_version(),
         "git_sha": git_sha(), "command": "python " + " ".join(sys.argv),
     }
-    print(f"{args.arch} k={args.k}, {args.threads} thread(s), {args.batches} batches x {args.repeats}: every "
-          f"position {row['every_position_ms']:.0f} ms, target positions only {row['target_positions_ms']:.0f} ms a "
-          f"step; speedup {row['speedup']:.2f}x (paired, quartiles {q[0]:.2f}-{q[2]:.2f})")
+    print(f"{args.arch} k={args.k}, {args.threads} thread(s), {args.batches} batches x {args.repeats}: "
+          f"{ref_name} {ref_ms:.0f} ms, {new_name} {new_ms:.0f} ms a step; speedup {row['speedup']:.2f}x "
+          f"(paired, quartiles {q[0]:.2f}-{q[2]:.2f})")
     append_rows(Path(args.out), [row])
 
 

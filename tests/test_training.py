@@ -355,6 +355,25 @@ def test_head_losses_score_only_positions_with_a_target(arch):
             torch.testing.assert_close(a, b)
 
 
+def test_cpu_dropout_keeps_one_minus_p_scaled_and_is_the_identity_in_eval():
+    """bpd's Dropout draws its CPU mask from rand_like (faster than F.dropout's Bernoulli draw): kept units
+    are scaled by 1 / (1 - p), about 1 - p of them are kept, the same seed gives the same mask, the gradient
+    is the mask, and eval mode (or p = 0) passes the input through."""
+    from bpd.models.transformer import Dropout
+
+    drop, x = Dropout(0.3), torch.randn(400, 500, requires_grad=True)
+    torch.manual_seed(0)
+    y = drop(x)
+    kept = y != 0
+    assert abs(kept.float().mean().item() - 0.7) < 0.005
+    torch.testing.assert_close(y[kept], x[kept] / 0.7)
+    torch.manual_seed(0)
+    assert torch.equal(drop(x), y)
+    y.sum().backward()
+    torch.testing.assert_close(x.grad, kept.float() / 0.7)
+    assert drop.eval()(x) is x and Dropout(0.0)(x) is x
+
+
 def test_input_noise_swaps_only_real_inputs_for_batch_tokens():
     from bpd.training.noise import noisy_inputs
 

@@ -50,6 +50,21 @@ def sinusoidal_table(n: int, d: int) -> torch.Tensor:
     return table.float()
 
 
+class Dropout(nn.Dropout):
+    """``nn.Dropout`` whose CPU mask is drawn as ``rand_like(x) >= p``: ``F.dropout``'s Bernoulli draw is
+    1.6x slower on a CPU, and dropout took a fifth of a heads training step of the demo
+    (``bench/train_step.py --compare dropout``). Same distribution, another random stream. On a GPU
+    ``F.dropout`` (fused) is used."""
+
+    #: The benchmark switches this off to time ``F.dropout`` on the same model.
+    rand_mask_on_cpu = True
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0.0 or x.device.type != "cpu" or not self.rand_mask_on_cpu:
+            return super().forward(x)
+        return x * ((torch.rand_like(x) >= self.p) * (1.0 / (1.0 - self.p))).to(x.dtype)
+
+
 class Attention(nn.Module):
     def __init__(self, d: int, n_heads: int, dropout: float) -> None:
         super().__init__()
@@ -77,7 +92,7 @@ class Attention(nn.Module):
 class FeedForward(nn.Module):
     def __init__(self, d: int, d_ff: int, dropout: float) -> None:
         super().__init__()
-        self.fc1, self.fc2, self.drop = nn.Linear(d, d_ff), nn.Linear(d_ff, d), nn.Dropout(dropout)
+        self.fc1, self.fc2, self.drop = nn.Linear(d, d_ff), nn.Linear(d_ff, d), Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc2(self.drop(F.relu(self.fc1(x))))
@@ -88,7 +103,7 @@ class EncoderLayer(nn.Module):
         super().__init__()
         self.ln1, self.ln2 = nn.LayerNorm(c.d_model), nn.LayerNorm(c.d_model)
         self.attn, self.ff = Attention(c.d_model, c.n_heads, c.dropout), FeedForward(c.d_model, c.d_ff, c.dropout)
-        self.drop = nn.Dropout(c.dropout)
+        self.drop = Dropout(c.dropout)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         h = self.ln1(x)
@@ -104,7 +119,7 @@ class DecoderLayer(nn.Module):
         self.self_attn = Attention(c.d_model, c.n_heads, c.dropout)
         self.cross_attn = Attention(c.d_model, c.n_heads, c.dropout)
         self.ff = FeedForward(c.d_model, c.d_ff, c.dropout)
-        self.drop = nn.Dropout(c.dropout)
+        self.drop = Dropout(c.dropout)
 
 
 class KVCache:
@@ -226,7 +241,7 @@ class Transformer(nn.Module):
         self.enc_layers = nn.ModuleList(EncoderLayer(c) for _ in range(c.n_enc_layers))
         self.dec_layers = nn.ModuleList(DecoderLayer(c) for _ in range(c.n_dec_layers))
         self.enc_ln, self.dec_ln = nn.LayerNorm(c.d_model), nn.LayerNorm(c.d_model)
-        self.drop = nn.Dropout(c.dropout)
+        self.drop = Dropout(c.dropout)
         self.output = nn.Linear(c.d_model, c.n_output or c.vocab_size, bias=False)
         if c.share_embeddings and (c.n_output or c.vocab_size) == c.vocab_size:
             self.output.weight = self.tgt_embed.weight
