@@ -140,15 +140,14 @@ def golden_sample(manifest: str | Path, sources: list[list[int]], max_len: int |
     return {"sources": sources, "max_len": max_len, "greedy": outs}
 
 
-def export_greedy_targets(manifest: str | Path, shards: list[Path], sources) -> None:
-    """Ship a base model's greedy outputs on the training sources (the decode shards of
-    ``bpd.targets.decode_targets``) beside it as ``<name>.greedy.npz``, named in its manifest with a sample
-    (the first four training lines, ``sources(i)`` being line i's source) that ``sample_agrees`` checks."""
+def export_greedy_targets(manifest: str | Path, outputs: tuple[np.ndarray, np.ndarray, np.ndarray],
+                          sources) -> None:
+    """Ship a base model's greedy outputs on the training sources (``outputs``: the example indices, lengths
+    and tokens of ``bpd.targets.read_shards``) beside it as ``<name>.greedy.npz``, named in its manifest
+    with a sample (the first four training lines, ``sources(i)`` being line i's source) that
+    ``sample_agrees`` checks."""
     manifest = Path(manifest)
-    parts = [dict(np.load(p)) for p in shards]
-    index = np.concatenate([z["index"] for z in parts])
-    lengths = np.concatenate([z["lengths"] for z in parts])
-    tokens = np.concatenate([z["tokens"] for z in parts])
+    index, lengths, tokens = outputs
     out = manifest.with_suffix(".greedy.npz")
     np.savez_compressed(out, index=index, lengths=lengths.astype(np.int32), tokens=tokens.astype(np.uint16))
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])

@@ -97,14 +97,19 @@ def desc_of(beam: int) -> str:
     return "greedy" if beam == 1 else f"beam{beam}"
 
 
-def _assemble(final: Path, shards: list[Path], train: Pairs, task: Task, info: dict) -> None:
-    """The shards' outputs in the training set's order, joined to their sources, as one store."""
-    n = len(train)
+def read_shards(shards: list[Path]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The decode shards' example indices, output lengths and concatenated output tokens, joined in order."""
     index, lengths, tokens = [], [], []
     for p in shards:
         with np.load(p) as z:
             index.append(z["index"]), lengths.append(z["lengths"]), tokens.append(z["tokens"])
-    index, lengths, tokens = np.concatenate(index), np.concatenate(lengths), np.concatenate(tokens)
+    return np.concatenate(index), np.concatenate(lengths), np.concatenate(tokens)
+
+
+def _assemble(final: Path, shards: list[Path], train: Pairs, task: Task, info: dict) -> None:
+    """The shards' outputs in the training set's order, joined to their sources, as one store."""
+    n = len(train)
+    index, lengths, tokens = read_shards(shards)
     starts = np.zeros(n, dtype=np.int64)
     starts[index] = np.concatenate([[0], np.cumsum(lengths)[:-1]])
     length_of = np.zeros(n, dtype=np.int64)

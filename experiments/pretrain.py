@@ -30,7 +30,7 @@ def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
     from bpd.runtime import cache_root, resolve_path
     from bpd.shipped import already_shipped, export, export_greedy_targets, install
     from bpd.stages import ensure_base
-    from bpd.targets import decode_targets
+    from bpd.targets import decode_targets, read_shards
     from bpd.tasks import load_task
     from bpd.training.checkpoint import load_model
 
@@ -73,7 +73,7 @@ def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
                 install(shipped, task.fingerprint(), cfg.paths.shipped_dir)
             decoded = shipped.with_name(f"{shipped.stem}_greedy")
             decode_targets(cfg, task, shipped, decoded, 1, 0.0)
-            export_greedy_targets(manifest, sorted(decoded.glob("shard*.npz")), task.pairs("train").src)
+            export_greedy_targets(manifest, read_shards(sorted(decoded.glob("shard*.npz"))), task.pairs("train").src)
             print(f"{name}: its greedy outputs on the training sources -> {manifest.with_suffix('.greedy.npz')}")
 
 @hydra.main(config_path=CONF_DIR, config_name="pretrain", version_base="1.3")

@@ -30,7 +30,7 @@ from bpd.config import HeadsConfig, TrainConfig
 from bpd.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint, state_file
 from bpd.training.continuation import continued_state
 from bpd.training.distributed import all_reduce_sum
-from bpd.training.losses import LossModule, combine, loss_index, slot_loss, slot_scores
+from bpd.training.losses import LossModule, combine, slot_loss, slot_scores
 from bpd.training.noise import noisy_inputs
 
 Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
@@ -92,19 +92,16 @@ def evaluate_heads(model, batches: Iterable[Batch], heads: list[int], device, bf
     correct = {i: 0 for i in heads}
     count = {i: 0 for i in heads}
     n_batches = 0
-    ids = model.heads.loss_ids  # heads.proposal_vocab: a slot's guess is among these tokens only
-    index = loss_index(ids, model.heads.output.weight.shape[0], model.pad_id)
     for src, tgt_in, tgt_out in batches:
         src, tgt_in, tgt_out = src.to(device), tgt_in.to(device), tgt_out.to(device)
         with torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16, enabled=bf16):
             h = model.decode(tgt_in, model.encode(src))
-            # The loss and the accuracy from one projection, one slot's logits at a time.
+            # The loss and the accuracy from one projection, one slot's logits at a time. A slot trained among
+            # heads.loss_ids guesses among them: a target outside them (IGNORE) counts as missed.
             for i, logits, tgt in slot_scores(model, h, tgt_out, heads):
-                restricted = i > 0 and ids is not None
-                pred = ids[logits.argmax(-1)] if restricted else logits.argmax(-1)
-                correct[i] += int((pred == tgt).sum())
+                correct[i] += int((logits.argmax(-1) == tgt).sum())
                 count[i] += len(tgt)
-                tot_loss[i] += float(slot_loss(logits, index[tgt] if restricted else tgt))
+                tot_loss[i] += float(slot_loss(logits, tgt))
         n_batches += 1
     model.train(was_training)
     out = {}

@@ -34,22 +34,30 @@ def slot_scores(
     """``(head, logits, targets)`` of each requested head (index 0 = p_1) from decoder states ``h`` (B, T, d),
     at the positions whose target is not padding only: a far head has nothing to predict in the last i
     positions of a sentence, and neither the recurrent chain nor the vocabulary projection is computed there
-    (a quarter of a proposal slot's work on the embedded corpus at k = 8). ``targets`` are token ids.
-    ``every_position`` computes every slot everywhere and drops the padding after projecting: the same
-    losses, the earlier cost (``bench/train_step.py`` times both)."""
-    pad = model.pad_id
-    targets = torch.stack([shifted_targets(tgt_out, i, pad).flatten() for i in range(max(heads) + 1)], dim=1)
+    (a quarter of a proposal slot's work on the embedded corpus at k = 8). ``targets`` index ``logits``' last
+    dimension: token ids, or for a slot trained among ``heads.loss_ids`` positions among them (``IGNORE``
+    for a token outside them, which such a slot could never propose). ``every_position`` computes every slot
+    everywhere and drops the padding after projecting: the same losses, the earlier cost
+    (``bench/train_step.py`` times both)."""
+    pad, top = model.pad_id, max(heads)
+    targets = torch.stack([shifted_targets(tgt_out, i, pad).flatten() for i in range(top + 1)], dim=1)
     # Alive for head i: the target i tokens ahead is in the sentence. Cumulative, so each recurrent slot's
     # positions are a subset of the previous slot's (right padding already makes it so).
     alive = (targets != pad).cummin(dim=1).values
-    # Heads whose slots read the previous slot's token are fed the targets (teacher forcing).
-    teacher = teacher_tokens(tgt_out, max(heads) + 1, pad).flatten(0, 1)
+    # Heads whose slots read the previous slot's token are fed the targets (teacher forcing): at position t,
+    # slot j + 1 reads tgt_out[t + j] (``teacher_tokens``).
+    teacher = targets[:, : max(1, top)]
+    index = loss_index(model.heads.loss_ids, model.heads.output.weight.shape[0], pad)
+
+    def among(i: int, tgt: torch.Tensor) -> torch.Tensor:
+        return tgt if i == 0 or index is None else index[tgt]
+
     if every_position:
         for i, x, _ in model.heads.slot_states(h.flatten(0, 1), heads, teacher):
-            yield i, model.heads.slot_output(i, x)[alive[:, i]], targets[alive[:, i], i]
+            yield i, model.heads.slot_output(i, x)[alive[:, i]], among(i, targets[alive[:, i], i])
         return
     for i, x, rows in model.heads.slot_states(h.flatten(0, 1), heads, teacher, alive):
-        yield i, model.heads.slot_output(i, x), targets[rows, i]
+        yield i, model.heads.slot_output(i, x), among(i, targets[rows, i])
 
 
 def head_losses(
@@ -62,17 +70,12 @@ def head_losses(
 ) -> dict[int, torch.Tensor]:
     """Cross-entropy of each requested head (index 0 = p_1) from decoder states ``h`` (B, T, d): the mean over
     its non-padding targets (among ``heads.loss_ids`` for a proposal slot, when set)."""
-    index = loss_index(model.heads.loss_ids, model.heads.output.weight.shape[0], model.pad_id)
-    return {
-        i: slot_loss(logits, tgt if i == 0 or index is None else index[tgt], label_smoothing)
-        for i, logits, tgt in slot_scores(model, h, tgt_out, heads, every_position)
-    }
+    return {i: slot_loss(logits, tgt, label_smoothing)
+            for i, logits, tgt in slot_scores(model, h, tgt_out, heads, every_position)}
 
 
 def slot_loss(logits: torch.Tensor, tgt: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:
-    """Mean cross-entropy of one head's ``slot_scores`` over its targets other than ``IGNORE`` (a restricted
-    slot's targets, as positions among ``heads.loss_ids``, are ``IGNORE`` outside them: it could never
-    propose them)."""
+    """Mean cross-entropy of one head's ``slot_scores`` over its targets other than ``IGNORE``."""
     # Sum, then divide by the count: a batch of short sentences has no target i positions ahead for a far
     # head, and the plain mean would then log NaN (its gradient is zero either way).
     ce = F.cross_entropy(logits.float(), tgt, ignore_index=IGNORE, label_smoothing=label_smoothing, reduction="sum")
