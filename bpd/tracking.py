@@ -37,17 +37,26 @@ def git_sha() -> str:
         return "unknown"
 
 
-def cpu_model() -> str:
-    """The CPU's model name (Linux: /proc/cpuinfo), else the architecture. Recorded because step-cost
-    ratios depend on it: small multi-row matrix products are relatively dearer on some CPUs, so the same
-    model's blockwise round costs a different number of greedy steps on another CPU (docs/benchmark.md)."""
+def cpu_model(cpuinfo: str | Path = "/proc/cpuinfo") -> str:
+    """The CPU's model name (Linux: /proc/cpuinfo), else the architecture, with the vector instructions
+    PyTorch uses on it (``AVX512``, ``AVX2``; ``+AMX`` where the CPU has AMX tiles). Recorded because
+    step-cost ratios depend on it: small multi-row matrix products are relatively dearer on some CPUs, so
+    the same model's blockwise round costs a different number of greedy steps on another CPU
+    (docs/benchmark.md). The instructions are part of the name because a virtual machine may report a
+    bare "Intel(R) Xeon(R) Processor" for CPUs a generation apart."""
+    name, flags = "", set()
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return " ".join(line.split(":", 1)[1].split())
+        for line in Path(cpuinfo).read_text().splitlines():
+            if line.startswith("model name") and not name:
+                name = " ".join(line.split(":", 1)[1].split())
+            elif line.startswith("flags") and not flags:
+                flags = set(line.split(":", 1)[1].split())
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    isa = torch.backends.cpu.get_cpu_capability()
+    isa = "" if isa in ("", "DEFAULT") else isa + ("+AMX" if "amx_tile" in flags else "")
+    name = name or platform.processor() or platform.machine()
+    return f"{name} ({isa})" if isa else name
 
 
 def device_name(device: str | torch.device) -> str:
