@@ -409,3 +409,14 @@ def test_empty_results_report_says_what_is_missing(tmp_path, monkeypatch) -> Non
     assert "no benchmark rows yet: run `make bench`" in md
     assert "| both | 8 | — | 26.11 | — | — | 4.69 |" in md  # the paper's cell, ours empty
     assert (res / "figures" / "table1_bleu_vs_block.png").is_file()
+
+
+def test_bench_brackets_show_the_paired_interval_where_a_row_has_one() -> None:
+    """The report's bracket is the 95% interval that docs/benchmark.md quotes, not the spread over repeats;
+    rows from before the interval existed keep their [min, max]."""
+    bench = pd.DataFrame([
+        {"speedup_ci_low": 1.2808, "speedup_ci_high": 1.3061, "speedup_min": 1.2882, "speedup_max": 1.2984},
+        {"speedup_ci_low": math.nan, "speedup_ci_high": math.nan, "speedup_min": 0.93, "speedup_max": 1.30},
+        {"speedup_ci_low": math.nan, "speedup_ci_high": math.nan, "speedup_min": math.nan, "speedup_max": math.nan},
+    ])
+    assert make_report.speedup_intervals(bench) == ["[1.28, 1.31]", "[0.93, 1.30]", "—"]
