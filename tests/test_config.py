@@ -131,7 +131,10 @@ def test_hydra_refuses_misspelt_or_mistyped_options(override):
 
 @pytest.mark.parametrize("override, match", [("heads.k=0", "heads.k"), ("decode.ks=[12]", "decode.ks"),
                                              ("heads.arch=lstm", "heads.arch"), ("model.n_heads=3", "divisible"),
-                                             ("decode.trees=[wide]", "tree shape")])
+                                             ("decode.trees=[wide]", "tree shape"), ("heads.d_ff=0", "heads.d_ff"),
+                                             ("model.n_heads=0", "model.n_heads"), ("model.d_ff=-1", "model.d_ff"),
+                                             ("model.dropout=1.0", "model.dropout"),
+                                             ("model.n_dec_layers=-1", "model.n_dec_layers")])
 def test_bad_values_are_refused_before_any_work(override, match):
     with pytest.raises(ValueError, match=match):
         composed(["experiment=demo", override])

@@ -36,6 +36,13 @@ class ModelConfig:
     KEYED_WHEN_SET = {"aligned_input": False, "aligned_upsample": "nearest"}
 
     def validate(self) -> None:
+        for name in ("d_model", "n_heads", "d_ff"):
+            check(getattr(self, name) >= 1, f"model.{name} must be >= 1 (got {getattr(self, name)}).")
+        for name in ("n_enc_layers", "n_dec_layers"):
+            check(getattr(self, name) >= 0, f"model.{name} must be >= 0 (got {getattr(self, name)}).")
+        check(0.0 <= self.dropout < 1.0, f"model.dropout must be in [0, 1) (got {self.dropout}).")
+        check(self.max_positions is None or self.max_positions >= 1,
+               f"model.max_positions must be >= 1, or null to let the task decide (got {self.max_positions}).")
         check(self.d_model % self.n_heads == 0,
                f"model.d_model ({self.d_model}) must be divisible by model.n_heads ({self.n_heads}).")
         check(self.positions in ("sinusoidal", "learned"),
@@ -67,6 +74,9 @@ class HeadsConfig:
 
     def validate(self) -> None:
         check(self.k >= 1, f"heads.k must be >= 1 (got {self.k}).")
+        # 0 would read as "unset" where the heads are built and silently give the model's d_ff.
+        check(self.d_ff is None or self.d_ff >= 1,
+               f"heads.d_ff must be >= 1, or null for the model's d_ff (got {self.d_ff}).")
         check(self.arch in HEAD_ARCHS, f"unknown heads.arch {self.arch!r}; choose one of {', '.join(HEAD_ARCHS)}.")
         check(self.arch != "recurrent" or self.identity_p1,
                "heads.arch=recurrent needs heads.identity_p1=true: its first slot reads p_1's token.")
