@@ -169,6 +169,7 @@ def test_bench_rows_from_synthetic_runs():
         ({"dtype": "float8"}, "bench.dtype"),
         ({"archs": ["medusa", "foo"]}, "bench.archs"),
         ({"criteria": [{"name": "vibes"}]}, "unknown acceptance criterion"),
+        ({"n_examples": {1: 0, 8: 64}}, "bench.n_examples"),
     ],
 )
 def test_bad_options_are_refused_before_any_work(kw, match):

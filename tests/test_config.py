@@ -134,7 +134,10 @@ def test_hydra_refuses_misspelt_or_mistyped_options(override):
                                              ("decode.trees=[wide]", "tree shape"), ("heads.d_ff=0", "heads.d_ff"),
                                              ("model.n_heads=0", "model.n_heads"), ("model.d_ff=-1", "model.d_ff"),
                                              ("model.dropout=1.0", "model.dropout"),
-                                             ("model.n_dec_layers=-1", "model.n_dec_layers")])
+                                             ("model.n_dec_layers=-1", "model.n_dec_layers"),
+                                             ("decode.max_len_a=-1", "max_len_a"), ("threads=0", "threads"),
+                                             ("seed=-1", "seed"), ("heads_train.base_lr_scale=-1", "base_lr_scale"),
+                                             ("train.label_smoothing=1.0", "label_smoothing")])
 def test_bad_values_are_refused_before_any_work(override, match):
     with pytest.raises(ValueError, match=match):
         composed(["experiment=demo", override])

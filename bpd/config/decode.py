@@ -54,6 +54,11 @@ class DecodeConfig:
         check(self.batch_size >= 1, f"decode.batch_size must be >= 1 (got {self.batch_size}).")
         check(self.n_examples is None or self.n_examples >= 1,
                f"decode.n_examples must be >= 1, or null for the whole split (got {self.n_examples}).")
+        check(min(self.max_len_a, self.max_len_extra) >= 0 and self.max_len_a + self.max_len_extra > 0,
+               f"decode.max_len_a and max_len_extra must be >= 0, not both 0 (got {self.max_len_a} and "
+               f"{self.max_len_extra}): the output limit is a * source length + extra tokens.")
+        check(self.threads is None or self.threads >= 1,
+               f"decode.threads must be >= 1, or null to leave them unchanged (got {self.threads}).")
         check(self.beam_size >= 0, f"decode.beam_size must be >= 0 (0 = no beam search; got {self.beam_size}).")
         check(self.dtype in ("float32", "bfloat16"), f"unknown decode.dtype {self.dtype!r}; use float32 or bfloat16.")
         check(self.proposal_vocab is None or self.proposal_vocab >= 1,

@@ -100,6 +100,11 @@ class ExperimentConfig:
 
     def validate(self) -> ExperimentConfig:
         """Every option checked at once, before any data is read or anything is trained."""
+        check(self.threads is None or self.threads >= 1,
+               f"threads must be >= 1, or null for torch's default (got {self.threads}).")
+        check(self.seed >= 0 and (self.distill.teacher_seed is None or self.distill.teacher_seed >= 0),
+               f"seed and distill.teacher_seed must be >= 0 (got {self.seed} and {self.distill.teacher_seed}): "
+               "the image tasks' numpy generators refuse negative seeds.")
         check(self.base_targets in ("gold", "distilled"),
                f"unknown base_targets {self.base_targets!r}; use gold or distilled.")
         self.task.validate()
@@ -160,6 +165,9 @@ class BenchConfig:
         check(1 <= self.repeats <= self.max_repeats,
                f"bench.repeats must be >= 1 and <= bench.max_repeats (got {self.repeats} and {self.max_repeats}).")
         check(self.ci_target > 0, f"bench.ci_target must be > 0 (a relative half-width; got {self.ci_target}).")
+        bad_n = {b: n for b, n in (self.n_examples or {}).items() if n is None or n < 1}
+        check(not bad_n, f"bench.n_examples gives batch size(s) {sorted(bad_n)} no examples ({bad_n}); use >= 1 "
+                         "per batch size, or leave a size out to time the whole split.")
         check(self.dtype in DTYPES, f"unknown bench.dtype {self.dtype!r}; choose one of {', '.join(DTYPES)}.")
         bad = [a for a in (self.archs or []) if a not in HEAD_ARCHS]
         check(not bad, f"unknown head architecture {bad[0] if bad else ''!r} in bench.archs; "

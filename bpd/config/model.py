@@ -142,6 +142,11 @@ class TrainConfig:
                f"{where}.warmup_steps must be >= 0 and grad_accum >= 1 "
                f"(got {self.warmup_steps} and {self.grad_accum}).")
         check(self.max_tokens >= 1, f"{where}.max_tokens must be >= 1 (got {self.max_tokens}).")
+        check(self.base_lr_scale >= 0,
+               f"{where}.base_lr_scale must be >= 0 (0 = the base does not move; got {self.base_lr_scale}).")
+        check(self.weight_decay >= 0 and self.grad_clip >= 0 and 0.0 <= self.label_smoothing < 1.0,
+               f"{where}.weight_decay and grad_clip must be >= 0 and label_smoothing in [0, 1) (got "
+               f"{self.weight_decay}, {self.grad_clip} and {self.label_smoothing}).")
         check(min(self.eval_every, self.ckpt_every, self.log_every) >= 1,
                f"{where}.eval_every, ckpt_every and log_every must be >= 1.")
         check(self.score_every >= 0, f"{where}.score_every must be >= 0 (0 = never; got {self.score_every}).")
