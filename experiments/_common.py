@@ -85,11 +85,32 @@ def to_configs(cfg: DictConfig) -> tuple[ExperimentConfig, Any]:
     return experiment.validate(), entry
 
 
+#: Config groups that are ``optional`` in conf/base.yaml: Hydra skips a named option that has no file.
+OPTIONAL_GROUPS = ("experiment", "setting", "draft")
+
+
+def check_optional_choices() -> None:
+    """An ``experiment=``, ``setting=`` or ``draft=`` that names no file is refused: Hydra would silently
+    compose the defaults instead, and a misspelt experiment would train the default config for hours."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return
+    choices = HydraConfig.get().runtime.choices
+    for group in OPTIONAL_GROUPS:
+        name = choices.get(group)
+        if name and not (Path(CONF_DIR) / group / f"{name}.yaml").is_file():
+            options = sorted(p.stem for p in (Path(CONF_DIR) / group).glob("*.yaml"))
+            raise ValueError(f"there is no {group} named {name!r}; choose one of {', '.join(options)} "
+                             f"(the files in conf/{group}/).")
+
+
 def friendly(fn: Callable[[ExperimentConfig, Any], object], cfg: DictConfig) -> object:
     """Run an entry point; user errors (missing data, bad values, corrupt checkpoints) end with one sentence."""
     from bpd.training.checkpoint import CheckpointError
 
     try:
+        check_optional_choices()
         experiment, entry = to_configs(cfg)
         if experiment.threads:
             import torch

@@ -159,3 +159,31 @@ def test_one_source_of_defaults():
     assert experiment_config({"heads": {"k": 3}}).heads == HeadsConfig(k=3)
     with pytest.raises(ValueError, match=r"unknown option heads\.kk"):
         experiment_config({"heads": {"kk": 3}})
+
+
+@pytest.mark.parametrize("override, match", [
+    ("task.data_dir=/data", "task.data_dir names a wmt14 or folder corpus"),
+    ("task.ding_path=/x.txt task=wmt14_en_de task.data_dir=/data", "ding_path"),
+])
+def test_task_options_that_would_be_ignored_are_refused(override, match):
+    """A ding run with a data_dir used to ignore it, miss the shipped base (other cache keys) and train a
+    base for hours."""
+    with pytest.raises(ValueError, match=match):
+        composed(["experiment=demo", *override.split()])
+    with pytest.raises(ValueError, match="faces patches are embedded"):
+        composed(["experiment=demo_sr", "task.data_dir=/data"])
+
+
+@pytest.mark.parametrize("group", ["experiment", "setting", "draft"])
+def test_a_misspelt_optional_group_is_refused_by_the_entry_point(group):
+    """Hydra composes the defaults when an optional group names no file; the entry point says so instead
+    of training the default config."""
+    import subprocess
+
+    args = {"experiment": ["experiment=deom"], "setting": ["experiment=demo", "setting=bothh"],
+            "draft": ["experiment=demo", "draft=huge"]}[group]
+    out = subprocess.run([sys.executable, str(REPO / "experiments" / "run.py"), *args, "logger=none"],
+                         capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert out.returncode == 2, out.stderr[-500:]
+    assert f"there is no {group} named" in out.stderr and "choose one of" in out.stderr
+    assert "train" not in out.stdout  # refused before any stage started

@@ -38,6 +38,14 @@ class TranslationTaskConfig:
         check(self.include_phrases or (not self.tag_phrases and self.sentence_repeat == 1),
                "task.tag_phrases and task.sentence_repeat shape the phrase pairs: set task.include_phrases=true.")
         check(self.sentence_repeat >= 1, f"task.sentence_repeat must be >= 1 (got {self.sentence_repeat}).")
+        # Each option would otherwise be ignored yet change the cache keys: the run would train its models
+        # anew (a ding run with a data_dir does not find the shipped base).
+        check(self.data_dir is None or self.source != "ding",
+               "task.data_dir names a wmt14 or folder corpus; the ding corpus is embedded (use task.ding_path "
+               "for another dictionary file), so drop task.data_dir or set task.source.")
+        check(self.source == "ding" or (self.ding_path is None and not self.include_phrases),
+               f"task.ding_path and task.include_phrases apply to the ding corpus; drop them for "
+               f"task.source={self.source}.")
 
     #: Fields added after data was cached: in keys only when they differ from their defaults.
     KEYED_WHEN_SET = {"tag_phrases": False, "sentence_repeat": 1}
@@ -64,6 +72,9 @@ class ImageTaskConfig:
         check(self.kind == "image", f"task.kind={self.kind!r} does not match an image task.")
         check(self.source in ("faces", "celeba"),
                f"unknown task.source {self.source!r} for images; use faces or celeba.")
+        check(self.data_dir is None or self.source == "celeba",
+               "task.data_dir names the CelebA folder; the faces patches are embedded, so drop task.data_dir or "
+               "set task.source=celeba.")
         check(self.lr_size >= 1 and self.hr_size % self.lr_size == 0,
                f"task.hr_size ({self.hr_size}) must be a multiple of task.lr_size ({self.lr_size}).")
 
