@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import random
 from pathlib import Path
 
@@ -20,8 +21,12 @@ def make_corpus(folder: Path, n_train: int = 300, n_dev: int = 20, n_test: int =
             words = [rng.choice(WORDS) for _ in range(rng.randint(2, 6))]
             src.append(" ".join(words))
             tgt.append(" ".join(w.upper()[:3] for w in reversed(words)))
-        (folder / f"{split}.src").write_text("\n".join(src) + "\n")
-        (folder / f"{split}.tgt").write_text("\n".join(tgt) + "\n")
+        for name, lines in ((f"{split}.src", src), (f"{split}.tgt", tgt)):
+            # Atomic: the lock tests run two jobs that each build this corpus while the other may read it
+            # (a plain write_text truncates the file first: the reader saw an empty dev split).
+            part = folder / f"{name}.{os.getpid()}.part"
+            part.write_text("\n".join(lines) + "\n")
+            os.replace(part, folder / name)
     return folder
 
 
