@@ -42,8 +42,8 @@ def cpu_model(cpuinfo: str | Path = "/proc/cpuinfo") -> str:
     PyTorch uses on it (``AVX512``, ``AVX2``; ``+AMX`` where the CPU has AMX tiles). Recorded because
     step-cost ratios depend on it: small multi-row matrix products are relatively dearer on some CPUs, so
     the same model's blockwise round costs a different number of greedy steps on another CPU
-    (docs/benchmark.md). The instructions are part of the name because a virtual machine may report a
-    bare "Intel(R) Xeon(R) Processor" for CPUs a generation apart."""
+    (docs/benchmark.md). The instructions are part of the name because a virtual machine may report the
+    same bare "Intel(R) Xeon(R) Processor" for two CPUs of different speeds."""
     name, flags = "", set()
     try:
         for line in Path(cpuinfo).read_text().splitlines():
