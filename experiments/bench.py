@@ -35,6 +35,13 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
 
     b = entry.bench
     b.validate()
+    # Every architecture's heads are trained with heads.k slots: a k above it has nothing to time.
+    skipped = [k for k in b.ks if k > cfg.heads.k]
+    if len(skipped) == len(b.ks):
+        raise ValueError(f"bench.ks {list(b.ks)} are all above the heads' k={cfg.heads.k}, so only greedy would be "
+                         "timed; lower bench.ks or raise heads.k.")
+    if skipped:
+        print(f"bench.ks {skipped}: above the heads' k={cfg.heads.k}, skipped")
     archs = b.archs or [cfg.heads.arch]
     task = load_task(cfg)
     device = pick_device(cfg.device)

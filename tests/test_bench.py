@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -226,6 +228,12 @@ def test_bench_entry_point_on_a_toy_model(tmp_path, capsys):
     assert all(r["choices"][0]["turns"][0] == task.detokenize(r["choices"][0]["token_ids"][0]) for r in recs)
     printed = capsys.readouterr().out
     assert "ceil" in printed and "where a step's time goes" in printed
+    assert "bench.ks [10]: above the heads' k=3, skipped" in printed
+    # Nothing left to time but greedy: refused before any model is looked for or trained.
+    with pytest.raises(ValueError, match=r"bench.ks \[10, 20\] are all above the heads' k=3"):
+        bench_entry.run(toy_config(tmp_path / "none", name="toy"),
+                        bench_entry.BenchEntry(bench=dataclasses.replace(bench, ks=[10, 20])))
+    assert not (tmp_path / "none").exists() or not any((tmp_path / "none").rglob("*.pt"))
 
 
 def test_paired_speedup_interval():
