@@ -137,7 +137,8 @@ def test_hydra_refuses_misspelt_or_mistyped_options(override):
                                              ("model.n_dec_layers=-1", "model.n_dec_layers"),
                                              ("decode.max_len_a=-1", "max_len_a"), ("threads=0", "threads"),
                                              ("seed=-1", "seed"), ("heads_train.base_lr_scale=-1", "base_lr_scale"),
-                                             ("train.label_smoothing=1.0", "label_smoothing")])
+                                             ("train.label_smoothing=1.0", "label_smoothing"),
+                                             ("decode.proposal_vocab=100000", "above task.vocab_size")])
 def test_bad_values_are_refused_before_any_work(override, match):
     with pytest.raises(ValueError, match=match):
         composed(["experiment=demo", override])

@@ -121,6 +121,12 @@ class ExperimentConfig:
                f"decode.proposal_vocab restricts a translation vocabulary; set it to null for {self.task.kind} tasks.")
         check(self.heads.proposal_vocab is None or self.task.proposal_vocab_applies,
                f"heads.proposal_vocab restricts a translation vocabulary; set it to null for {self.task.kind} tasks.")
+        vocab = getattr(self.task, "vocab_size", None)  # translation tasks only (image tasks refused above)
+        for where, n in (("decode", self.decode.proposal_vocab), ("heads", self.heads.proposal_vocab)):
+            # A larger number would be cut to the vocabulary silently, and the rows would record it uncut.
+            check(n is None or vocab is None or n <= vocab,
+                   f"{where}.proposal_vocab={n} is above task.vocab_size={vocab}; use at most the vocabulary, "
+                   "or null for all of it.")
         check(self.heads.targets != "self" or self.heads.k > 1 or not self.heads.identity_p1,
                "heads.targets=self needs heads to train (heads.k > 1).")
         check(not self.model.aligned_input or self.task.kind == "image",
