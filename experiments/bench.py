@@ -36,12 +36,12 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
     b = entry.bench
     b.validate()
     # Every architecture's heads are trained with heads.k slots: a k above it has nothing to time.
-    skipped = [k for k in b.ks if k > cfg.heads.k]
-    if len(skipped) == len(b.ks):
+    ks = [k for k in b.ks if k <= cfg.heads.k]
+    if not ks:
         raise ValueError(f"bench.ks {list(b.ks)} are all above the heads' k={cfg.heads.k}, so only greedy would be "
                          "timed; lower bench.ks or raise heads.k.")
-    if skipped:
-        print(f"bench.ks {skipped}: above the heads' k={cfg.heads.k}, skipped")
+    if len(ks) < len(b.ks):
+        print(f"bench.ks {[k for k in b.ks if k not in ks]}: above the heads' k={cfg.heads.k}, skipped")
     archs = b.archs or [cfg.heads.arch]
     task = load_task(cfg)
     device = pick_device(cfg.device)
@@ -67,7 +67,6 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
         model.heads.set_proposal_vocab(task.proposal_vocab(cfg.decode.proposal_vocab))  # the experiment's setting
         if b.compile:
             model.decode = torch.compile(model.decode, dynamic=True)
-        ks = [k for k in b.ks if k <= model.k]
         specs = [DecodeSpec("greedy")] + ([DecodeSpec("naive_greedy")] if b.naive_greedy else [])
         for crit in b.criteria:
             specs += [DecodeSpec("blockwise", k=k, criterion=crit.name, criterion_param=crit.param) for k in ks]
