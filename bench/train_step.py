@@ -31,7 +31,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bpd.config import ExperimentConfig, HeadsConfig, ModelConfig  # noqa: E402
+from bpd.config import HEAD_ARCHS, ExperimentConfig, HeadsConfig, ModelConfig  # noqa: E402
 from bpd.models.transformer import Dropout  # noqa: E402
 from bpd.tasks import load_task  # noqa: E402
 from bpd.tracking import append_rows, device_name, git_sha  # noqa: E402
@@ -56,8 +56,9 @@ def step(model, batch, heads: list[int], every_position: bool, seed: int) -> tup
     torch.manual_seed(seed)  # the same masks on both sides (but for --compare dropout, which draws them otherwise)
     model.zero_grad(set_to_none=True)
     t0 = time.perf_counter()
-    h = model(src, tgt_in, hidden_only=True)
-    loss = combine(head_losses(model, h, tgt_out, heads, 0.1, every_position), p1_weight=7.0)
+    enc = model.encode(src)
+    h = model.decode(tgt_in, enc)
+    loss = combine(head_losses(model, h, tgt_out, heads, 0.1, every_position, model.head_source(enc)), p1_weight=7.0)
     loss.backward()
     return time.perf_counter() - t0, float(loss.detach())
 
@@ -65,7 +66,7 @@ def step(model, batch, heads: list[int], every_position: bool, seed: int) -> tup
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--compare", choices=sorted(COMPARISONS), default="positions")
-    ap.add_argument("--arch", default="recurrent", help="heads architecture (paper, blockdiag, medusa, recurrent)")
+    ap.add_argument("--arch", default="recurrent", help="heads architecture (" + ", ".join(HEAD_ARCHS) + ")")
     ap.add_argument("--k", type=int, default=8, help="slots, p_1 included")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batches", type=int, default=12, help="distinct batches, each timed --repeats times per path")

@@ -115,7 +115,7 @@ def step_costs(
 
         def round_k(k: int = k, props: torch.Tensor = props) -> None:
             r = run_round(model, props, enc, cache, crit, k, 1)
-            propose(model, r.h_last, r.first, k)
+            propose(model, r.h_last, r.first, k, enc)
             cache.rewind(mark)
 
         def start_k(k: int = k) -> None:  # blockwise_decode's first call, before any round
@@ -124,10 +124,10 @@ def step_costs(
 
         fns[f"t{k}"], fns[f"s{k}"] = round_k, start_k
         parts[f"t{k}"], parts[f"d{k}"] = round_k, lambda props=props: decoder_only(props)
-        parts[f"p{k}"] = lambda k=k: propose(model, h_one, tok, k)
+        parts[f"p{k}"] = lambda k=k: propose(model, h_one, tok, k, enc)
     for k, shape in trees or []:
         def tree_round(shape: TreeShape = shape) -> None:
-            verify_tree(model, build_tree(model, h_one, tok, shape), enc, cache, crit)
+            verify_tree(model, build_tree(model, h_one, tok, shape, enc), enc, cache, crit)
             cache.rewind(mark)
 
         fns[f"tree{k}_{shape.name}"] = tree_round

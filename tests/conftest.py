@@ -36,7 +36,7 @@ def random_model(
     from bpd.models import build_translation_model
 
     torch.manual_seed(seed)
-    identity_p1 = identity_p1 or arch == "recurrent"  # recurrent slots read p_1's token
+    identity_p1 = identity_p1 or arch in ("recurrent", "attend")  # their slots read p_1's token
     model = build_translation_model(vocab, k, MICRO, seed=seed, heads_arch=arch, identity_p1=identity_p1, **overrides)
     g = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():

@@ -27,7 +27,7 @@ from bpd.decoding.blockwise import propose
 from bpd.decoding.draft import draft_decode
 from bpd.decoding.rescore import NgramLM, Rescorer
 from bpd.decoding.tree import TreeShape, build_tree, tree_decode
-from bpd.models import HEAD_ARCHS
+from bpd.models import HEAD_ARCHS, HEADS
 from bpd.models.transformer import KVCache
 
 SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
@@ -184,7 +184,9 @@ def test_cache_rollback_matches_recompute(arch):
             full = torch.cat([torch.tensor([model.bos_id, 5]), junk[r, :r], true[r]])[None]
             h_ref = model.decode(full, model.encode(src[r : r + 1]))[0, 2 + r :]  # causal recompute
             torch.testing.assert_close(h_inc[r], h_ref, rtol=1e-10, atol=1e-10)
-            torch.testing.assert_close(model.heads(h_inc[r]), model.heads(h_ref), rtol=1e-10, atol=1e-10)
+            source = model.head_source(model.encode(src[r : r + 1]))  # heads that attend to the input read it
+            inc, ref = (model.heads(x[None], source=source) for x in (h_inc[r], h_ref))
+            torch.testing.assert_close(inc, ref, rtol=1e-10, atol=1e-10)
 
 
 def test_teacher_forced_forward_matches_incremental():
@@ -417,17 +419,18 @@ def test_proposal_vocab_keeps_exactness_and_limits_proposals(arch, seed):
     ids = torch.tensor([model.eos_id, 3, 5, 7, 11, 13, 17])
     ref = greedy_decode(model, src, max_len=20)
     h = torch.randn(4, model.cfg.d_model, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
+    source = model.head_source(model.encode(random_src(4, 6, 30, seed + 1)))
     with torch.inference_mode():
-        free = model.heads.propose(h, torch.full((4, 1), 3), 5)
+        free = model.heads.propose(h, torch.full((4, 1), 3), 5, source)
     model.heads.set_proposal_vocab(ids)
     res = blockwise_decode(model, src, k=5, max_len=20)
     assert res.tokens == ref.tokens
     with torch.inference_mode():
-        props = model.heads.propose(h, torch.full((4, 1), 3), 5)
+        props = model.heads.propose(h, torch.full((4, 1), 3), 5, source)
     assert props.shape == (4, 4) and torch.isin(props, ids).all()
     model.heads.set_proposal_vocab(None)
     with torch.inference_mode():
-        assert torch.equal(model.heads.propose(h, torch.full((4, 1), 3), 5), free), "None lifts the restriction"
+        assert torch.equal(model.heads.propose(h, torch.full((4, 1), 3), 5, source), free), "None lifts the restriction"
 
 
 def test_frequent_targets():
@@ -497,19 +500,21 @@ def test_wider_trees_accept_more_and_stay_greedy(arch):
 
 
 @pytest.mark.parametrize("vocab", [None, [2, 3, 5, 7, 11, 13, 17]])
-def test_recurrent_tree_step_fast_path_equals_the_plain_step(vocab):
+@pytest.mark.parametrize("arch", ["recurrent", "attend"])
+def test_recurrent_tree_step_fast_path_equals_the_plain_step(vocab, arch):
     """A tree frontier's recurrent step (``step_logits``) through the decoding tables gives the plain step's
     states and proposal logits; a proposal vocabulary set under inference mode (an inference tensor, with no
     version counter for the table cache to key on) works too."""
-    model = random_model(30, 5, 0, arch="recurrent", head_noise=0.3)
+    model = random_model(30, 5, 0, arch=arch, head_noise=0.3)
     heads = model.heads
     s = torch.randn(2, 3, model.cfg.d_model, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     tok = torch.tensor([[4, 9, 2], [7, 7, 1]])
+    source = model.head_source(model.encode(random_src(2, 6, 30, 1)))
     with torch.inference_mode():
         heads.set_proposal_vocab(None if vocab is None else torch.tensor(vocab))
         for i in (1, 3):
-            fast_s, fast_logits = heads.step_logits(s, tok, i)
-            plain_s = heads.step(s, tok, i)
+            fast_s, fast_logits = heads.step_logits(s, tok, i, source)
+            plain_s = heads.step(s, tok, i, source)
             torch.testing.assert_close(fast_s, plain_s)
             torch.testing.assert_close(fast_logits, heads.proposal_logits(plain_s))
             assert fast_logits.shape == (2, 3, 30 if vocab is None else len(vocab))
@@ -517,28 +522,30 @@ def test_recurrent_tree_step_fast_path_equals_the_plain_step(vocab):
 
 
 @pytest.mark.parametrize("vocab", [None, [2, 3, 5, 7, 11, 13, 17]])
-def test_recurrent_fixed_tree_fast_build_equals_the_plain_build(vocab):
+@pytest.mark.parametrize("arch", ["recurrent", "attend"])
+def test_recurrent_fixed_tree_fast_build_equals_the_plain_build(vocab, arch):
     """Fixed-shape trees built through the recurrent heads' decoding tables (``fastpath.recurrent_tree``: only
     nodes with children stepped, views for nodes in grid order) hold the same tokens as the plain build."""
-    model = random_model(30, 5, 0, arch="recurrent", head_noise=0.3)
+    model = random_model(30, 5, 0, arch=arch, head_noise=0.3)
     gen = torch.Generator().manual_seed(1)
     h = torch.randn(3, model.cfg.d_model, dtype=torch.float64, generator=gen)
     first = torch.tensor([[4], [9], [2]])
+    enc = model.encode(random_src(3, 6, 30, 2))
     shapes = ["1x1x1x1", "2x1", "3x2", "2x2x2", "chain+1", "chain+1+21+200", "chain+3+30"]
     with torch.inference_mode():
         model.heads.set_proposal_vocab(None if vocab is None else torch.tensor(vocab))
     for name in shapes:
         shape = TreeShape.parse(name, 5)
         with torch.no_grad():
-            plain = build_tree(model, h, first, shape)
+            plain = build_tree(model, h, first, shape, enc)
         with torch.inference_mode():
-            fast = build_tree(model, h, first, shape)
+            fast = build_tree(model, h, first, shape, enc)
         assert torch.equal(fast.tokens, plain.tokens), name
         assert torch.equal(fast.parent, plain.parent) and torch.equal(fast.ancestors, plain.ancestors)
     model.heads.set_proposal_vocab(None)
 
 
-@pytest.mark.parametrize("arch", [a for a in HEAD_ARCHS if a != "recurrent"])
+@pytest.mark.parametrize("arch", [a for a in HEAD_ARCHS if not HEADS[a].path_dependent])
 def test_shared_candidate_trees_hold_each_slots_ranked_candidates(arch):
     """Heads whose candidates do not depend on the path: node (r_1, ..., r_d) of a fixed tree holds slot d's
     r_d-th best token (one top-n over every slot at once must index the grid right)."""

@@ -31,9 +31,10 @@ def sr_config(tmp, **over):
 
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("aligned", [False, True])
-def test_image_model_exact_blockwise_equals_greedy(seed, aligned):
+@pytest.mark.parametrize("arch", ["paper", "attend"])  # attend: slots read the low-resolution image's keys
+def test_image_model_exact_blockwise_equals_greedy(seed, aligned, arch):
     sizes = dataclasses.replace(IMAGE_MICRO, aligned_input=aligned)
-    model = build_image_model(4, sizes, lr_size=2, hr_size=4, seed=seed).double().eval()
+    model = build_image_model(4, sizes, lr_size=2, hr_size=4, seed=seed, heads_arch=arch).double().eval()
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for p in model.heads.parameters():

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 import torch
-from conftest import MICRO, random_model
+from conftest import MICRO, random_model, random_src
 
 from bpd.config import HeadsConfig, TrainConfig
 from bpd.models import HEAD_ARCHS
@@ -273,25 +273,37 @@ def test_p1_weight_combines_losses():
         HeadsConfig(p1_weight=0.0).validate()
 
 
-def test_recurrent_heads_teacher_forcing_and_proposals():
+@pytest.mark.parametrize("arch", ["recurrent", "attend"])
+def test_recurrent_heads_teacher_forcing_and_proposals(arch):
     """Recurrent slots read teacher tokens in training; fed their own argmax chain they give exactly the
-    free-running logits, and ``propose`` (decoding) returns that chain's tokens."""
-    model = random_model(30, 4, 5, arch="recurrent", head_noise=0.5)
+    free-running logits, and ``propose`` (decoding) returns that chain's tokens. Slots that attend to the
+    input read it, and the loss at a subset of positions (a scattered attention) agrees with the full one."""
+    model = random_model(30, 4, 5, arch=arch, head_noise=0.5)
     h = torch.randn(3, 6, model.cfg.d_model, dtype=torch.float64)
-    free = model.heads(h)  # (3, 6, 4, V): each slot chained on the previous slot's argmax
+    src = random_src(3, 5, 30, 5)
+    source = model.head_source(model.encode(src))
+    free = model.heads(h, source=source)  # (3, 6, 4, V): each slot chained on the previous slot's argmax
     chain = free.argmax(-1)  # slot j's token is what slot j+1 reads
-    torch.testing.assert_close(model.heads(h, tokens=chain[..., :3]), free, rtol=0, atol=0)
+    torch.testing.assert_close(model.heads(h, tokens=chain[..., :3], source=source), free, rtol=0, atol=0)
     other = (chain[..., :3] + 1) % 30
-    assert not torch.allclose(model.heads(h, tokens=other)[..., 1:, :], free[..., 1:, :]), "slots must read tokens"
-    props = model.heads.propose(h[:, 0], chain[:, 0, :1], 4)
+    assert not torch.allclose(model.heads(h, tokens=other, source=source)[..., 1:, :], free[..., 1:, :]), \
+        "slots must read tokens"
+    if arch == "attend":
+        elsewhere = model.head_source(model.encode(src.flip(0)))
+        moved = model.heads(h, source=elsewhere)[..., 1:, :]
+        assert not torch.allclose(moved, free[..., 1:, :]), "slots must read the source"
+        with pytest.raises(ValueError, match="reads the source"):
+            model.heads(h)
+    props = model.heads.propose(h[:, 0], chain[:, 0, :1], 4, source)
     assert torch.equal(props, chain[:, 0, 1:])
     with torch.inference_mode():  # the decoding path (per-vocabulary tables) proposes the same tokens
-        assert torch.equal(model.heads.propose(h[:, 0], chain[:, 0, :1], 4), chain[:, 0, 1:])
+        assert torch.equal(model.heads.propose(h[:, 0], chain[:, 0, :1], 4, source), chain[:, 0, 1:])
     # head_losses uses teacher tokens tgt_out[t .. t+k-2] at position t.
     tgt_out = torch.randint(3, 30, (3, 6))
+    tgt_out[0, 4:] = model.pad_id  # a short row: its far slots are computed at fewer positions
     assert torch.equal(teacher_tokens(tgt_out, 4, model.pad_id)[:, 0], tgt_out[:, :3])
-    losses = head_losses(model, h, tgt_out, [0, 1, 2, 3])
-    logits = model.heads(h, tokens=teacher_tokens(tgt_out, 4, model.pad_id))
+    losses = head_losses(model, h, tgt_out, [0, 1, 2, 3], source=model.head_source(model.encode(src)))
+    logits = model.heads(h, tokens=teacher_tokens(tgt_out, 4, model.pad_id), source=source)
     ce = torch.nn.functional.cross_entropy(
         logits[:, :, 2].flatten(0, 1), shifted_targets(tgt_out, 2, model.pad_id).flatten(), ignore_index=model.pad_id
     )

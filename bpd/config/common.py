@@ -7,7 +7,7 @@ import dataclasses
 from typing import Any
 
 SPLITS = ("train", "dev", "test")
-HEAD_ARCHS = ("paper", "blockdiag", "medusa", "recurrent")
+HEAD_ARCHS = ("paper", "blockdiag", "medusa", "recurrent", "attend")
 CRITERIA = ("exact", "topk", "distance")
 DTYPES = ("float32", "bfloat16", "float16")
 TARGETS = ("gold", "distilled", "self")

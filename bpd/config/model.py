@@ -56,7 +56,7 @@ class HeadsConfig:
     """k proposal heads on top of the base model, and how they are trained."""
 
     k: int = 8
-    arch: str = "paper"  # paper | blockdiag | medusa | recurrent (bpd/models/heads/)
+    arch: str = "paper"  # paper | blockdiag | medusa | recurrent | attend (bpd/models/heads/)
     d_ff: int | None = None  # per-slot hidden size; null = the model's d_ff
     identity_p1: bool = True  # p_1 stays exactly the base model (false: the paper's p_1 through the new layer)
     training: str = "frozen"  # frozen | finetune (the base trains jointly with the heads)
@@ -78,8 +78,8 @@ class HeadsConfig:
         check(self.d_ff is None or self.d_ff >= 1,
                f"heads.d_ff must be >= 1, or null for the model's d_ff (got {self.d_ff}).")
         check(self.arch in HEAD_ARCHS, f"unknown heads.arch {self.arch!r}; choose one of {', '.join(HEAD_ARCHS)}.")
-        check(self.arch != "recurrent" or self.identity_p1,
-               "heads.arch=recurrent needs heads.identity_p1=true: its first slot reads p_1's token.")
+        check(self.arch not in ("recurrent", "attend") or self.identity_p1,
+               f"heads.arch={self.arch} needs heads.identity_p1=true: its first slot reads p_1's token.")
         check(self.training in ("frozen", "finetune"),
                f"unknown heads.training {self.training!r}; use frozen or finetune.")
         check(self.loss in ("mean", "sampled"), f"unknown heads.loss {self.loss!r}; use mean or sampled.")

@@ -25,18 +25,20 @@ from bpd.decoding.criteria import Criterion, Exact, Verdict
 from bpd.decoding.result import DecodeResult
 
 
-def propose(model, h_last: torch.Tensor, first: torch.Tensor, k: int) -> torch.Tensor:
+def propose(model, h_last: torch.Tensor, first: torch.Tensor, k: int, enc=None) -> torch.Tensor:
     """Proposals (B, k) at the last accepted position: slot 0 is p_1's argmax ``first`` (B, 1), already
-    known from verification; slots 1..k-1 come from the proposal heads at this one position only."""
+    known from verification; slots 1..k-1 come from the proposal heads at this one position only (heads that
+    attend to the input read it from ``enc``, the rows' encoder state)."""
     if k == 1:
         return first
-    return torch.cat([first, model.heads.propose(h_last, first, k)], dim=-1)
+    source = None if enc is None else model.head_source(enc)
+    return torch.cat([first, model.heads.propose(h_last, first, k, source)], dim=-1)
 
 
 def start(model, bos: torch.Tensor, enc, cache, k: int) -> torch.Tensor:
     """The propose-only first call: decode ``bos`` (B, 1) and read the first block's k proposals there."""
     h = model.decode(bos, enc, cache)[:, 0]
-    return propose(model, h, top1(model.heads.base_logits(h))[:, None], k)
+    return propose(model, h, top1(model.heads.base_logits(h))[:, None], k, enc)
 
 
 @dataclass
@@ -118,8 +120,9 @@ def blockwise_decode(
 
     ``k`` may be smaller than the number of trained heads (the first k slots are used). The
     effective minimum block size is the larger of ``min_block_size`` and the criterion's own.
-    ``proposer(model, h_last, first, k, prev) -> (B, k)`` replaces the heads' own proposals (e.g. a rescored
-    lattice, ``bpd.decoding.rescore.Rescorer``; ``prev`` is the token before ``first``).
+    ``proposer(model, h_last, first, k, prev, enc) -> (B, k)`` replaces the heads' own proposals (e.g. a
+    rescored lattice, ``bpd.decoding.rescore.Rescorer``; ``prev`` is the token before ``first``, ``enc`` the
+    rows' encoder state).
     """
     k = model.k if k is None else int(k)
     if not 1 <= k <= model.k:
@@ -149,7 +152,7 @@ def blockwise_decode(
         props = start(model, bos, enc, cache, k)
     else:
         h0 = model.decode(bos, enc, cache)[:, 0]
-        props = proposer(model, h0, top1(model.heads.base_logits(h0))[:, None], k, bos)
+        props = proposer(model, h0, top1(model.heads.base_logits(h0))[:, None], k, bos, enc)
     invocations = 1
     reached, accepted = [0] * (k - 1), [0] * (k - 1)  # per proposal slot 1..k-1
     while rows.active:
@@ -162,5 +165,6 @@ def blockwise_decode(
         if live is None:
             break
         enc, h_last, first, *prev = live
-        props = propose(model, h_last, first, k) if proposer is None else proposer(model, h_last, first, k, *prev)
+        props = propose(model, h_last, first, k, enc) if proposer is None else \
+            proposer(model, h_last, first, k, *prev, enc)
     return rows.result(invocations, position_reached=reached, position_accepted=accepted)

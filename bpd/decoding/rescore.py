@@ -87,11 +87,13 @@ class Rescorer:
     beam: int = 4
     weight: float = 0.5
 
-    def __call__(self, model, h_last: torch.Tensor, first: torch.Tensor, k: int, prev: torch.Tensor) -> torch.Tensor:
-        """The block (B, k) to verify: ``first`` (B, 1) is p_1's argmax, ``prev`` (B, 1) the token before it."""
+    def __call__(self, model, h_last: torch.Tensor, first: torch.Tensor, k: int, prev: torch.Tensor,
+                 enc=None) -> torch.Tensor:
+        """The block (B, k) to verify: ``first`` (B, 1) is p_1's argmax, ``prev`` (B, 1) the token before it,
+        ``enc`` the rows' encoder state (heads that attend to the input read it)."""
         if k == 1:
             return first
-        tree = build_tree(model, h_last, first, TreeShape.budget(self.beam, k - 1))
+        tree = build_tree(model, h_last, first, TreeShape.budget(self.beam, k - 1), enc)
         lm_step = self.lm.logp(tree.tokens.gather(1, tree.parent), tree.tokens)  # each node given its parent
         lm_step[:, 0] = self.lm.logp(prev[:, 0], tree.tokens[:, 0])  # the root given the last accepted token
         n = tree.tokens.shape[1]

@@ -35,6 +35,7 @@ from bpd.decoding.common import RowTracker, checked_max_len, count_positions, dr
 from bpd.decoding.criteria import Criterion, Exact
 from bpd.decoding.result import DecodeResult
 from bpd.models import fastpath
+from bpd.models.heads import RecurrentHeads
 
 
 @dataclass(frozen=True)
@@ -139,13 +140,13 @@ def _level_plan(shape: TreeShape) -> tuple[tuple[tuple[int, ...], tuple[int, ...
 
 
 def _candidates(heads, state: torch.Tensor, tok: torch.Tensor, d: int, slot_scores: torch.Tensor | None,
-                n: int, logp: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+                n: int, logp: bool, source=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """The ``n`` best children of every frontier node at depth ``d - 1``: (scores (B, F, n), token ids
     (B, F, n), the children's head state (B, F, d_model) or None). Scores are log-probabilities with ``logp``
     (a budgeted tree ranks paths across parents), else raw logits (a fixed shape only ranks a node's own
     children, and logits rank them as their log-probabilities do, without a softmax)."""
     if slot_scores is None:  # path-dependent heads: slot d reads its parent's token
-        child_state, scores = heads.step_logits(state, tok, d)
+        child_state, scores = heads.step_logits(state, tok, d, source)
         if logp:
             scores = torch.log_softmax(scores.float(), dim=-1)
         top_lp, top_i = scores.topk(min(n, scores.shape[-1]), dim=-1)
@@ -235,16 +236,18 @@ def _shared_plan(shape: TreeShape, dev: torch.device) -> tuple[int, torch.Tensor
     return need, torch.tensor([(len(p) - 1) * need + p[-1] for p in shape.paths], device=dev)
 
 
-def build_tree(model, h: torch.Tensor, first: torch.Tensor, shape: TreeShape) -> Tree:
-    """The candidate tree at one position: root = p_1's argmax ``first`` (B, 1), decoder state ``h`` (B, d).
-    A budgeted shape also returns each path's log-probability (``Tree.logp``); a fixed one needs none."""
+def build_tree(model, h: torch.Tensor, first: torch.Tensor, shape: TreeShape, enc=None) -> Tree:
+    """The candidate tree at one position: root = p_1's argmax ``first`` (B, 1), decoder state ``h`` (B, d),
+    encoder state ``enc`` (heads that attend to the input read it). A budgeted shape also returns each
+    path's log-probability (``Tree.logp``); a fixed one needs none."""
     heads = model.heads
+    source = None if enc is None else model.head_source(enc)
     b, dev = h.shape[0], h.device
     fixed = _fixed_structure(shape, b, dev) if shape.paths else None
-    if fixed is not None and heads.arch == "recurrent" and heads.n_learned >= shape.depth and \
+    if fixed is not None and isinstance(heads, RecurrentHeads) and heads.n_learned >= shape.depth and \
             torch.is_inference_mode_enabled():  # the recurrent chain's fast path, a level at a time
-        return _fixed_tree(torch.cat([first, fastpath.recurrent_tree(heads, h, first, _recurrent_plan(shape, dev))],
-                                     dim=1), fixed)
+        plan = _recurrent_plan(shape, dev)
+        return _fixed_tree(torch.cat([first, fastpath.recurrent_tree(heads, h, first, plan, source)], dim=1), fixed)
     if fixed is not None and not heads.path_dependent:  # shared candidates: one top-n over every slot at once
         need, pick = _shared_plan(shape, dev)
         scores = heads.proposal_logits(heads.states(h, shape.depth + 1, start=1))  # (B, depth, P)
@@ -264,10 +267,10 @@ def build_tree(model, h: torch.Tensor, first: torch.Tensor, shape: TreeShape) ->
         fr_tok = toks[-1]
         if fixed is not None:
             par, rank, need = fixed[4][d - 1]
-            _, tk, child_state = _candidates(heads, state, fr_tok, d, slot_scores, need, logp)
+            _, tk, child_state = _candidates(heads, state, fr_tok, d, slot_scores, need, logp, source)
             new_tok = tk[:, par, rank]
         else:
-            lp, tk, child_state = _candidates(heads, state, fr_tok, d, slot_scores, shape.beam, logp)
+            lp, tk, child_state = _candidates(heads, state, fr_tok, d, slot_scores, shape.beam, logp, source)
             w = lp.shape[-1]
             flat = (cum[-1][:, :, None] + lp).flatten(1)  # (B, F * w)
             new_lp, sel = flat.topk(min(shape.beam, flat.shape[1]), dim=-1)  # sorted: best path first
@@ -389,7 +392,7 @@ def tree_decode(
     invocations = 1
     reached, accepted = [0] * slots, [0] * slots
     while rows.active:
-        r = verify_tree(model, build_tree(model, h_last, first, shape), enc, cache, criterion)
+        r = verify_tree(model, build_tree(model, h_last, first, shape, enc), enc, cache, criterion)
         invocations += 1
         finished = []
         for s, block in enumerate(r.blocks):

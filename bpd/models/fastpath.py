@@ -86,40 +86,61 @@ def recurrent_tables(heads) -> list[tuple[torch.Tensor, ...]]:
     """Per recurrent slot: the token table over the whole vocabulary (V, d_ff + 1), the same table over the
     proposal vocabulary, the state half of the first layer (d, d_ff + 1) and the second layer with its bias
     as a last row (d_ff + 1, d). The extra column is 1 in the table and 0 in the state weight, so it
-    survives the relu as 1 and adds the bias row."""
+    survives the relu as 1 and adds the bias row. Slots that attend to the source (``heads.reads_source``)
+    also have their query projection (d, d) and the attention half of the first layer (d, d_ff + 1); None
+    for the others."""
     d, emb, ids = heads.d_model, heads.output.weight, heads.proposal_ids
     out = []
     for i in range(heads.n_learned):
-        table = torch.addmm(heads.b_r_in[i], emb, heads.w_r_in[i, d:])
+        table = torch.addmm(heads.b_r_in[i], emb, heads.w_r_in[i, d : 2 * d])
         table = torch.cat([table, table.new_ones(table.shape[0], 1)], dim=1)
         w_s = heads.w_r_in[i, :d]
         w_s = torch.cat([w_s, w_s.new_zeros(d, 1)], dim=1)
         w_o = torch.cat([heads.w_r_out[i], heads.b_r_out[i][None]], dim=0)
-        out.append((table, table if ids is None else table[ids].contiguous(), w_s, w_o))
+        w_q = w_c = None
+        if heads.reads_source:
+            w_q = heads.w_q[i]
+            w_c = torch.cat([heads.w_r_in[i, 2 * d :], w_s.new_zeros(d, 1)], dim=1)
+        out.append((table, table if ids is None else table[ids].contiguous(), w_s, w_o, w_q, w_c))
     return out
+
+
+def slot_hidden(lookup: torch.Tensor, s: torch.Tensor, slot: tuple, source, batch: int) -> torch.Tensor:
+    """A recurrent slot's first layer, relu applied, at flat states ``s`` (n, d) of ``batch`` rows (n / batch
+    each, batch-first) whose read tokens' table rows are ``lookup`` (n, d_ff + 1)."""
+    _, _, w_s, _, w_q, w_c = slot
+    hidden = torch.addmm(lookup, s, w_s)
+    if w_q is not None:
+        if source is None:
+            from bpd.models.heads.source import MISSING  # heads import this module: imported when needed
+
+            raise ValueError(MISSING)
+        hidden.addmm_(source.read((s @ w_q).view(batch, -1, s.shape[-1])).view(s.shape), w_c)
+    return hidden.relu_()
 
 
 def recurrent_slots(heads) -> list[tuple[torch.Tensor, ...]]:
     """``recurrent_tables``, cached until a weight or the proposal vocabulary changes."""
     ids = heads.proposal_ids
     sources = [heads.output.weight, heads.w_r_in, heads.b_r_in, heads.w_r_out, heads.b_r_out]
+    sources += [heads.w_q] if heads.reads_source else []
     return heads.derived.get("recurrent", sources + ([] if ids is None else [ids]), lambda: recurrent_tables(heads))
 
 
-def recurrent_step(heads, s: torch.Tensor, tok: torch.Tensor, i: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Recurrent slot ``i`` (1-based) for any number of states ``s`` (..., d) each reading token id ``tok``
-    (...): the slot's states and their logits over the proposal vocabulary, with ``recurrent_propose``'s
+def recurrent_step(heads, s: torch.Tensor, tok: torch.Tensor, i: int, source=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Recurrent slot ``i`` (1-based) for any number of states ``s`` (B, ..., d) each reading token id ``tok``
+    (B, ...): the slot's states and their logits over the proposal vocabulary, with ``recurrent_propose``'s
     tables (a tree's frontier takes one such step per depth)."""
-    table, _, w_s, w_o = recurrent_slots(heads)[i - 1]
+    slot = recurrent_slots(heads)[i - 1]
     flat = s.reshape(-1, s.shape[-1])
-    hidden = torch.addmm(table[tok.reshape(-1)], flat, w_s).relu_()
-    flat = torch.addmm(flat, hidden, w_o)
+    hidden = slot_hidden(slot[0][tok.reshape(-1)], flat, slot, source, s.shape[0])
+    flat = torch.addmm(flat, hidden, slot[3])
     wt, bias = proposal_projection(heads)
     logits = flat @ wt if bias is None else torch.addmm(bias, flat, wt)
     return flat.view(s.shape), logits.view(*s.shape[:-1], -1)
 
 
-def recurrent_propose(heads, h: torch.Tensor, first: torch.Tensor, k: int) -> torch.Tensor:
+def recurrent_propose(heads, h: torch.Tensor, first: torch.Tensor, k: int, source=None) -> torch.Tensor:
     """The recurrent proposal chain (B, k-1) at one position ``h`` (B, d): per slot a table lookup, addmm,
     relu, addmm, the projection and an argmax. Slots after the first read proposal-vocabulary indices (their
     tables are gathered to those rows once); indices become token ids once, at the end."""
@@ -127,16 +148,16 @@ def recurrent_propose(heads, h: torch.Tensor, first: torch.Tensor, k: int) -> to
     slots = recurrent_slots(heads)
     wt, bias = proposal_projection(heads)
     out, s, tok = [], h, first[:, 0]
-    for i, (table, table_p, w_s, w_o) in enumerate(slots[: min(k, heads.k) - 1]):
-        hidden = torch.addmm((table if i == 0 else table_p)[tok], s, w_s).relu_()
-        s = torch.addmm(s, hidden, w_o)
+    for i, slot in enumerate(slots[: min(k, heads.k) - 1]):
+        hidden = slot_hidden(slot[0 if i == 0 else 1][tok], s, slot, source, s.shape[0])
+        s = torch.addmm(s, hidden, slot[3])
         tok = top1(s @ wt if bias is None else torch.addmm(bias, s, wt))
         out.append(tok)
     toks = torch.stack(out, dim=-1)
     return toks if ids is None else ids[toks]
 
 
-def recurrent_tree(heads, h: torch.Tensor, first: torch.Tensor, plan) -> torch.Tensor:
+def recurrent_tree(heads, h: torch.Tensor, first: torch.Tensor, plan, source=None) -> torch.Tensor:
     """The token ids (B, N - 1) of a fixed-shape candidate tree's levels below its root ``first`` (B, 1), at
     one position ``h`` (B, d), in ``recurrent_propose``'s ops: per depth one table lookup, addmm, relu,
     addmm, projection and argmax (a top-n where a node has several children) over the frontier's nodes.
@@ -152,12 +173,12 @@ def recurrent_tree(heads, h: torch.Tensor, first: torch.Tensor, plan) -> torch.T
     b, d = h.shape
     states, level, levels = h[:, None], first, []
     for i, (state_sel, tok_sel, order, need) in enumerate(plan):
-        table, table_p, w_s, w_o = slots[i]
+        slot = slots[i]
         s, tok = states[:, state_sel], level[:, tok_sel]
         f = s.shape[1]
         flat = s.reshape(-1, d)
-        hidden = torch.addmm((table if i == 0 else table_p)[tok.reshape(-1)], flat, w_s).relu_()
-        flat = torch.addmm(flat, hidden, w_o)
+        hidden = slot_hidden(slot[0 if i == 0 else 1][tok.reshape(-1)], flat, slot, source, b)
+        flat = torch.addmm(flat, hidden, slot[3])
         logits = flat @ wt if bias is None else torch.addmm(bias, flat, wt)
         cand = (top1(logits) if need == 1 else logits.topk(need, dim=-1).indices).view(b, f, need)
         level = cand.view(b, f * need) if order is None else cand[:, order[0], order[1]]

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, fields
+from functools import cached_property
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from bpd.config import HeadsConfig, ModelConfig
-from bpd.models.heads import build_heads
+from bpd.models.heads import Source, build_heads
 
 
 @dataclass
@@ -211,6 +212,11 @@ class EncoderState:
     # (B,T) image models with aligned_input: the upsampled source intensity under each output token
     aligned: torch.Tensor | None = None
 
+    @cached_property
+    def padded(self) -> bool:
+        """Whether any row has source padding (worked out once per state: a host synchronisation)."""
+        return not bool(self.src_mask.all())
+
     def select(self, rows: torch.Tensor) -> EncoderState:
         return EncoderState(
             self.src_mask.index_select(0, rows),
@@ -246,6 +252,9 @@ class Transformer(nn.Module):
         if c.share_embeddings and (c.n_output or c.vocab_size) == c.vocab_size:
             self.output.weight = self.tgt_embed.weight
         self.heads = build_heads(c.heads_arch, c.d_model, c.heads_d_ff or c.d_ff, c.k, self.output, c.identity_p1)
+        if self.heads.reads_source and not c.n_dec_layers:
+            raise ValueError(f"heads.arch={c.heads_arch} reads the last decoder layer's cross-attention keys; the "
+                             "model needs n_dec_layers >= 1.")
 
     # -- properties used by decoding ---------------------------------------------------------------
     @property
@@ -255,6 +264,15 @@ class Transformer(nn.Module):
     @property
     def n_dec_layers(self) -> int:
         return len(self.dec_layers)
+
+    def head_source(self, enc: EncoderState) -> Source | None:
+        """What proposal slots that attend to the input read (``heads.arch=attend``): the last decoder layer's
+        cross-attention keys and values of this input; None for heads that do not read it."""
+        if not self.heads.reads_source:
+            return None
+        k, v = enc.cross_kv[-1]
+        # Without padding, no mask: the attention of one query is then about half as costly on a CPU.
+        return Source(k, v, enc.src_mask if enc.padded else None)
 
     def base_parameters(self) -> list[nn.Parameter]:
         head_ids = {id(p) for p in self.heads.parameters()}
@@ -370,8 +388,9 @@ class Transformer(nn.Module):
         """Teacher-forced logits of all k heads: (B, T, k, V) (or the decoder states with ``hidden_only``).
         Recurrent heads chain their own argmax here, as when decoding; training feeds them the target
         tokens instead (``bpd.training.losses.head_losses``)."""
-        h = self.decode(tgt_in, self.encode(src))
-        return h if hidden_only else self.heads(h)
+        enc = self.encode(src)
+        h = self.decode(tgt_in, enc)
+        return h if hidden_only else self.heads(h, source=self.head_source(enc))
 
     # -- checkpoints ------------------------------------------------------------------------------
     def config_dict(self) -> dict:

@@ -29,7 +29,7 @@ def teacher_tokens(tgt_out: torch.Tensor, k: int, pad_id: int) -> torch.Tensor:
 
 
 def slot_scores(
-    model, h: torch.Tensor, tgt_out: torch.Tensor, heads: list[int], every_position: bool = False
+    model, h: torch.Tensor, tgt_out: torch.Tensor, heads: list[int], every_position: bool = False, source=None
 ) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
     """``(head, logits, targets)`` of each requested head (index 0 = p_1) from decoder states ``h`` (B, T, d),
     at the positions whose target is not padding only: a far head has nothing to predict in the last i
@@ -38,7 +38,8 @@ def slot_scores(
     dimension: token ids, or for a slot trained among ``heads.loss_ids`` positions among them (``IGNORE``
     for a token outside them, which such a slot could never propose). ``every_position`` computes every slot
     everywhere and drops the padding after projecting: the same losses, the earlier cost
-    (``bench/train_step.py`` times both)."""
+    (``bench/train_step.py`` times both). ``source``: ``model.head_source(enc)`` of the batch's input, for
+    heads that read it."""
     pad, top = model.pad_id, max(heads)
     targets = torch.stack([shifted_targets(tgt_out, i, pad).flatten() for i in range(top + 1)], dim=1)
     # Alive for head i: the target i tokens ahead is in the sentence. Cumulative, so each recurrent slot's
@@ -48,15 +49,17 @@ def slot_scores(
     # slot j + 1 reads tgt_out[t + j] (``teacher_tokens``).
     teacher = targets[:, : max(1, top)]
     index = loss_index(model.heads.loss_ids, model.heads.output.weight.shape[0], pad)
+    if source is not None:
+        source = source.per_position(h.shape[1])
 
     def among(i: int, tgt: torch.Tensor) -> torch.Tensor:
         return tgt if i == 0 or index is None else index[tgt]
 
     if every_position:
-        for i, x, _ in model.heads.slot_states(h.flatten(0, 1), heads, teacher):
+        for i, x, _ in model.heads.slot_states(h.flatten(0, 1), heads, teacher, source=source):
             yield i, model.heads.slot_output(i, x)[alive[:, i]], among(i, targets[alive[:, i], i])
         return
-    for i, x, rows in model.heads.slot_states(h.flatten(0, 1), heads, teacher, alive):
+    for i, x, rows in model.heads.slot_states(h.flatten(0, 1), heads, teacher, alive, source):
         yield i, model.heads.slot_output(i, x), among(i, targets[rows, i])
 
 
@@ -67,11 +70,12 @@ def head_losses(
     heads: list[int],
     label_smoothing: float = 0.0,
     every_position: bool = False,
+    source=None,
 ) -> dict[int, torch.Tensor]:
     """Cross-entropy of each requested head (index 0 = p_1) from decoder states ``h`` (B, T, d): the mean over
     its non-padding targets (among ``heads.loss_ids`` for a proposal slot, when set)."""
     return {i: slot_loss(logits, tgt, label_smoothing)
-            for i, logits, tgt in slot_scores(model, h, tgt_out, heads, every_position)}
+            for i, logits, tgt in slot_scores(model, h, tgt_out, heads, every_position, source)}
 
 
 def slot_loss(logits: torch.Tensor, tgt: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:
@@ -119,5 +123,6 @@ class LossModule(torch.nn.Module):
     def forward(
         self, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor, heads: list[int], label_smoothing: float
     ) -> dict[int, torch.Tensor]:
-        h = self.model(src, tgt_in, hidden_only=True)
-        return head_losses(self.model, h, tgt_out, heads, label_smoothing)
+        enc = self.model.encode(src)
+        h = self.model.decode(tgt_in, enc)
+        return head_losses(self.model, h, tgt_out, heads, label_smoothing, source=self.model.head_source(enc))

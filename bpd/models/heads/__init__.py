@@ -3,7 +3,9 @@
 * ``paper``: Stern et al.'s single feed-forward layer over all k slots (quadratic in k),
 * ``blockdiag``: one independent feed-forward layer per slot,
 * ``medusa``: one residual SiLU layer per slot (Cai et al. 2024),
-* ``recurrent``: each slot also reads the previous slot's token (Hydra / ReDrafter style).
+* ``recurrent``: each slot also reads the previous slot's token (Hydra / ReDrafter style),
+* ``attend``: recurrent slots that also attend to the input through the base's cross-attention keys and
+  values (EAGLE / Hydra++ style; ``source.py``).
 
 A new architecture is a subclass of ``ProposalHeads`` that defines ``learned_states`` (and, if its slots
 depend on each other, ``states``, ``slot_logits`` and ``propose``), registered in ``HEADS`` below.
@@ -13,17 +15,20 @@ from __future__ import annotations
 
 from torch import nn
 
+from bpd.models.heads.attend import AttendHeads
 from bpd.models.heads.base import ProposalHeads
 from bpd.models.heads.blockdiag import BlockDiagHeads
 from bpd.models.heads.medusa import MedusaHeads
 from bpd.models.heads.paper import PaperHeads
 from bpd.models.heads.recurrent import RecurrentHeads
+from bpd.models.heads.source import Source
 
 HEADS: dict[str, type[ProposalHeads]] = {
     "paper": PaperHeads,
     "blockdiag": BlockDiagHeads,
     "medusa": MedusaHeads,
     "recurrent": RecurrentHeads,
+    "attend": AttendHeads,
 }
 HEAD_ARCHS = tuple(HEADS)
 
@@ -36,5 +41,5 @@ def build_heads(
     return HEADS[arch](d_model, d_ff, k, output, identity_p1)
 
 
-__all__ = ["HEADS", "HEAD_ARCHS", "BlockDiagHeads", "MedusaHeads", "PaperHeads", "ProposalHeads", "RecurrentHeads",
-           "build_heads"]
+__all__ = ["HEADS", "HEAD_ARCHS", "AttendHeads", "BlockDiagHeads", "MedusaHeads", "PaperHeads", "ProposalHeads",
+           "RecurrentHeads", "Source", "build_heads"]

@@ -14,6 +14,9 @@ decoding use:
 * ``base_logits(h)``: p_1 only, at every verified position,
 * ``propose(h, first, k)``: the proposal tokens of slots 1..k-1 at one position (decoding).
 
+Each also takes ``source`` (``bpd.models.heads.source.Source``): what slots that attend to the input read of
+it (``reads_source``); the other architectures ignore it. The model builds it (``Transformer.head_source``).
+
 ``identity_p1=True`` makes slot 0 exactly ``h`` so that p_1 equals the base model bit for bit; otherwise p_1
 also passes through the new layer (the paper's variant, which is why its BLEU moves with k even with a
 frozen base). ``tokens`` (..., >= k-1) are teacher tokens for architectures whose slots read the previous
@@ -29,6 +32,7 @@ from torch import nn
 
 from bpd.models import fastpath
 from bpd.models.fastpath import top1
+from bpd.models.heads.source import Source
 
 
 class ProposalHeads(nn.Module):
@@ -36,6 +40,8 @@ class ProposalHeads(nn.Module):
     #: Whether slot i's guess depends on the tokens chosen for slots < i (then a tree of candidates needs a
     #: head step per node: ``step``), or only on the decoder state (one set of candidates per slot).
     path_dependent = False
+    #: Whether the slots attend to the input (then every call needs ``source``).
+    reads_source = False
 
     def __init__(self, d_model: int, d_ff: int, k: int, output: nn.Linear, identity_p1: bool = True) -> None:
         super().__init__()
@@ -70,7 +76,8 @@ class ProposalHeads(nn.Module):
         raise NotImplementedError
 
     # -- shared ---------------------------------------------------------------------------------------------
-    def states(self, h: torch.Tensor, stop: int, start: int = 0, tokens: torch.Tensor | None = None) -> torch.Tensor:
+    def states(self, h: torch.Tensor, stop: int, start: int = 0, tokens: torch.Tensor | None = None,
+               source: Source | None = None) -> torch.Tensor:
         """Hidden vectors of slots ``start .. stop-1``: (..., stop - start, d)."""
         stop = min(stop, self.k)
         if self.n_learned == 0:
@@ -89,21 +96,23 @@ class ProposalHeads(nn.Module):
             return fastpath.project(self, x)
         return self.output(x)
 
-    def forward(self, h: torch.Tensor, k: int | None = None, tokens: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, h: torch.Tensor, k: int | None = None, tokens: torch.Tensor | None = None,
+                source: Source | None = None) -> torch.Tensor:
         """Logits of the first ``k`` slots (default all): (..., k, V)."""
-        return self.project(self.states(h, self.k if k is None else k, tokens=tokens))
+        return self.project(self.states(h, self.k if k is None else k, tokens=tokens, source=source))
 
     def slot_logits(
-        self, h: torch.Tensor, slots: list[int], tokens: torch.Tensor | None = None
+        self, h: torch.Tensor, slots: list[int], tokens: torch.Tensor | None = None, source: Source | None = None
     ) -> Iterator[tuple[int, torch.Tensor]]:
         """``(slot, logits (..., V))`` for each requested slot (0 = p_1), each computed when it is reached, so
         a loss over many slots of a large vocabulary holds one slot's logits at a time."""
         flat_tokens = None if tokens is None else tokens.flatten(0, -2)
-        for i, x, _ in self.slot_states(h.flatten(0, -2), slots, flat_tokens):
+        for i, x, _ in self.slot_states(h.flatten(0, -2), slots, flat_tokens, source=source):
             yield i, self.slot_output(i, x).unflatten(0, h.shape[:-1])
 
     def slot_states(
-        self, h: torch.Tensor, slots: list[int], tokens: torch.Tensor | None = None, alive: torch.Tensor | None = None
+        self, h: torch.Tensor, slots: list[int], tokens: torch.Tensor | None = None, alive: torch.Tensor | None = None,
+        source: Source | None = None,
     ) -> Iterator[tuple[int, torch.Tensor, torch.Tensor | None]]:
         """``(slot, x, rows)`` for each requested slot of the positions ``h`` (N, d): ``x`` holds the slot's
         hidden vectors at the positions ``rows`` (None: all N), ready for ``slot_output``. ``alive`` (N, S)
@@ -171,7 +180,7 @@ class ProposalHeads(nn.Module):
             return x @ wt if b is None else x @ wt + b
         return self.project_among(x, self.proposal_ids)
 
-    def propose(self, h: torch.Tensor, first: torch.Tensor, k: int) -> torch.Tensor:
+    def propose(self, h: torch.Tensor, first: torch.Tensor, k: int, source: Source | None = None) -> torch.Tensor:
         """Proposal tokens of slots 1..k-1 (B, k-1) at one position ``h`` (B, d), given p_1's argmax
         ``first`` (B, 1): each slot's state projected once."""
         return self.proposal_top1(self.states(h, k, start=1))

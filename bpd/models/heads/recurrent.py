@@ -15,33 +15,46 @@ from torch import nn
 from bpd.models import fastpath
 from bpd.models.fastpath import top1
 from bpd.models.heads.base import ProposalHeads
+from bpd.models.heads.source import Source
 
 
 class RecurrentHeads(ProposalHeads):
     arch = "recurrent"
     path_dependent = True
+    #: Vectors each slot's first layer reads, concatenated: the previous state and the token's embedding.
+    n_inputs = 2
 
     def create_parameters(self, n: int) -> None:
         if not self.identity_p1:
-            raise ValueError("heads.arch=recurrent needs heads.identity_p1=true: its first slot reads p_1's token.")
-        self.w_r_in = nn.Parameter(torch.randn(n, 2 * self.d_model, self.d_ff) * (2 * self.d_model) ** -0.5)
+            raise ValueError(f"heads.arch={self.arch} needs heads.identity_p1=true: its first slot reads p_1's token.")
+        width = self.n_inputs * self.d_model
+        self.w_r_in = nn.Parameter(torch.randn(n, width, self.d_ff) * width**-0.5)
         self.b_r_in = nn.Parameter(torch.zeros(n, self.d_ff))
         self.w_r_out = nn.Parameter(torch.zeros(n, self.d_ff, self.d_model))
         self.b_r_out = nn.Parameter(torch.zeros(n, self.d_model))
 
-    def step(self, s: torch.Tensor, tok: torch.Tensor, i: int) -> torch.Tensor:
-        """State of slot ``i`` (1-based) from the previous slot's state and the token it reads."""
+    def inputs(self, s: torch.Tensor, e: torch.Tensor, i: int, source: Source | None,
+               rows: torch.Tensor | None) -> list[torch.Tensor]:
+        """What slot ``i``'s first layer reads at states ``s``: the state and the read token's embedding."""
+        return [s, e]
+
+    def step(self, s: torch.Tensor, tok: torch.Tensor, i: int, source: Source | None = None,
+             rows: torch.Tensor | None = None) -> torch.Tensor:
+        """State of slot ``i`` (1-based) from the previous slot's state and the token it reads (``rows``: the
+        flat positions ``s`` holds, where a loss computes the slot at some positions only)."""
         n_out = self.output.weight.shape[0]
         # Pad/EOS targets beyond the output vocabulary only occur where the loss is masked anyway.
-        e = F.embedding(tok.clamp(0, n_out - 1), self.output.weight)
-        hidden = F.relu(torch.cat([s, e.to(s.dtype)], dim=-1) @ self.w_r_in[i - 1] + self.b_r_in[i - 1])
+        e = F.embedding(tok.clamp(0, n_out - 1), self.output.weight).to(s.dtype)
+        x = torch.cat(self.inputs(s, e, i, source, rows), dim=-1)
+        hidden = F.relu(x @ self.w_r_in[i - 1] + self.b_r_in[i - 1])
         return s + hidden @ self.w_r_out[i - 1] + self.b_r_out[i - 1]
 
-    def step_logits(self, s: torch.Tensor, tok: torch.Tensor, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def step_logits(self, s: torch.Tensor, tok: torch.Tensor, i: int,
+                    source: Source | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """``step`` and the new states' logits over the proposal vocabulary (a tree's frontier, one depth)."""
         if torch.is_inference_mode_enabled() and self.n_learned >= i:
-            return fastpath.recurrent_step(self, s, tok, i)
-        s = self.step(s, tok, i)
+            return fastpath.recurrent_step(self, s, tok, i, source)
+        s = self.step(s, tok, i, source)
         return s, self.proposal_logits(s)
 
     def chain(
@@ -52,6 +65,7 @@ class RecurrentHeads(ProposalHeads):
         tokens: torch.Tensor | None = None,
         pick: Callable[[torch.Tensor], torch.Tensor] | None = None,
         last_token: bool = False,
+        source: Source | None = None,
     ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """States of slots 1..stop-1 and the tokens chosen from them. Slot 1 reads ``tok`` and slot i the
         token slot i-1 chose with ``pick`` (default: argmax over the whole vocabulary), unless teacher
@@ -60,23 +74,25 @@ class RecurrentHeads(ProposalHeads):
         pick = pick or (lambda s: top1(self.output(s)))
         states, chosen, s = [], [], h
         for i in range(1, stop):
-            s = self.step(s, tokens[..., i - 1] if tokens is not None else tok, i)
+            s = self.step(s, tokens[..., i - 1] if tokens is not None else tok, i, source)
             states.append(s)
             if tokens is None and (i < stop - 1 or last_token):
                 tok = pick(s)
                 chosen.append(tok)
         return states, chosen
 
-    def states(self, h: torch.Tensor, stop: int, start: int = 0, tokens: torch.Tensor | None = None) -> torch.Tensor:
+    def states(self, h: torch.Tensor, stop: int, start: int = 0, tokens: torch.Tensor | None = None,
+               source: Source | None = None) -> torch.Tensor:
         stop = min(stop, self.k)
         if self.n_learned == 0:
             return h.unsqueeze(-2)
         first = None if tokens is not None else top1(self.output(h))
-        slots = [h] + self.chain(h, first, stop, tokens)[0]
+        slots = [h] + self.chain(h, first, stop, tokens, source=source)[0]
         return torch.stack(slots[start:stop], dim=-2)
 
     def slot_states(
-        self, h: torch.Tensor, slots: list[int], tokens: torch.Tensor | None = None, alive: torch.Tensor | None = None
+        self, h: torch.Tensor, slots: list[int], tokens: torch.Tensor | None = None, alive: torch.Tensor | None = None,
+        source: Source | None = None,
     ) -> Iterator[tuple[int, torch.Tensor, torch.Tensor | None]]:
         """The chain is sequential: the states up to the furthest requested slot are computed once (in slot
         order), each slot only at the positions still ``alive`` for it (a subset of the previous slot's)."""
@@ -84,7 +100,7 @@ class RecurrentHeads(ProposalHeads):
             yield from super().slot_states(h, slots, tokens, alive)
             return
         if tokens is None:  # each slot reads the previous one's argmax: the whole chain, then the rows asked for
-            states = self.states(h, max(slots) + 1)
+            states = self.states(h, max(slots) + 1, source=source)
             for i in slots:
                 rows = None if alive is None else alive[:, i].nonzero()[:, 0]
                 yield i, states[:, i] if rows is None else states[rows, i], rows
@@ -97,14 +113,15 @@ class RecurrentHeads(ProposalHeads):
             if alive is not None:
                 keep = alive[rows, i]
                 rows, s = rows[keep], s[keep]
-            s = self.step(s, tokens[:, i - 1] if rows is None else tokens[rows, i - 1], i)
+            s = self.step(s, tokens[:, i - 1] if rows is None else tokens[rows, i - 1], i, source, rows)
             if i in wanted:
                 yield i, s, rows
 
-    def propose(self, h: torch.Tensor, first: torch.Tensor, k: int) -> torch.Tensor:
+    def propose(self, h: torch.Tensor, first: torch.Tensor, k: int, source: Source | None = None) -> torch.Tensor:
         if self.n_learned == 0:
             return self.proposal_top1(self.states(h, k, start=1))
         if torch.is_inference_mode_enabled() and h.dim() == 2:
-            return fastpath.recurrent_propose(self, h, first, k)
-        chosen = self.chain(h, first[:, 0], min(k, self.k), pick=self.proposal_top1, last_token=True)[1]
+            return fastpath.recurrent_propose(self, h, first, k, source)
+        chosen = self.chain(h, first[:, 0], min(k, self.k), pick=self.proposal_top1, last_token=True,
+                            source=source)[1]
         return torch.stack(chosen, dim=-1)
