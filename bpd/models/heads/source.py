@@ -16,7 +16,6 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-
 #: What a call that reads the source without one is told.
 MISSING = ("heads.arch=attend reads the source: pass source=model.head_source(enc) (the encoder state of the "
            "input being decoded).")
