@@ -271,8 +271,10 @@ class Transformer(nn.Module):
         if not self.heads.reads_source:
             return None
         k, v = enc.cross_kv[-1]
-        # Without padding, no mask: the attention of one query is then about half as costly on a CPU.
-        return Source(k, v, enc.src_mask if enc.padded else None)
+        # Decoding without padding needs no mask: one query's attention then costs about half as much on a
+        # CPU. Training keeps the mask rather than synchronise with the host every batch to ask.
+        unmasked = torch.is_inference_mode_enabled() and not enc.padded
+        return Source(k, v, None if unmasked else enc.src_mask)
 
     def base_parameters(self) -> list[nn.Parameter]:
         head_ids = {id(p) for p in self.heads.parameters()}

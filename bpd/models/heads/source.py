@@ -23,6 +23,8 @@ MISSING = ("heads.arch=attend reads the source: pass source=model.head_source(en
 
 @dataclass
 class Source:
+    """The keys and values slots attend to, and which source positions are real."""
+
     k: torch.Tensor  # (B, H, S, dh)
     v: torch.Tensor  # (B, H, S, dh)
     mask: torch.Tensor | None  # (B, 1, 1, S) bool, True = attend; None: no row has padding
