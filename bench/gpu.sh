@@ -6,7 +6,7 @@
 # is trained there first.
 #
 #   bash bench/gpu.sh                        # on a CUDA machine
-#   ARCHS=1 bash bench/gpu.sh                # also Medusa / block-diagonal / paper heads (300-step trainings)
+#   ARCHS=1 bash bench/gpu.sh                # also Medusa / block-diagonal / paper / attend heads (300-step trainings)
 #   COMPILE=1 bash bench/gpu.sh              # also torch.compile'd decoder layers, for both decoders
 #   DEVICE=cpu QUICK=1 bash bench/gpu.sh     # a dry run of this script on a CPU (minutes), before spending GPU time
 #
@@ -60,7 +60,8 @@ run bench.dtype=float32
 run bench.dtype=bfloat16 bench.naive_greedy=false
 if [ -n "${COMPILE:-}" ]; then run bench.dtype=float32 bench.compile=true bench.naive_greedy=false; fi
 if [ -n "${ARCHS:-}" ]; then
-    run 'bench.archs=[medusa,blockdiag,paper]' 'bench.batch_sizes=[1]' bench.naive_greedy=false
+    # attend: is its chain, twice as dear as recurrent's on a CPU (bandwidth), nearer on a GPU (launches)?
+    run 'bench.archs=[medusa,blockdiag,paper,attend]' 'bench.batch_sizes=[1]' bench.naive_greedy=false
 fi
 # Tree verification against the chain (docs/beyond.md): on a GPU a verify call's extra rows are nearly free,
 # which is where a tree should beat the chain at batch 1; on the 2-core CPU it ties.
