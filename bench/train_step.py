@@ -56,9 +56,8 @@ def step(model, batch, heads: list[int], every_position: bool, seed: int) -> tup
     torch.manual_seed(seed)  # the same masks on both sides (but for --compare dropout, which draws them otherwise)
     model.zero_grad(set_to_none=True)
     t0 = time.perf_counter()
-    enc = model.encode(src)
-    h = model.decode(tgt_in, enc)
-    loss = combine(head_losses(model, h, tgt_out, heads, 0.1, every_position, model.head_source(enc)), p1_weight=7.0)
+    h, source = model.teacher_forced(src, tgt_in)
+    loss = combine(head_losses(model, h, tgt_out, heads, 0.1, every_position, source), p1_weight=7.0)
     loss.backward()
     return time.perf_counter() - t0, float(loss.detach())
 

@@ -33,10 +33,10 @@ def random_model(
     Small noise keeps proposals close to p_1 (long accepted blocks); large noise makes them mostly
     wrong (short blocks). Mixing both exercises every acceptance path.
     """
-    from bpd.models import build_translation_model
+    from bpd.models import HEADS, build_translation_model
 
     torch.manual_seed(seed)
-    identity_p1 = identity_p1 or arch in ("recurrent", "attend")  # their slots read p_1's token
+    identity_p1 = identity_p1 or HEADS[arch].path_dependent  # slot 1 reads p_1's token
     model = build_translation_model(vocab, k, MICRO, seed=seed, heads_arch=arch, identity_p1=identity_p1, **overrides)
     g = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():

@@ -390,9 +390,14 @@ class Transformer(nn.Module):
         """Teacher-forced logits of all k heads: (B, T, k, V) (or the decoder states with ``hidden_only``).
         Recurrent heads chain their own argmax here, as when decoding; training feeds them the target
         tokens instead (``bpd.training.losses.head_losses``)."""
+        h, source = self.teacher_forced(src, tgt_in)
+        return h if hidden_only else self.heads(h, source=source)
+
+    def teacher_forced(self, src: torch.Tensor, tgt_in: torch.Tensor) -> tuple[torch.Tensor, Source | None]:
+        """Decoder states (B, T, d) of the whole prefix ``tgt_in``, and what heads that attend to the input read
+        of ``src`` (``head_source``): what the losses and the dev evaluation score the heads on."""
         enc = self.encode(src)
-        h = self.decode(tgt_in, enc)
-        return h if hidden_only else self.heads(h, source=self.head_source(enc))
+        return self.decode(tgt_in, enc), self.head_source(enc)
 
     # -- checkpoints ------------------------------------------------------------------------------
     def config_dict(self) -> dict:

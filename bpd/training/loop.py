@@ -95,11 +95,10 @@ def evaluate_heads(model, batches: Iterable[Batch], heads: list[int], device, bf
     for src, tgt_in, tgt_out in batches:
         src, tgt_in, tgt_out = src.to(device), tgt_in.to(device), tgt_out.to(device)
         with torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16, enabled=bf16):
-            enc = model.encode(src)
-            h = model.decode(tgt_in, enc)
+            h, source = model.teacher_forced(src, tgt_in)
             # The loss and the accuracy from one projection, one slot's logits at a time. A slot trained among
             # heads.loss_ids guesses among them: a target outside them (IGNORE) counts as missed.
-            for i, logits, tgt in slot_scores(model, h, tgt_out, heads, source=model.head_source(enc)):
+            for i, logits, tgt in slot_scores(model, h, tgt_out, heads, source=source):
                 correct[i] += int((logits.argmax(-1) == tgt).sum())
                 count[i] += len(tgt)
                 tot_loss[i] += float(slot_loss(logits, tgt))

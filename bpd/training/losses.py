@@ -38,8 +38,8 @@ def slot_scores(
     dimension: token ids, or for a slot trained among ``heads.loss_ids`` positions among them (``IGNORE``
     for a token outside them, which such a slot could never propose). ``every_position`` computes every slot
     everywhere and drops the padding after projecting: the same losses, the earlier cost
-    (``bench/train_step.py`` times both). ``source``: ``model.head_source(enc)`` of the batch's input, for
-    heads that read it."""
+    (``bench/train_step.py`` times both). ``source``: the batch's input as heads that attend to it read it
+    (``Transformer.teacher_forced``)."""
     pad, top = model.pad_id, max(heads)
     targets = torch.stack([shifted_targets(tgt_out, i, pad).flatten() for i in range(top + 1)], dim=1)
     # Alive for head i: the target i tokens ahead is in the sentence. Cumulative, so each recurrent slot's
@@ -123,6 +123,5 @@ class LossModule(torch.nn.Module):
     def forward(
         self, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor, heads: list[int], label_smoothing: float
     ) -> dict[int, torch.Tensor]:
-        enc = self.model.encode(src)
-        h = self.model.decode(tgt_in, enc)
-        return head_losses(self.model, h, tgt_out, heads, label_smoothing, source=self.model.head_source(enc))
+        h, source = self.model.teacher_forced(src, tgt_in)
+        return head_losses(self.model, h, tgt_out, heads, label_smoothing, source=source)
