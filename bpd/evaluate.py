@@ -148,6 +148,7 @@ def row_provenance(cfg: ExperimentConfig, task: Task, model_path: Path, payload:
         "model_preset": cfg.model.name,
         "trained_k": mc["k"],
         "heads_arch": mc.get("heads_arch"),
+        "heads_tied": mc.get("heads_tied", False),  # one set of weights for every proposal slot
         "identity_p1": mc.get("identity_p1"),
         "heads_training": cfg.heads.training,
         "heads_targets": cfg.heads.targets,

@@ -17,7 +17,7 @@ import hydra
 from _common import CONF_DIR, BenchEntry, friendly
 from omegaconf import DictConfig
 
-from bpd.config import ExperimentConfig
+from bpd.config import CHAIN_ARCHS, ExperimentConfig
 
 
 def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
@@ -57,7 +57,8 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
     for arch in archs:
         c = cfg
         if arch != cfg.heads.arch:  # another architecture's heads, trained briefly with the same recipe
-            c = dataclasses.replace(cfg, heads=dataclasses.replace(cfg.heads, arch=arch),
+            tied = cfg.heads.tie_slots and arch in CHAIN_ARCHS  # tying applies to chained slots only
+            c = dataclasses.replace(cfg, heads=dataclasses.replace(cfg.heads, arch=arch, tie_slots=tied),
                                     heads_train=dataclasses.replace(cfg.heads_train, max_steps=b.arch_train_steps,
                                                                     max_minutes=b.arch_train_minutes))
         path = ensure_heads(c, task)
@@ -82,6 +83,7 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
             "split": split,
             "model": path.name,
             "heads_arch": arch,
+            "heads_tied": model.heads.tie_slots,
             "trained_k": model.k,
             "proposal_vocab": cfg.decode.proposal_vocab,
             "heads_training": (payload.get("heads_config") or {}).get("training"),

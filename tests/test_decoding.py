@@ -70,9 +70,12 @@ def check_argmax_chain(model, src: torch.Tensor, tokens: list[list[int]]) -> Non
     head_noise=st.sampled_from([0.0, 0.05, 0.3, 1.0]),
     identity_p1=st.booleans(),
     tree=st.sampled_from(["2", "3x2", "2x1x3", "beam1", "beam2", "beam4", "sparse", "leaf0", "chain+1+21"]),
+    tied=st.booleans(),
 )
-def test_exact_blockwise_equals_greedy(seed, vocab, k, batch, src_len, max_len, arch, head_noise, identity_p1, tree):
-    model = random_model(vocab, k, seed, arch=arch, head_noise=head_noise, identity_p1=identity_p1)
+def test_exact_blockwise_equals_greedy(seed, vocab, k, batch, src_len, max_len, arch, head_noise, identity_p1, tree,
+                                       tied):
+    model = random_model(vocab, k, seed, arch=arch, head_noise=head_noise, identity_p1=identity_p1,
+                         heads_tied=tied and HEADS[arch].can_tie)
     src = random_src(batch, src_len, vocab, seed)
     g = greedy_decode(model, src, max_len=max_len)
     dk = 1 + seed % k  # a decode-time k below the trained k, too
@@ -501,11 +504,12 @@ def test_wider_trees_accept_more_and_stay_greedy(arch):
 
 @pytest.mark.parametrize("vocab", [None, [2, 3, 5, 7, 11, 13, 17]])
 @pytest.mark.parametrize("arch", ["recurrent", "attend"])
-def test_recurrent_tree_step_fast_path_equals_the_plain_step(vocab, arch):
+@pytest.mark.parametrize("tied", [False, True])
+def test_recurrent_tree_step_fast_path_equals_the_plain_step(vocab, arch, tied):
     """A tree frontier's recurrent step (``step_logits``) through the decoding tables gives the plain step's
     states and proposal logits; a proposal vocabulary set under inference mode (an inference tensor, with no
     version counter for the table cache to key on) works too."""
-    model = random_model(30, 5, 0, arch=arch, head_noise=0.3)
+    model = random_model(30, 5, 0, arch=arch, head_noise=0.3, heads_tied=tied)
     heads = model.heads
     s = torch.randn(2, 3, model.cfg.d_model, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     tok = torch.tensor([[4, 9, 2], [7, 7, 1]])
@@ -523,10 +527,11 @@ def test_recurrent_tree_step_fast_path_equals_the_plain_step(vocab, arch):
 
 @pytest.mark.parametrize("vocab", [None, [2, 3, 5, 7, 11, 13, 17]])
 @pytest.mark.parametrize("arch", ["recurrent", "attend"])
-def test_recurrent_fixed_tree_fast_build_equals_the_plain_build(vocab, arch):
+@pytest.mark.parametrize("tied", [False, True])
+def test_recurrent_fixed_tree_fast_build_equals_the_plain_build(vocab, arch, tied):
     """Fixed-shape trees built through the recurrent heads' decoding tables (``fastpath.recurrent_tree``: only
     nodes with children stepped, views for nodes in grid order) hold the same tokens as the plain build."""
-    model = random_model(30, 5, 0, arch=arch, head_noise=0.3)
+    model = random_model(30, 5, 0, arch=arch, head_noise=0.3, heads_tied=tied)
     gen = torch.Generator().manual_seed(1)
     h = torch.randn(3, model.cfg.d_model, dtype=torch.float64, generator=gen)
     first = torch.tensor([[4], [9], [2]])

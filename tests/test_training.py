@@ -243,12 +243,14 @@ def test_keep_best_and_patience(tmp_path):
 
     model = fresh_model(k=1, identity_p1=True)
     dev = lambda: toy_batches(n=2)(99, 0)  # noqa: E731
-    # A learning rate this high diverges after a while: the best dev loss is not the last one.
+    # A learning rate this high diverges after a while: the best dev loss is not the last one. When is up to
+    # the CPU's float rounding (a chaotic trajectory: 60 steps sufficed on one CPU, not on another), so the
+    # budget leaves room and the test asks only that patience, not the budget, ended the run.
     cfg = TrainConfig(
         max_minutes=None,
         lr=0.3,
         warmup_steps=2,
-        max_steps=60,
+        max_steps=400,
         label_smoothing=0.0,
         ckpt_every=1000,
         eval_every=5,
@@ -261,7 +263,7 @@ def test_keep_best_and_patience(tmp_path):
     ck = load_checkpoint(tmp_path / "m.pt")
     assert ck["best_step"] == out["history"][best_i]["step"]
     assert evaluate_heads(model, dev(), [0], "cpu")["loss_head1"] == pytest.approx(losses[best_i], rel=1e-5)
-    assert out["step"] < 60 and out["stopped_by"] == "patience", "the run must stop by patience"
+    assert out["step"] < 400 and out["stopped_by"] == "patience", "the run must stop by patience"
     assert len(losses) - 1 - best_i == 3  # exactly `patience` evaluations after the best one
 
 
@@ -274,11 +276,12 @@ def test_p1_weight_combines_losses():
 
 
 @pytest.mark.parametrize("arch", ["recurrent", "attend"])
-def test_recurrent_heads_teacher_forcing_and_proposals(arch):
+@pytest.mark.parametrize("tied", [False, True])
+def test_recurrent_heads_teacher_forcing_and_proposals(arch, tied):
     """Recurrent slots read teacher tokens in training; fed their own argmax chain they give exactly the
     free-running logits, and ``propose`` (decoding) returns that chain's tokens. Slots that attend to the
     input read it, and the loss at a subset of positions (a scattered attention) agrees with the full one."""
-    model = random_model(30, 4, 5, arch=arch, head_noise=0.5)
+    model = random_model(30, 4, 5, arch=arch, head_noise=0.5, heads_tied=tied)
     h = torch.randn(3, 6, model.cfg.d_model, dtype=torch.float64)
     src = random_src(3, 5, 30, 5)
     source = model.head_source(model.encode(src))
@@ -312,6 +315,42 @@ def test_recurrent_heads_teacher_forcing_and_proposals(arch):
         from bpd.models import build_translation_model
 
         build_translation_model(30, 4, MICRO, heads_arch="recurrent", identity_p1=False)
+
+
+@pytest.mark.parametrize("arch", ["recurrent", "attend"])
+def test_tied_slots_share_one_set_of_weights(tmp_path, arch):
+    """``heads.tie_slots``: one set of slot weights, a first-layer bias per slot (its depth); the decoding tables
+    hand every slot the very same weight tensors; training moves the shared weights and each slot's bias; the
+    option is refused for heads whose slots do not run one after another, in one sentence."""
+    from bpd.models import build_translation_model
+    from bpd.models.fastpath import recurrent_slots
+
+    tied = fresh_model(k=4, heads_arch=arch, identity_p1=True, heads_tied=True)
+    untied = fresh_model(k=4, heads_arch=arch, identity_p1=True)
+    assert tied.heads.w_r_in.shape[0] == tied.heads.w_r_out.shape[0] == 1 and tied.heads.b_r_in.shape[0] == 3
+    assert sum(p.numel() for p in tied.heads.parameters()) < sum(p.numel() for p in untied.heads.parameters())
+    with torch.inference_mode():
+        slots = recurrent_slots(tied.heads)
+    assert all(s[2] is slots[0][2] and s[3] is slots[0][3] for s in slots[1:])
+    with torch.no_grad():
+        tied.heads.w_r_out.normal_(0.0, 0.1, generator=torch.Generator().manual_seed(0))
+        tied.heads.b_r_in[1].add_(1.0)  # slot 2 alone: the same state and token give another state
+    h, tok = torch.randn(2, tied.cfg.d_model), torch.tensor([4, 5])
+    source = tied.head_source(tied.encode(torch.tensor([[3, 4, 5], [6, 7, 8]])))
+    assert not torch.allclose(tied.heads.step(h, tok, 1, source), tied.heads.step(h, tok, 2, source))
+    assert torch.allclose(tied.heads.step(h, tok, 1, source), tied.heads.step(h, tok, 3, source))
+    before = {n: p.detach().clone() for n, p in tied.heads.named_parameters()}
+    cfg = TrainConfig(lr=3e-3, warmup_steps=2, max_steps=4, ckpt_every=100)
+    train(tied, toy_batches(), cfg, tmp_path / "h.pt", heads=HeadsConfig(k=4, arch=arch, tie_slots=True),
+          progress=False)
+    assert all(not torch.equal(p, before[n]) for n, p in tied.heads.named_parameters())
+    reloaded = load_model(tmp_path / "h.pt", "cpu")[0]
+    assert reloaded.heads.tie_slots and reloaded.heads.w_r_in.shape[0] == 1
+    for bad in ("medusa", "paper"):
+        with pytest.raises(ValueError, match="tie_slots=true needs slots that run one after another"):
+            HeadsConfig(arch=bad, tie_slots=True).validate()
+        with pytest.raises(ValueError, match="tie_slots=true needs slots that run one after another"):
+            build_translation_model(20, 3, MICRO, heads_arch=bad, identity_p1=True, heads_tied=True)
 
 
 def test_head_losses_finite_when_a_head_has_no_targets():

@@ -22,7 +22,7 @@ Modules: ``common`` (allowed values, ``keyed_fields``), ``task``, ``model`` (mod
 and ``experiment`` (the whole experiment, the benchmark, ``from_dict``); every name is importable from here.
 """
 
-from bpd.config.common import CRITERIA, DTYPES, HEAD_ARCHS, SPLITS, TARGETS, check, keyed_fields
+from bpd.config.common import CHAIN_ARCHS, CRITERIA, DTYPES, HEAD_ARCHS, SPLITS, TARGETS, check, keyed_fields
 from bpd.config.decode import (
     CriterionConfig,
     DecodeConfig,
@@ -47,6 +47,7 @@ from bpd.config.task import TASK_KINDS, ImageTaskConfig, TaskConfig, Translation
 
 __all__ = [
     "BenchConfig",
+    "CHAIN_ARCHS",
     "CRITERIA",
     "CriterionConfig",
     "DTYPES",

@@ -8,6 +8,8 @@ from typing import Any
 
 SPLITS = ("train", "dev", "test")
 HEAD_ARCHS = ("paper", "blockdiag", "medusa", "recurrent", "attend")
+#: Head architectures whose slots run one after another, each reading the previous slot's token.
+CHAIN_ARCHS = ("recurrent", "attend")
 CRITERIA = ("exact", "topk", "distance")
 DTYPES = ("float32", "bfloat16", "float16")
 TARGETS = ("gold", "distilled", "self")

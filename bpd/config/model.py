@@ -7,7 +7,7 @@ import dataclasses
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from bpd.config.common import HEAD_ARCHS, TARGETS, check, keyed_fields
+from bpd.config.common import CHAIN_ARCHS, HEAD_ARCHS, TARGETS, check, keyed_fields
 
 
 @dataclass
@@ -59,6 +59,9 @@ class HeadsConfig:
     arch: str = "paper"  # paper | blockdiag | medusa | recurrent | attend (bpd/models/heads/)
     d_ff: int | None = None  # per-slot hidden size; null = the model's d_ff
     identity_p1: bool = True  # p_1 stays exactly the base model (false: the paper's p_1 through the new layer)
+    # recurrent / attend: every proposal slot uses the same weights (its own first-layer bias tells it its
+    # depth), so the proposal chain streams one slot's weights instead of k - 1 (docs/beyond.md).
+    tie_slots: bool = False
     training: str = "frozen"  # frozen | finetune (the base trains jointly with the heads)
     loss: str = "mean"  # mean over heads | sampled (the paper: one random head per batch)
     p1_weight: float = 1.0  # mean loss: p_1 counts this many times one proposal head (1 = plain mean)
@@ -70,7 +73,7 @@ class HeadsConfig:
     proposal_vocab: int | None = None
 
     #: Fields added after models were cached: in cache keys only when they differ from their defaults.
-    KEYED_WHEN_SET = {"proposal_vocab": None}
+    KEYED_WHEN_SET = {"proposal_vocab": None, "tie_slots": False}
 
     def validate(self) -> None:
         check(self.k >= 1, f"heads.k must be >= 1 (got {self.k}).")
@@ -78,8 +81,11 @@ class HeadsConfig:
         check(self.d_ff is None or self.d_ff >= 1,
                f"heads.d_ff must be >= 1, or null for the model's d_ff (got {self.d_ff}).")
         check(self.arch in HEAD_ARCHS, f"unknown heads.arch {self.arch!r}; choose one of {', '.join(HEAD_ARCHS)}.")
-        check(self.arch not in ("recurrent", "attend") or self.identity_p1,
+        check(self.arch not in CHAIN_ARCHS or self.identity_p1,
                f"heads.arch={self.arch} needs heads.identity_p1=true: its first slot reads p_1's token.")
+        check(not self.tie_slots or self.arch in CHAIN_ARCHS,
+               f"heads.tie_slots=true needs slots that run one after another (recurrent, attend), not "
+               f"heads.arch={self.arch}.")
         check(self.training in ("frozen", "finetune"),
                f"unknown heads.training {self.training!r}; use frozen or finetune.")
         check(self.loss in ("mean", "sampled"), f"unknown heads.loss {self.loss!r}; use mean or sampled.")

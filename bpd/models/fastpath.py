@@ -88,19 +88,25 @@ def recurrent_tables(heads) -> list[tuple[torch.Tensor, ...]]:
     as a last row (d_ff + 1, d). The extra column is 1 in the table and 0 in the state weight, so it
     survives the relu as 1 and adds the bias row. Slots that attend to the source (``heads.reads_source``)
     also have their query projection (d, d) and the attention half of the first layer (d, d_ff + 1); None
-    for the others."""
+    for the others. Slots with tied weights (``heads.tie_slots``) share the very same weight tensors, so the
+    chain reads them from cache after the first slot; only the tables (which fold in each slot's bias) differ."""
     d, emb, ids = heads.d_model, heads.output.weight, heads.proposal_ids
+    weights: dict[int, tuple[torch.Tensor | None, ...]] = {}
     out = []
     for i in range(heads.n_learned):
-        table = torch.addmm(heads.b_r_in[i], emb, heads.w_r_in[i, d : 2 * d])
+        j = heads.weight_set(i + 1)
+        if j not in weights:
+            w_s = heads.w_r_in[j, :d]
+            w_s = torch.cat([w_s, w_s.new_zeros(d, 1)], dim=1)
+            w_o = torch.cat([heads.w_r_out[j], heads.b_r_out[j][None]], dim=0)
+            w_q = w_c = None
+            if heads.reads_source:
+                w_q = heads.w_q[j]
+                w_c = torch.cat([heads.w_r_in[j, 2 * d :], w_s.new_zeros(d, 1)], dim=1)
+            weights[j] = (w_s, w_o, w_q, w_c)
+        w_s, w_o, w_q, w_c = weights[j]
+        table = torch.addmm(heads.b_r_in[i], emb, heads.w_r_in[j, d : 2 * d])
         table = torch.cat([table, table.new_ones(table.shape[0], 1)], dim=1)
-        w_s = heads.w_r_in[i, :d]
-        w_s = torch.cat([w_s, w_s.new_zeros(d, 1)], dim=1)
-        w_o = torch.cat([heads.w_r_out[i], heads.b_r_out[i][None]], dim=0)
-        w_q = w_c = None
-        if heads.reads_source:
-            w_q = heads.w_q[i]
-            w_c = torch.cat([heads.w_r_in[i, 2 * d :], w_s.new_zeros(d, 1)], dim=1)
         out.append((table, table if ids is None else table[ids].contiguous(), w_s, w_o, w_q, w_c))
     return out
 

@@ -35,6 +35,7 @@ class TransformerConfig(ModelConfig):
     heads_arch: str = HeadsConfig.arch
     heads_d_ff: int | None = None  # per-slot hidden size of the heads (paper: d_ff)
     identity_p1: bool = HeadsConfig.identity_p1
+    heads_tied: bool = HeadsConfig.tie_slots  # one set of weights for every proposal slot
     n_output: int | None = None  # output classes when smaller than the input vocabulary (images: 256)
     pad_id: int = 0
     bos_id: int = 1
@@ -251,7 +252,8 @@ class Transformer(nn.Module):
         self.output = nn.Linear(c.d_model, c.n_output or c.vocab_size, bias=False)
         if c.share_embeddings and (c.n_output or c.vocab_size) == c.vocab_size:
             self.output.weight = self.tgt_embed.weight
-        self.heads = build_heads(c.heads_arch, c.d_model, c.heads_d_ff or c.d_ff, c.k, self.output, c.identity_p1)
+        self.heads = build_heads(c.heads_arch, c.d_model, c.heads_d_ff or c.d_ff, c.k, self.output, c.identity_p1,
+                                 c.heads_tied)
         if self.heads.reads_source and not c.n_dec_layers:
             raise ValueError(f"heads.arch={c.heads_arch} reads the last decoder layer's cross-attention keys; the "
                              "model needs n_dec_layers >= 1.")

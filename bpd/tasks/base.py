@@ -140,8 +140,10 @@ class Task:
 
 
 def heads_options(heads: HeadsConfig) -> dict[str, Any]:
-    """The model options a ``HeadsConfig`` sets (the heads' architecture, p_1, their hidden size)."""
+    """The model options a ``HeadsConfig`` sets (the heads' architecture, p_1, their hidden size, tying)."""
     opts: dict[str, Any] = {"heads_arch": heads.arch, "identity_p1": heads.identity_p1}
     if heads.d_ff:
         opts["heads_d_ff"] = heads.d_ff
+    if heads.tie_slots:
+        opts["heads_tied"] = True
     return opts

@@ -34,11 +34,11 @@ HEAD_ARCHS = tuple(HEADS)
 
 
 def build_heads(
-    arch: str, d_model: int, d_ff: int, k: int, output: nn.Linear, identity_p1: bool = True
+    arch: str, d_model: int, d_ff: int, k: int, output: nn.Linear, identity_p1: bool = True, tie_slots: bool = False
 ) -> ProposalHeads:
     if arch not in HEADS:
         raise ValueError(f"unknown head architecture {arch!r}; choose one of {', '.join(HEADS)}.")
-    return HEADS[arch](d_model, d_ff, k, output, identity_p1)
+    return HEADS[arch](d_model, d_ff, k, output, identity_p1, tie_slots)
 
 
 __all__ = ["HEADS", "HEAD_ARCHS", "AttendHeads", "BlockDiagHeads", "MedusaHeads", "PaperHeads", "ProposalHeads",

@@ -24,10 +24,10 @@ class AttendHeads(RecurrentHeads):
 
     def create_parameters(self, n: int) -> None:
         super().create_parameters(n)
-        self.w_q = nn.Parameter(torch.randn(n, self.d_model, self.d_model) * self.d_model**-0.5)
+        self.w_q = nn.Parameter(torch.randn(self.n_weight_sets, self.d_model, self.d_model) * self.d_model**-0.5)
 
     def inputs(self, s: torch.Tensor, e: torch.Tensor, i: int, source: Source | None,
                rows: torch.Tensor | None) -> list[torch.Tensor]:
         if source is None:
             raise ValueError(MISSING)
-        return [s, e, source.read(s @ self.w_q[i - 1], rows)]
+        return [s, e, source.read(s @ self.w_q[self.weight_set(i)], rows)]

@@ -17,6 +17,10 @@ decoding use:
 Each also takes ``source`` (``bpd.models.heads.source.Source``): what slots that attend to the input read of
 it (``reads_source``); the other architectures ignore it. The model builds it (``Transformer.head_source``).
 
+``tie_slots=True`` (architectures whose slots run one after another) gives every proposal slot the same
+weights but its own first-layer bias, a depth signal (EAGLE's single draft layer, Li et al. 2024): the chain
+then streams one slot's weights however long it is.
+
 ``identity_p1=True`` makes slot 0 exactly ``h`` so that p_1 equals the base model bit for bit; otherwise p_1
 also passes through the new layer (the paper's variant, which is why its BLEU moves with k even with a
 frozen base). ``tokens`` (..., >= k-1) are teacher tokens for architectures whose slots read the previous
@@ -42,12 +46,19 @@ class ProposalHeads(nn.Module):
     path_dependent = False
     #: Whether the slots attend to the input (then every call needs ``source``).
     reads_source = False
+    #: Whether one set of slot weights can serve every slot (``tie_slots``): slots that run one after another.
+    can_tie = False
 
-    def __init__(self, d_model: int, d_ff: int, k: int, output: nn.Linear, identity_p1: bool = True) -> None:
+    def __init__(self, d_model: int, d_ff: int, k: int, output: nn.Linear, identity_p1: bool = True,
+                 tie_slots: bool = False) -> None:
         super().__init__()
         if k < 1:
             raise ValueError(f"k must be >= 1 (got {k}); use k=1 for a plain base model.")
+        if tie_slots and not self.can_tie:
+            raise ValueError(f"heads.tie_slots=true needs slots that run one after another (recurrent, attend), "
+                             f"not heads.arch={self.arch}.")
         self.d_model, self.d_ff, self.k, self.identity_p1 = d_model, d_ff, k, identity_p1
+        self.tie_slots = tie_slots
         # Kept as an attribute, not a submodule: its parameters belong to the model (tied embeddings).
         self._output = [output]
         self.derived = fastpath.DerivedCache()

@@ -23,15 +23,26 @@ class RecurrentHeads(ProposalHeads):
     path_dependent = True
     #: Vectors each slot's first layer reads, concatenated: the previous state and the token's embedding.
     n_inputs = 2
+    can_tie = True
 
     def create_parameters(self, n: int) -> None:
         if not self.identity_p1:
             raise ValueError(f"heads.arch={self.arch} needs heads.identity_p1=true: its first slot reads p_1's token.")
-        width = self.n_inputs * self.d_model
-        self.w_r_in = nn.Parameter(torch.randn(n, width, self.d_ff) * width**-0.5)
+        width, m = self.n_inputs * self.d_model, self.n_weight_sets
+        self.w_r_in = nn.Parameter(torch.randn(m, width, self.d_ff) * width**-0.5)
+        # Each slot keeps its own first-layer bias even when the weights are tied: it tells the slot its depth.
         self.b_r_in = nn.Parameter(torch.zeros(n, self.d_ff))
-        self.w_r_out = nn.Parameter(torch.zeros(n, self.d_ff, self.d_model))
-        self.b_r_out = nn.Parameter(torch.zeros(n, self.d_model))
+        self.w_r_out = nn.Parameter(torch.zeros(m, self.d_ff, self.d_model))
+        self.b_r_out = nn.Parameter(torch.zeros(m, self.d_model))
+
+    @property
+    def n_weight_sets(self) -> int:
+        """How many sets of slot weights there are: one per learned slot, or one for all (``tie_slots``)."""
+        return 1 if self.tie_slots else self.n_learned
+
+    def weight_set(self, i: int) -> int:
+        """The index of slot ``i``'s (1-based) weights in the stacked parameters."""
+        return 0 if self.tie_slots else i - 1
 
     def inputs(self, s: torch.Tensor, e: torch.Tensor, i: int, source: Source | None,
                rows: torch.Tensor | None) -> list[torch.Tensor]:
@@ -45,9 +56,9 @@ class RecurrentHeads(ProposalHeads):
         n_out = self.output.weight.shape[0]
         # Pad/EOS targets beyond the output vocabulary only occur where the loss is masked anyway.
         e = F.embedding(tok.clamp(0, n_out - 1), self.output.weight).to(s.dtype)
-        x = torch.cat(self.inputs(s, e, i, source, rows), dim=-1)
-        hidden = F.relu(x @ self.w_r_in[i - 1] + self.b_r_in[i - 1])
-        return s + hidden @ self.w_r_out[i - 1] + self.b_r_out[i - 1]
+        x, j = torch.cat(self.inputs(s, e, i, source, rows), dim=-1), self.weight_set(i)
+        hidden = F.relu(x @ self.w_r_in[j] + self.b_r_in[i - 1])
+        return s + hidden @ self.w_r_out[j] + self.b_r_out[j]
 
     def step_logits(self, s: torch.Tensor, tok: torch.Tensor, i: int,
                     source: Source | None = None) -> tuple[torch.Tensor, torch.Tensor]:
