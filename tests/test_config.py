@@ -188,3 +188,14 @@ def test_a_misspelt_optional_group_is_refused_by_the_entry_point(group):
     assert out.returncode == 2, out.stderr[-500:]
     assert f"there is no {group} named" in out.stderr and "choose one of" in out.stderr
     assert "train" not in out.stdout  # refused before any stage started
+
+
+def test_config_arch_lists_match_the_head_classes():
+    """The config validates architectures without importing the models: its lists must say what the classes
+    say (every architecture; those whose slots chain, which need identity_p1 and may tie their weights)."""
+    from bpd.config import CHAIN_ARCHS, HEAD_ARCHS
+    from bpd.models import HEADS
+
+    assert HEAD_ARCHS == tuple(HEADS)
+    assert CHAIN_ARCHS == tuple(a for a, c in HEADS.items() if c.path_dependent)
+    assert CHAIN_ARCHS == tuple(a for a, c in HEADS.items() if c.can_tie)
