@@ -34,7 +34,7 @@ PAPER_EPS = 2.0
 
 #: Columns every later step reads; missing ones are added as empty so that old or partial rows still load.
 EXPECTED_COLUMNS = (
-    "run_id experiment task dataset split model model_preset trained_k heads_arch identity_p1 heads_training "
+    "run_id experiment task dataset split model model_preset trained_k heads_arch heads_tied identity_p1 heads_training "
     "heads_targets distilled setting batch_size dtype device threads seed git_sha command time decoder method k "
     "criterion criterion_param min_block_size beam_size n_examples output_tokens iterations mean_block_size "
     "identical_to_greedy wallclock_s greedy_wallclock_s speedup acceptance_rate_per_position bleu psnr "
@@ -214,6 +214,10 @@ def load_rows(results_dir: Path) -> pd.DataFrame:
         df[c] = pd.to_numeric(df[c], errors="coerce")
     # Rows from before the bench recorded it ran eagerly: a compiled run must not replace them as "the same".
     df["compile"] = df["compile"].map(lambda v: False if _is_missing(v) else bool(v)).astype(bool)
+    # Tied slots are another head architecture to every table and figure line: without the mark a tied model's
+    # bench rows read as (and, in Figure 4, replace) the untied model's.
+    tied = df["heads_tied"].map(lambda v: not _is_missing(v) and bool(v))
+    df.loc[tied, "heads_arch"] = df.loc[tied, "heads_arch"].fillna("?").astype(str) + " tied"
     if df.empty:
         for c in ("table_setting", "source_file"):
             df[c] = pd.Series(dtype=object)

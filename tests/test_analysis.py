@@ -420,3 +420,21 @@ def test_bench_brackets_show_the_paired_interval_where_a_row_has_one() -> None:
         {"speedup_ci_low": math.nan, "speedup_ci_high": math.nan, "speedup_min": math.nan, "speedup_max": math.nan},
     ])
     assert make_report.speedup_intervals(bench) == ["[1.28, 1.31]", "[0.93, 1.30]", "—"]
+
+
+def test_tied_heads_are_their_own_architecture_in_tables_and_figure(tmp_path) -> None:
+    """A tied-slot model benchmarked after an untied one of the same architecture gets its own Figure 4 line
+    and bench-table label; before rows carried the mark it replaced the untied line and read as untied."""
+    common = {"experiment": "bench", "source_experiment": "table1_small", "task": "translation", "split": "test",
+              "heads_arch": "recurrent", "device": "cpu:test", "dtype": "float32", "batch_size": 1, "t1_ms": 2.0,
+              "decoder": "blockwise_k4_exact", "method": "blockwise", "k": 4, "criterion": "exact",
+              "min_block_size": 1, "mean_block_size": 2.2, "identical_to_greedy": 1.0}
+    write_rows(tmp_path / "bench" / "rows.jsonl", [
+        {**common, "model": "untied.pt", "speedup": 1.0, "time": "2026-01-01T00:00:00"},
+        {**common, "model": "tied.pt", "heads_tied": True, "speedup": 1.1, "time": "2026-01-02T00:00:00"},
+    ])
+    rows = load_rows(tmp_path)
+    pts = speedup_points(rows)
+    assert pts.set_index("series")["speedup"].to_dict() == {
+        "bench table1_small recurrent exact": 1.0, "bench table1_small recurrent tied exact": 1.1}
+    assert sorted(build_all(rows, load_paper())["bench"].data["heads_arch"]) == ["recurrent", "recurrent tied"]
