@@ -103,9 +103,11 @@ def recurrent_tables(heads) -> list[tuple[torch.Tensor, ...]]:
             if heads.reads_source:
                 w_q = heads.w_q[j]
                 w_c = torch.cat([heads.w_r_in[j, 2 * d :], w_s.new_zeros(d, 1)], dim=1)
-            weights[j] = (w_s, w_o, w_q, w_c)
-        w_s, w_o, w_q, w_c = weights[j]
-        table = torch.addmm(heads.b_r_in[i], emb, heads.w_r_in[j, d : 2 * d])
+            # The vocabulary's product with the token half is the costly part (V x d x d_ff): tied slots
+            # compute it once and differ only by their bias.
+            weights[j] = (w_s, w_o, w_q, w_c, emb @ heads.w_r_in[j, d : 2 * d])
+        w_s, w_o, w_q, w_c, tokens = weights[j]
+        table = tokens + heads.b_r_in[i]
         table = torch.cat([table, table.new_ones(table.shape[0], 1)], dim=1)
         out.append((table, table if ids is None else table[ids].contiguous(), w_s, w_o, w_q, w_c))
     return out
