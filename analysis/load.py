@@ -34,14 +34,14 @@ PAPER_EPS = 2.0
 
 #: Columns every later step reads; missing ones are added as empty so that old or partial rows still load.
 EXPECTED_COLUMNS = (
-    "run_id experiment task dataset split model model_preset trained_k heads_arch heads_tied identity_p1 heads_training "
-    "heads_targets distilled setting batch_size dtype device threads seed git_sha command time decoder method k "
-    "criterion criterion_param min_block_size beam_size n_examples output_tokens iterations mean_block_size "
-    "identical_to_greedy wallclock_s greedy_wallclock_s speedup acceptance_rate_per_position bleu psnr "
-    "psnr_vs_greedy pixel_agreement_with_greedy grid_file grid_columns source_experiment t1_ms tk_ms step_cost_ratio "
-    "ideal_speedup efficiency predicted_speedup efficiency_vs_predicted efficiency_ceiling tokens_per_s speedup_min "
-    "speedup_max peak_mem_mb compile tree tree_nodes rescore_beam rescore_weight draft_model speedup_ci_low "
-    "speedup_ci_high speedup_vs_chain speedup_vs_chain_ci_low speedup_vs_chain_ci_high"
+    "run_id experiment task dataset split model model_preset trained_k heads_arch heads_tied identity_p1 "
+    "heads_training heads_targets distilled setting batch_size dtype device threads seed git_sha command time "
+    "decoder method k criterion criterion_param min_block_size beam_size n_examples output_tokens iterations "
+    "mean_block_size identical_to_greedy wallclock_s greedy_wallclock_s speedup acceptance_rate_per_position bleu "
+    "psnr psnr_vs_greedy pixel_agreement_with_greedy grid_file grid_columns source_experiment t1_ms tk_ms "
+    "step_cost_ratio ideal_speedup efficiency predicted_speedup efficiency_vs_predicted efficiency_ceiling "
+    "tokens_per_s speedup_min speedup_max peak_mem_mb compile tree tree_nodes rescore_beam rescore_weight "
+    "draft_model speedup_ci_low speedup_ci_high speedup_vs_chain speedup_vs_chain_ci_low speedup_vs_chain_ci_high"
 ).split()
 
 NUMERIC_COLUMNS = (
