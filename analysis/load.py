@@ -125,6 +125,11 @@ def _is_missing(v: Any) -> bool:
         return False
 
 
+def _flag(v: Any) -> bool:
+    """A yes/no column; rows from before it was recorded count as no."""
+    return not _is_missing(v) and bool(v)
+
+
 def _num(v: Any) -> float | None:
     try:
         f = float(v)
@@ -213,10 +218,10 @@ def load_rows(results_dir: Path) -> pd.DataFrame:
     for c in NUMERIC_COLUMNS:
         df[c] = pd.to_numeric(df[c], errors="coerce")
     # Rows from before the bench recorded it ran eagerly: a compiled run must not replace them as "the same".
-    df["compile"] = df["compile"].map(lambda v: False if _is_missing(v) else bool(v)).astype(bool)
+    df["compile"] = df["compile"].map(_flag).astype(bool)
     # Tied slots are another head architecture to every table and figure line: without the mark a tied model's
     # bench rows read as (and, in Figure 4, replace) the untied model's.
-    tied = df["heads_tied"].map(lambda v: not _is_missing(v) and bool(v))
+    tied = df["heads_tied"].map(_flag).astype(bool)
     df.loc[tied, "heads_arch"] = df.loc[tied, "heads_arch"].fillna("?").astype(str) + " tied"
     if df.empty:
         for c in ("table_setting", "source_file"):
