@@ -11,9 +11,9 @@ import pandas as pd
 from analysis.cells import Table
 
 BENCH_COLUMNS = [
-    "source_experiment", "task", "heads_arch", "device", "dtype", "compile", "batch_size", "decoder", "k", "criterion",
-    "criterion_param", "mean_block_size", "tokens_per_s", "speedup", "speedup_min", "speedup_max", "speedup_ci_low",
-    "speedup_ci_high", "repeats", "step_cost_ratio",
+    "source_experiment", "task", "heads_arch", "train_steps", "device", "dtype", "compile", "batch_size", "decoder",
+    "k", "criterion", "criterion_param", "mean_block_size", "tokens_per_s", "speedup", "speedup_min", "speedup_max",
+    "speedup_ci_low", "speedup_ci_high", "repeats", "step_cost_ratio",
     "ideal_speedup", "efficiency", "efficiency_ceiling", "predicted_speedup", "efficiency_vs_predicted",
     "identical_to_greedy", "peak_mem_mb",
 ]
@@ -28,7 +28,8 @@ def bench_table(rows: pd.DataFrame) -> Table:
     data = bench.reindex(columns=BENCH_COLUMNS).copy()
     data["_m"] = bench["method"].map({"greedy": 0, "naive_greedy": 1, "beam": 2, "blockwise": 3}).fillna(4)
     data = data.sort_values(
-        ["source_experiment", "task", "heads_arch", "device", "dtype", "compile", "batch_size", "_m", "criterion", "k"],
+        ["source_experiment", "task", "heads_arch", "train_steps", "device", "dtype", "compile", "batch_size", "_m",
+         "criterion", "k"],
         na_position="first", kind="mergesort",
     ).drop(columns="_m").reset_index(drop=True)
     t = Table("bench", "Wall-clock benchmark (ours only; the paper has no such table)", data, bench)

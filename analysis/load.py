@@ -41,7 +41,8 @@ EXPECTED_COLUMNS = (
     "psnr psnr_vs_greedy pixel_agreement_with_greedy grid_file grid_columns source_experiment t1_ms tk_ms "
     "step_cost_ratio ideal_speedup efficiency predicted_speedup efficiency_vs_predicted efficiency_ceiling "
     "tokens_per_s speedup_min speedup_max peak_mem_mb compile tree tree_nodes rescore_beam rescore_weight "
-    "draft_model speedup_ci_low speedup_ci_high speedup_vs_chain speedup_vs_chain_ci_low speedup_vs_chain_ci_high"
+    "draft_model speedup_ci_low speedup_ci_high speedup_vs_chain speedup_vs_chain_ci_low speedup_vs_chain_ci_high "
+    "train_steps"
 ).split()
 
 NUMERIC_COLUMNS = (
@@ -49,7 +50,7 @@ NUMERIC_COLUMNS = (
     "k trained_k batch_size min_block_size beam_size n_examples criterion_param bleu psnr psnr_vs_greedy "
     "pixel_agreement_with_greedy mean_block_size identical_to_greedy speedup wallclock_s greedy_wallclock_s "
     "t1_ms tk_ms step_cost_ratio ideal_speedup efficiency predicted_speedup efficiency_vs_predicted efficiency_ceiling "
-    "tokens_per_s speedup_min speedup_max peak_mem_mb"
+    "tokens_per_s speedup_min speedup_max peak_mem_mb train_steps"
 ).split()
 
 #: What makes two rows "the same configuration": re-runs of it differ only in run_id, git_sha and time. The model

@@ -132,7 +132,9 @@ SPECS: dict[str, list[tuple[str, str, str]]] = {
         ("speedup_diff", "Δspeedup", "+x"), ("block_ours", "k̂ ours", "f2"),
     ],
     "bench": [
-        ("source_experiment", "Model of", "s"), ("heads_arch", "heads", "s"), ("device", "device", "s"),
+        ("source_experiment", "Model of", "s"), ("heads_arch", "heads", "s"),
+        # The same heads trained longer are another model: without the steps its rows read as repeats.
+        ("train_steps", "head steps", "g"), ("device", "device", "s"),
         ("dtype", "dtype", "s"), ("compiled", "compiled", "s"), ("batch_size", "batch", "d"),
         ("decoder", "decoder", "s"),
         ("mean_block_size", "k̂", "f2"), ("tokens_per_s", "tokens/s", "f1"), ("speedup", "speedup", "x"),

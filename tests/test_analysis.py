@@ -438,3 +438,22 @@ def test_tied_heads_are_their_own_architecture_in_tables_and_figure(tmp_path) ->
     assert pts.set_index("series")["speedup"].to_dict() == {
         "bench table1_small recurrent exact": 1.0, "bench table1_small recurrent tied exact": 1.1}
     assert sorted(build_all(rows, load_paper())["bench"].data["heads_arch"]) == ["recurrent", "recurrent tied"]
+
+
+def test_bench_table_tells_the_same_heads_trained_longer_apart(tmp_path) -> None:
+    """Two bench runs of one architecture whose heads trained for different step budgets are two models; the
+    report's bench table shows each row's head steps, so they do not read as a repeat of one configuration."""
+    common = {"experiment": "bench", "source_experiment": "table1_small", "task": "translation", "split": "test",
+              "heads_arch": "attend", "device": "cpu:test", "dtype": "float32", "batch_size": 1, "t1_ms": 2.0,
+              "decoder": "blockwise_k4_exact", "method": "blockwise", "k": 4, "criterion": "exact",
+              "min_block_size": 1, "identical_to_greedy": 1.0}
+    write_rows(tmp_path / "bench" / "rows.jsonl", [
+        {**common, "model": "long.pt", "train_steps": 2400, "mean_block_size": 2.4, "speedup": 1.1,
+         "time": "2026-01-02T00:00:00"},
+        {**common, "model": "short.pt", "train_steps": 1200, "mean_block_size": 2.3, "speedup": 1.0,
+         "time": "2026-01-01T00:00:00"},
+    ])
+    data = build_all(load_rows(tmp_path), load_paper())["bench"].data
+    assert data["train_steps"].tolist() == [1200, 2400]
+    md = make_report.md_table(data.assign(speedup_range="—", compiled="no"), make_report.SPECS["bench"])
+    assert "| head steps |" in md and "| 1200 |" in md and "| 2400 |" in md
