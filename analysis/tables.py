@@ -309,22 +309,34 @@ def speedup_points(rows: pd.DataFrame, prefer_mt: tuple[str, ...] = PREFER_MT,
         bench = rows[rows["is_bench"].astype(bool) & rows["method"].eq("blockwise") & rows["k"].gt(1)
                      & rows["batch_size"].fillna(1).eq(1) & ~rows["compile"].astype(bool)]
         if not bench.empty:
-            # One line per benchmarked experiment, head architecture and criterion, from the machine of the
-            # newest bench run only and, per experiment and architecture, its newest model only: points from
-            # other CPUs, other models or a compiled decoder would make one line zigzag between them.
+            # One line per benchmarked experiment, setting, head architecture and criterion, from the machine of
+            # the newest bench run only and, per experiment, setting and architecture, its newest model only:
+            # points from other CPUs, other models or a compiled decoder would make one line zigzag between them.
+            # Older rows did not record the setting; they take it from the same model file's rows that did (the
+            # file name hashes the training config), so a model is never drawn twice.
+            named = bench.dropna(subset=["setting", "model"])
+            by_model = dict(zip(named["model"], named["setting"].astype(str)))
+            setting = pd.Series([str(v) if isinstance(v, str) else by_model.get(m, "")
+                                 for v, m in zip(bench["setting"], bench["model"])], index=bench.index, dtype=object)
             when = pd.to_datetime(bench["time"], errors="coerce")
             if when.notna().any():
-                bench = bench[bench["device"].eq(bench.loc[when.idxmax(), "device"])]
-                when = when.loc[bench.index]
-                src = bench["source_experiment"].fillna("?").astype(str)
-                arch = bench["heads_arch"].fillna("?").astype(str)
-                newest = bench.assign(_t=when, _s=src, _a=arch).sort_values("_t", na_position="first", kind="mergesort")
-                latest_model = newest.groupby(["_s", "_a"])["model"].last()
-                bench = bench[[latest_model.get((s, a)) == m for s, a, m in zip(src, arch, bench["model"])]]
+                keep = bench["device"].eq(bench.loc[when.idxmax(), "device"])
+                bench, setting, when = bench[keep], setting[keep], when[keep]
+                key = list(zip(bench["source_experiment"].fillna("?").astype(str), setting,
+                               bench["heads_arch"].fillna("?").astype(str)))
+                newest = bench.assign(_t=when, _k=key).sort_values("_t", na_position="first", kind="mergesort")
+                latest_model = newest.groupby("_k")["model"].last()
+                mine = [latest_model.get(k) == m for k, m in zip(key, bench["model"])]
+                bench, setting = bench[mine], setting[mine]
+            # The setting is named only where one experiment and architecture has lines of several settings.
+            src = bench["source_experiment"].fillna("?").astype(str)
+            arch = bench["heads_arch"].fillna("?").astype(str)
+            n_settings = setting.groupby([src, arch]).transform("nunique")
+            shown = setting.where(n_settings.gt(1) & setting.ne(""), "")
             crit = [c if c == "exact" else f"top-{p:g}" if c == "topk" else f"{c} {p:g}"
                     for c, p in zip(bench["criterion"].astype(str), bench["criterion_param"].fillna(0))]
-            label = ("bench " + bench["source_experiment"].fillna("?").astype(str) + " "
-                     + bench["heads_arch"].fillna("?").astype(str) + " " + pd.Series(crit, index=bench.index))
+            label = ("bench " + src + " " + shown.map(lambda v: f"{v} " if v else "") + arch + " "
+                     + pd.Series(crit, index=bench.index))
             # Rows from before a column was recorded count as another configuration for dedupe_latest; a line
             # still gets one point per k, the newest.
             line = bench.assign(series=label, _t=when.loc[bench.index])

@@ -457,3 +457,21 @@ def test_bench_table_tells_the_same_heads_trained_longer_apart(tmp_path) -> None
     assert data["train_steps"].tolist() == [1200, 2400]
     md = make_report.md_table(data.assign(speedup_range="—", compiled="no"), make_report.SPECS["bench"])
     assert "| head steps |" in md and "| 1200 |" in md and "| 2400 |" in md
+
+
+def test_figure4_draws_each_settings_newest_model_and_each_model_once(tmp_path) -> None:
+    """A Table 1 regular model benchmarked after a Both model of the same architecture gets its own Figure 4
+    line instead of replacing the Both line; an older row of the Both model that did not record its setting
+    joins that model's line rather than drawing it twice."""
+    common = {"experiment": "bench", "source_experiment": "table1_small", "task": "translation", "split": "test",
+              "heads_arch": "recurrent", "device": "cpu:test", "dtype": "float32", "batch_size": 1, "t1_ms": 2.0,
+              "decoder": "blockwise_k4_exact", "method": "blockwise", "k": 4, "criterion": "exact",
+              "min_block_size": 1, "mean_block_size": 2.2, "identical_to_greedy": 1.0}
+    write_rows(tmp_path / "bench" / "rows.jsonl", [
+        {**common, "model": "both.pt", "speedup": 1.1, "time": "2026-01-01T00:00:00"},
+        {**common, "model": "both.pt", "setting": "both", "speedup": 1.2, "time": "2026-01-02T00:00:00"},
+        {**common, "model": "regular.pt", "setting": "regular", "speedup": 0.8, "time": "2026-01-03T00:00:00"},
+    ])
+    pts = speedup_points(load_rows(tmp_path))
+    assert pts.set_index("series")["speedup"].to_dict() == {
+        "bench table1_small both recurrent exact": 1.2, "bench table1_small regular recurrent exact": 0.8}
