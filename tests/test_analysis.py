@@ -422,13 +422,18 @@ def test_bench_brackets_show_the_paired_interval_where_a_row_has_one() -> None:
     assert make_report.speedup_intervals(bench) == ["[1.28, 1.31]", "[0.93, 1.30]", "—"]
 
 
+def _bench_k4_row(**fields: object) -> dict[str, object]:
+    """One batch-1 exact k = 4 bench row of a table1_small model, with ``fields`` set on top."""
+    return {"experiment": "bench", "source_experiment": "table1_small", "task": "translation", "split": "test",
+            "device": "cpu:test", "dtype": "float32", "batch_size": 1, "t1_ms": 2.0, "decoder": "blockwise_k4_exact",
+            "method": "blockwise", "k": 4, "criterion": "exact", "min_block_size": 1, "identical_to_greedy": 1.0,
+            **fields}
+
+
 def test_tied_heads_are_their_own_architecture_in_tables_and_figure(tmp_path) -> None:
     """A tied-slot model benchmarked after an untied one of the same architecture gets its own Figure 4 line
     and bench-table label; before rows carried the mark it replaced the untied line and read as untied."""
-    common = {"experiment": "bench", "source_experiment": "table1_small", "task": "translation", "split": "test",
-              "heads_arch": "recurrent", "device": "cpu:test", "dtype": "float32", "batch_size": 1, "t1_ms": 2.0,
-              "decoder": "blockwise_k4_exact", "method": "blockwise", "k": 4, "criterion": "exact",
-              "min_block_size": 1, "mean_block_size": 2.2, "identical_to_greedy": 1.0}
+    common = _bench_k4_row(heads_arch="recurrent", mean_block_size=2.2)
     write_rows(tmp_path / "bench" / "rows.jsonl", [
         {**common, "model": "untied.pt", "speedup": 1.0, "time": "2026-01-01T00:00:00"},
         {**common, "model": "tied.pt", "heads_tied": True, "speedup": 1.1, "time": "2026-01-02T00:00:00"},
@@ -443,10 +448,7 @@ def test_tied_heads_are_their_own_architecture_in_tables_and_figure(tmp_path) ->
 def test_bench_table_tells_the_same_heads_trained_longer_apart(tmp_path) -> None:
     """Two bench runs of one architecture whose heads trained for different step budgets are two models; the
     report's bench table shows each row's head steps, so they do not read as a repeat of one configuration."""
-    common = {"experiment": "bench", "source_experiment": "table1_small", "task": "translation", "split": "test",
-              "heads_arch": "attend", "device": "cpu:test", "dtype": "float32", "batch_size": 1, "t1_ms": 2.0,
-              "decoder": "blockwise_k4_exact", "method": "blockwise", "k": 4, "criterion": "exact",
-              "min_block_size": 1, "identical_to_greedy": 1.0}
+    common = _bench_k4_row(heads_arch="attend")
     write_rows(tmp_path / "bench" / "rows.jsonl", [
         {**common, "model": "long.pt", "train_steps": 2400, "mean_block_size": 2.4, "speedup": 1.1,
          "time": "2026-01-02T00:00:00"},
@@ -463,10 +465,7 @@ def test_figure4_draws_each_settings_newest_model_and_each_model_once(tmp_path) 
     """A Table 1 regular model benchmarked after a Both model of the same architecture gets its own Figure 4
     line instead of replacing the Both line; an older row of the Both model that did not record its setting
     joins that model's line rather than drawing it twice."""
-    common = {"experiment": "bench", "source_experiment": "table1_small", "task": "translation", "split": "test",
-              "heads_arch": "recurrent", "device": "cpu:test", "dtype": "float32", "batch_size": 1, "t1_ms": 2.0,
-              "decoder": "blockwise_k4_exact", "method": "blockwise", "k": 4, "criterion": "exact",
-              "min_block_size": 1, "mean_block_size": 2.2, "identical_to_greedy": 1.0}
+    common = _bench_k4_row(heads_arch="recurrent", mean_block_size=2.2)
     write_rows(tmp_path / "bench" / "rows.jsonl", [
         {**common, "model": "both.pt", "speedup": 1.1, "time": "2026-01-01T00:00:00"},
         {**common, "model": "both.pt", "setting": "both", "speedup": 1.2, "time": "2026-01-02T00:00:00"},
