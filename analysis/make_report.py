@@ -154,6 +154,13 @@ SPECS: dict[str, list[tuple[str, str, str]]] = {
     ],
 }
 
+def bench_md(bench: pd.DataFrame) -> str:
+    """The benchmark table's markdown, with each row's interval and compiled flag spelled out."""
+    bench = bench.assign(speedup_range=speedup_intervals(bench),
+                         compiled=["yes" if c else "no" for c in bench["compile"]])
+    return md_table(bench, SPECS["bench"])
+
+
 def acceptance_wide(acc: pd.DataFrame) -> tuple[pd.DataFrame, list[tuple[str, str, str]]]:
     """The per-position rates as one row per (task, setting), one column per head."""
     spec: list[tuple[str, str, str]] = [
@@ -344,11 +351,8 @@ def build_report(results_dir: Path, out_dir: Path, report_path: Path, paper_csv:
     wide, spec = acceptance_wide(t["acceptance"].data)
     sections.append(_section(t["acceptance"], [md_table(wide, spec)] if not wide.empty else [], rd,
                              [(figs.get("acceptance_per_position", []), "per-position acceptance rates")]))
-    bench = t["bench"].data.copy()
-    if not bench.empty:
-        bench["speedup_range"] = speedup_intervals(bench)
-        bench["compiled"] = ["yes" if c else "no" for c in bench["compile"]]
-    sections.append(_section(t["bench"], [md_table(bench, SPECS["bench"])] if not bench.empty else [], rd))
+    bench = t["bench"].data
+    sections.append(_section(t["bench"], [bench_md(bench)] if not bench.empty else [], rd))
     sections.append(_section(t["beyond"], [md_table(t["beyond"].data, SPECS["beyond"])]
                              if not t["beyond"].data.empty else [], rd,
                              [(figs["beyond_speedup_vs_block"], "speedup against k̂: chain, tree, rescored, draft")]))

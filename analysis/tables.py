@@ -318,25 +318,24 @@ def speedup_points(rows: pd.DataFrame, prefer_mt: tuple[str, ...] = PREFER_MT,
             by_model = dict(zip(named["model"], named["setting"].astype(str)))
             setting = pd.Series([str(v) if isinstance(v, str) else by_model.get(m, "")
                                  for v, m in zip(bench["setting"], bench["model"])], index=bench.index, dtype=object)
-            when = pd.to_datetime(bench["time"], errors="coerce")
-            if when.notna().any():
-                keep = bench["device"].eq(bench.loc[when.idxmax(), "device"])
-                bench, setting, when = bench[keep], setting[keep], when[keep]
-                key = list(zip(bench["source_experiment"].fillna("?").astype(str), setting,
-                               bench["heads_arch"].fillna("?").astype(str)))
-                newest = bench.assign(_t=when, _k=key).sort_values("_t", na_position="first", kind="mergesort")
-                latest_model = newest.groupby("_k")["model"].last()
-                mine = [latest_model.get(k) == m for k, m in zip(key, bench["model"])]
-                bench, setting = bench[mine], setting[mine]
-            # The setting is named only where one experiment and architecture has lines of several settings.
             src = bench["source_experiment"].fillna("?").astype(str)
             arch = bench["heads_arch"].fillna("?").astype(str)
+            when = pd.to_datetime(bench["time"], errors="coerce")
+            if when.notna().any():
+                key = pd.Series(list(zip(src, setting, arch)), index=bench.index)
+                on_device = bench["device"].eq(bench.loc[when.idxmax(), "device"])
+                newest = bench[on_device].assign(_t=when, _k=key)
+                newest = newest.sort_values("_t", na_position="first", kind="mergesort")
+                latest_model = newest.groupby("_k")["model"].last()
+                keep = on_device & pd.Series([latest_model.get(k) == m for k, m in zip(key, bench["model"])],
+                                             index=bench.index)
+                bench, setting, src, arch = bench[keep], setting[keep], src[keep], arch[keep]
+            # The setting is named only where one experiment and architecture has lines of several settings.
             n_settings = setting.groupby([src, arch]).transform("nunique")
-            shown = setting.where(n_settings.gt(1) & setting.ne(""), "")
+            shown = (setting + " ").where(n_settings.gt(1) & setting.ne(""), "")
             crit = [c if c == "exact" else f"top-{p:g}" if c == "topk" else f"{c} {p:g}"
                     for c, p in zip(bench["criterion"].astype(str), bench["criterion_param"].fillna(0))]
-            label = ("bench " + src + " " + shown.map(lambda v: f"{v} " if v else "") + arch + " "
-                     + pd.Series(crit, index=bench.index))
+            label = "bench " + src + " " + shown + arch + " " + pd.Series(crit, index=bench.index)
             # Rows from before a column was recorded count as another configuration for dedupe_latest; a line
             # still gets one point per k, the newest.
             line = bench.assign(series=label, _t=when.loc[bench.index])

@@ -457,7 +457,7 @@ def test_bench_table_tells_the_same_heads_trained_longer_apart(tmp_path) -> None
     ])
     data = build_all(load_rows(tmp_path), load_paper())["bench"].data
     assert data["train_steps"].tolist() == [1200, 2400]
-    md = make_report.md_table(data.assign(speedup_range="—", compiled="no"), make_report.SPECS["bench"])
+    md = make_report.bench_md(data)
     assert "| head steps |" in md and "| 1200 |" in md and "| 2400 |" in md
 
 
