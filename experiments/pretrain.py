@@ -25,6 +25,20 @@ MODELS = ("base", "teacher", "distilled")
 SELF_TARGETS = ("base",)  # whose greedy outputs ship: the demo's heads train on them (heads.targets=self)
 
 
+def refuse_other_data(task_name: str, fingerprint: str, models: list[str], shipped_dir: str) -> None:
+    """Before any training: a shipped model of other data (phrase pairs, another vocabulary) is not replaced
+    by this run's export. Retraining on the same data (a longer budget, another recipe) replaces it."""
+    from bpd.runtime import resolve_path
+
+    for name in models:
+        manifest = resolve_path(shipped_dir) / f"{task_name}_{name}.json"
+        shipped = json.loads(manifest.read_text()).get("fingerprint") if manifest.is_file() else None
+        if shipped not in (None, fingerprint):
+            raise ValueError(
+                f"{manifest} ships a model of other data (fingerprint {shipped}, this data {fingerprint}); "
+                f"export this one elsewhere with paths.shipped_dir=<folder>, or delete that manifest to replace it.")
+
+
 def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
     from bpd.decoding.common import pad_rows
     from bpd.runtime import cache_root, resolve_path
@@ -41,6 +55,8 @@ def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
         raise ValueError("models=[...distilled] is for translation (sequence-level distillation); drop it.")
     cfg = dataclasses.replace(cfg, shipped=False)  # this is where shipped models come from
     task = load_task(cfg)
+    if entry.export:
+        refuse_other_data(task.name, task.fingerprint(), entry.models, cfg.paths.shipped_dir)
     made = {
         "base": lambda: ensure_base(cfg, task, "gold"),
         "teacher": lambda: ensure_base(cfg, task, "gold", seed=cfg.teacher_seed),

@@ -16,7 +16,7 @@ import pytest
 from bpd.data import ding as tr
 from bpd.data.ding import PHRASE_TAG, extract_ding_pairs, find_ding_file, parse_ding, prepare_ding, split_pairs
 from bpd.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
-from bpd.data.translation import count_lines, prepare_wmt14
+from bpd.data.translation import count_lines, directed_name, prepare_wmt14
 
 HEADER = "# Version :: devel 2023-01-30\n# Copyright (c) :: somebody\n"
 SPECIAL_LINES = [
@@ -137,6 +137,20 @@ def test_prepare_ding_directions_and_reuse(ding_file: Path, tmp_path: Path, caps
 
     with pytest.raises(ValueError, match="'en-de' or 'de-en'"):
         prepare_ding(cache, ding_path=ding_file, direction="en-fr")
+
+
+def test_each_direction_has_its_own_name(ding_file: Path, tmp_path: Path) -> None:
+    """Rows and shipped checkpoints carry the task's name: a de-en run of ding_en_de used to write rows
+    labelled ding_en_de and export over the shipped en-de base."""
+    from bpd.config import TranslationTaskConfig
+    from bpd.tasks.translation import TranslationTask
+
+    assert [directed_name(n, d) for n, d in [("ding_en_de", "en-de"), ("ding_en_de", "de-en"),
+            ("wmt14_de_en", "en-de"), ("mine", "en-de"), ("mine", "de-en")]] == [
+        "ding_en_de", "ding_de_en", "wmt14_en_de", "mine", "mine_de_en"]
+    names = {d: TranslationTask(TranslationTaskConfig(ding_path=str(ding_file), direction=d, vocab_size=100,
+                                                      n_dev=5, n_test=10), tmp_path).name for d in ("en-de", "de-en")}
+    assert names == {"en-de": "ding_en_de", "de-en": "ding_de_en"}
 
 
 def test_prepare_ding_phrases_only_in_train(ding_file: Path, tmp_path: Path) -> None:

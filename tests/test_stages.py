@@ -372,6 +372,10 @@ def test_a_shipped_base_is_installed_instead_of_trained(toy, tmp_path, monkeypat
     manifest.write_text(manifest.read_text().replace(m["fingerprint"], "0" * 16))
     with pytest.raises(CheckpointError, match="shipped=false"):
         stages.ensure_base(cfg, task)
+    # make pretrain on this data does not export over a model of other data; it says so before training
+    # (_train_stage still fails the test if called).
+    with pytest.raises(ValueError, match="ships a model of other data.*paths.shipped_dir=<folder>"):
+        pretrain.run(cfg, PretrainEntry(models=["base"]))
 
 
 def test_a_corrupt_resume_state_is_set_aside_and_the_stage_retrained(toy, tmp_path, capsys):

@@ -11,7 +11,7 @@ from bpd.config.common import check
 class TranslationTaskConfig:
     """A parallel corpus: the embedded ding sentences, WMT14, or any ``{train,dev,test}.{src,tgt}`` folder."""
 
-    name: str = "ding_en_de"  # a label for the rows
+    name: str = "ding_en_de"  # a label for the rows; read de-en, rows and shipped files say ding_de_en
     kind: str = "translation"
     source: str = "ding"  # ding (embedded) | wmt14 | folder (any {train,dev,test}.{src,tgt} folder)
     data_dir: str | None = None  # wmt14, folder: where the text files are

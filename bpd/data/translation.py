@@ -50,6 +50,16 @@ def check_direction(direction: str) -> tuple[str, str]:
     return src, tgt
 
 
+def directed_name(name: str, direction: str) -> str:
+    """The corpus name with the direction it is read in: ``ding_en_de`` read de-en is ``ding_de_en``. Rows and
+    shipped checkpoints carry it, so the two directions are never grouped together or saved over each other."""
+    src, tgt = check_direction(direction)
+    for suffix in ("_en_de", "_de_en"):
+        if name.endswith(suffix):
+            return f"{name[: -len(suffix)]}_{src}_{tgt}"
+    return name if direction == "en-de" else f"{name}_{src}_{tgt}"
+
+
 def count_lines(path: Path) -> int:
     """Number of lines of a text file (counts newlines in binary chunks: fast on WMT-sized files)."""
     n = 0
@@ -121,5 +131,6 @@ __all__ = [
     "SPLITS",
     "Tokenizer",
     "count_lines",
+    "directed_name",
     "prepare_wmt14",
 ]

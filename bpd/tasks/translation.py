@@ -15,7 +15,7 @@ from bpd.config import SPLITS, DecodeConfig, HeadsConfig, ModelConfig, Translati
 from bpd.data.ding import prepare_ding
 from bpd.data.store import build_store, file_hash
 from bpd.data.tokenizer import Tokenizer
-from bpd.data.translation import prepare_wmt14
+from bpd.data.translation import directed_name, prepare_wmt14
 from bpd.decoding.spec import DecodeSpec
 from bpd.decoding.timed import RunOutput
 from bpd.metrics import bleu
@@ -104,7 +104,9 @@ class TranslationTask(Task):
         self.folder = folder
         self.refs = {s: (folder / f"{s}.tgt").read_text(encoding="utf-8").split("\n")[: len(splits[s])]
                      for s in ("dev", "test")}
-        super().__init__(cfg.name, key, tok.vocab_size, splits, tok.pad_id, tok.bos_id, tok.eos_id)
+        # A folder's pairs have no direction to name: its src and tgt files are what they are.
+        name = cfg.name if cfg.source == "folder" else directed_name(cfg.name, cfg.direction)
+        super().__init__(name, key, tok.vocab_size, splits, tok.pad_id, tok.bos_id, tok.eos_id)
         self.cfg, self.tokenizer = cfg, tok
 
     def fingerprint(self) -> str:
