@@ -39,6 +39,17 @@ def manifests(shipped_dir: str | Path) -> dict[str, dict[str, Any]]:
     return out
 
 
+def refuse_other_data(name: str, fingerprint: str, shipped_dir: str | Path) -> None:
+    """Before an export's training: a shipped model of other data (phrase pairs, another vocabulary) is not
+    replaced by ``<shipped_dir>/<name>``. Retraining on the same data (a longer budget, another recipe) replaces it."""
+    manifest = resolve_path(shipped_dir) / f"{name}.json"
+    shipped = json.loads(manifest.read_text()).get("fingerprint") if manifest.is_file() else None
+    if shipped not in (None, fingerprint):
+        raise ValueError(
+            f"{manifest} ships a model of other data (fingerprint {shipped}, this data {fingerprint}); "
+            f"export this one elsewhere with paths.shipped_dir=<folder>, or delete that manifest to replace it.")
+
+
 def install(path: Path, fingerprint: str, shipped_dir: str | Path) -> bool:
     """Write the shipped checkpoint whose manifest names ``path.name`` to ``path`` (fp32), if there is one;
     False if none is shipped for it. Data other than the one it was trained on is refused with the fix."""

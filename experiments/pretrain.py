@@ -25,24 +25,10 @@ MODELS = ("base", "teacher", "distilled")
 SELF_TARGETS = ("base",)  # whose greedy outputs ship: the demo's heads train on them (heads.targets=self)
 
 
-def refuse_other_data(task_name: str, fingerprint: str, models: list[str], shipped_dir: str) -> None:
-    """Before any training: a shipped model of other data (phrase pairs, another vocabulary) is not replaced
-    by this run's export. Retraining on the same data (a longer budget, another recipe) replaces it."""
-    from bpd.runtime import resolve_path
-
-    for name in models:
-        manifest = resolve_path(shipped_dir) / f"{task_name}_{name}.json"
-        shipped = json.loads(manifest.read_text()).get("fingerprint") if manifest.is_file() else None
-        if shipped not in (None, fingerprint):
-            raise ValueError(
-                f"{manifest} ships a model of other data (fingerprint {shipped}, this data {fingerprint}); "
-                f"export this one elsewhere with paths.shipped_dir=<folder>, or delete that manifest to replace it.")
-
-
 def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
     from bpd.decoding.common import pad_rows
     from bpd.runtime import cache_root, resolve_path
-    from bpd.shipped import already_shipped, export, export_greedy_targets, install
+    from bpd.shipped import already_shipped, export, export_greedy_targets, install, refuse_other_data
     from bpd.stages import ensure_base
     from bpd.targets import decode_targets, read_shards
     from bpd.tasks import load_task
@@ -55,8 +41,11 @@ def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
         raise ValueError("models=[...distilled] is for translation (sequence-level distillation); drop it.")
     cfg = dataclasses.replace(cfg, shipped=False)  # this is where shipped models come from
     task = load_task(cfg)
-    if entry.export:
-        refuse_other_data(task.name, task.fingerprint(), entry.models, cfg.paths.shipped_dir)
+    stems = {name: f"{task.name}_{name}" for name in entry.models}
+    if entry.export:  # before any training
+        fingerprint = task.fingerprint()  # hashes every data file: once, not per model
+        for stem in stems.values():
+            refuse_other_data(stem, fingerprint, cfg.paths.shipped_dir)
     made = {
         "base": lambda: ensure_base(cfg, task, "gold"),
         "teacher": lambda: ensure_base(cfg, task, "gold", seed=cfg.teacher_seed),
@@ -67,7 +56,7 @@ def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
         print(f"{name}: {path}")
         if not entry.export:
             continue
-        manifest = resolve_path(cfg.paths.shipped_dir) / f"{task.name}_{name}.json"
+        manifest = resolve_path(cfg.paths.shipped_dir) / f"{stems[name]}.json"
         if already_shipped(path, manifest.stem, cfg.paths.shipped_dir):
             # A resumed `make pretrain` passes finished models again: re-scoring them would only restamp
             # the manifest.
@@ -77,7 +66,7 @@ def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
             scores = {split: task.dev_score(model, cfg.decode, None, split) for split in ("dev", "test")}
             # A few dev sources, decoded by the shipped weights: tests/test_shipped.py decodes them again.
             sources = task.pairs("dev").sources(range(min(4, len(task.pairs("dev")))))
-            export(path, manifest.stem, task.fingerprint(), cfg.paths.shipped_dir, scores,
+            export(path, manifest.stem, fingerprint, cfg.paths.shipped_dir, scores,
                    {"role": name, "task": task.name}, sources, task.max_len(cfg.decode)(pad_rows(sources, task.pad_id)))
             print(f"{name}: dev {scores['dev']}, test {scores['test']} -> {manifest}")
         if name in SELF_TARGETS and cfg.task.kind == "translation" and "greedy_train" not in json.loads(
@@ -86,7 +75,7 @@ def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
             # decoded by the weights as shipped (fp16-rounded), which is what a run that installs them has.
             shipped = cache_root(cfg) / "shipped" / path.name
             if not shipped.is_file():
-                install(shipped, task.fingerprint(), cfg.paths.shipped_dir)
+                install(shipped, fingerprint, cfg.paths.shipped_dir)
             decoded = shipped.with_name(f"{shipped.stem}_greedy")
             decode_targets(cfg, task, shipped, decoded, 1, 0.0)
             export_greedy_targets(manifest, read_shards(sorted(decoded.glob("shard*.npz"))), task.pairs("train").src)
