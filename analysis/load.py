@@ -42,7 +42,7 @@ EXPECTED_COLUMNS = (
     "step_cost_ratio ideal_speedup efficiency predicted_speedup efficiency_vs_predicted efficiency_ceiling "
     "tokens_per_s speedup_min speedup_max peak_mem_mb compile tree tree_nodes rescore_beam rescore_weight "
     "draft_model speedup_ci_low speedup_ci_high speedup_vs_chain speedup_vs_chain_ci_low speedup_vs_chain_ci_high "
-    "train_steps"
+    "train_steps timing_busy timing_note load_other_cores load_self_cores"
 ).split()
 
 NUMERIC_COLUMNS = (
@@ -50,7 +50,7 @@ NUMERIC_COLUMNS = (
     "k trained_k batch_size min_block_size beam_size n_examples criterion_param bleu psnr psnr_vs_greedy "
     "pixel_agreement_with_greedy mean_block_size identical_to_greedy speedup wallclock_s greedy_wallclock_s "
     "t1_ms tk_ms step_cost_ratio ideal_speedup efficiency predicted_speedup efficiency_vs_predicted efficiency_ceiling "
-    "tokens_per_s speedup_min speedup_max peak_mem_mb train_steps"
+    "tokens_per_s speedup_min speedup_max peak_mem_mb train_steps load_other_cores load_self_cores"
 ).split()
 
 #: What makes two rows "the same configuration": re-runs of it differ only in run_id, git_sha and time. The model
@@ -220,6 +220,8 @@ def load_rows(results_dir: Path) -> pd.DataFrame:
         df[c] = pd.to_numeric(df[c], errors="coerce")
     # Rows from before the bench recorded it ran eagerly: a compiled run must not replace them as "the same".
     df["compile"] = df["compile"].map(_flag).astype(bool)
+    # Timed while other processes took the decoder's cores (bpd.machine_load): figures leave those speedups out.
+    df["timing_busy"] = df["timing_busy"].map(_flag).astype(bool)
     # Tied slots are another head architecture to every table and figure line: without the mark a tied model's
     # bench rows read as (and, in Figure 4, replace) the untied model's.
     tied = df["heads_tied"].map(_flag).astype(bool)

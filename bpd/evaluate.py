@@ -7,13 +7,17 @@ command), and point at the output files they were scored from, so every number r
 
 from __future__ import annotations
 
+import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
+from bpd import machine_load
 from bpd.config import ExperimentConfig
 from bpd.decoding.agreement import mismatch_gaps
 from bpd.decoding.rescore import NgramLM
@@ -21,7 +25,8 @@ from bpd.decoding.spec import ROUND_METHODS, DecodeAux, DecodeSpec, decode_specs
 from bpd.decoding.timed import RunOutput, decode_and_time
 from bpd.locks import exclusive
 from bpd.metrics import block_histogram, mean_block_size, per_example_block_means, summarize
-from bpd.runtime import config_hash, ensure_writable, process, repo_relative, resolve_path
+from bpd.runtime import ResultsNotSaved, config_hash, ensure_writable, process, repo_relative, resolve_path
+from bpd.speedup_ci import timing_columns
 from bpd.stages import ensure_draft
 from bpd.tasks import Scorer, Task
 from bpd.tracking import append_rows, command_line, device_name, git_sha, make_tracker, read_rows
@@ -32,8 +37,9 @@ from bpd.training.checkpoint import load_model
 def run_id(cfg: ExperimentConfig, model_path: Path, draft_path: Path | None = None) -> str:
     """The id of an evaluation: the model file, the decoding options, the task and the device (and the draft
     model's file, with one). Whether to redo a run (``skip_existing``) is not part of what the run is: a
-    redo keeps the id it redoes."""
-    decode = {**asdict(cfg.decode), "skip_existing": True}
+    redo keeps the id it redoes; nor is how often it is timed (``timing_repeats``: the same outputs)."""
+    decode = {k: v for k, v in asdict(cfg.decode).items() if k != "timing_repeats"}
+    decode["skip_existing"] = True
     if draft_path is None:
         return config_hash(model_path.name, decode, cfg.task.name, cfg.device)
     return config_hash(model_path.name, decode, cfg.task.name, cfg.device, draft_path.name)
@@ -96,6 +102,9 @@ def _evaluate(cfg: ExperimentConfig, task: Task, model_path: Path, model, payloa
     if info.distributed:  # whole batches of decode_and_time's order: the same batches (and outputs) as one process
         order = sorted(mine, key=lambda i: len(sources[i])) if d.batch_size > 1 else mine
         mine = dist.shard_batches(order, d.batch_size, info.rank, info.world_size)
+    start = machine_load.sample()
+    # Greedy and every decoder on each sentence (batch) back to back, the order rotating and each batch
+    # repeated: a load that comes and goes falls on both sides of every speedup (bpd.decoding.timed).
     outs = decode_and_time(
         model,
         [sources[i] for i in mine],
@@ -106,22 +115,50 @@ def _evaluate(cfg: ExperimentConfig, task: Task, model_path: Path, model, payloa
         criterion_kwargs=task.criterion_kwargs,
         progress=info.is_main,
         desc=f"decode {d.split} b{d.batch_size}",
+        rotate=0,
         aux=DecodeAux(draft, lm),
+        repeats=d.timing_repeats,
     )
+    load = machine_load.load_columns(start, machine_load.sample(), torch.get_num_threads())
     if info.distributed:
         outs = merge_shards(dist.all_gather_object((mine, outs)), len(sources))
         if not info.is_main:
             return []  # rank 0 writes the rows and files
-    common = row_provenance(cfg, task, model_path, payload, rid, device)
+    common = {**row_provenance(cfg, task, model_path, payload, rid, device), **load}
     common["draft_model"] = draft_path.name if draft_path is not None else None
-    out_dir = fresh_folder(results_dir / "outputs", rid)
-    rows = make_rows(outs, specs, scorer, common, out_dir, task.eos_id)
-    explain_mismatches(model, sources, outs, specs, rows)
-    rows += task.extra_rows(scorer, outs, specs, rows, common, out_dir)
-    append_rows(results_dir / "rows.jsonl", rows)
+
+    def write(folder: Path) -> tuple[list[dict], Path]:
+        out_dir = fresh_folder(folder / "outputs", rid)
+        rows = make_rows(outs, specs, scorer, common, out_dir, task.eos_id)
+        explain_mismatches(model, sources, outs, specs, rows)
+        rows += task.extra_rows(scorer, outs, specs, rows, common, out_dir)
+        append_rows(folder / "rows.jsonl", rows)
+        return rows, out_dir
+
+    rows, out_dir = save_or_rescue(write, results_dir)
     print(format_table(rows, task.quality))
     log_to_wandb(cfg, task, rows, common, rid, scorer, outs, specs, pairs, out_dir)
     return rows
+
+
+def save_or_rescue(write: Callable[[Path], tuple[list[dict], Path]], results_dir: Path) -> tuple[list[dict], Path]:
+    """``write(results_dir)`` (the outputs, then the rows); when the disk refuses (full, quota, read-only) the
+    same outputs and rows go to a fresh temporary folder instead and ``ResultsNotSaved`` names it, so a full
+    disk costs no decoding. rows.jsonl stays as it was: ``append_rows`` undoes a partial append."""
+    try:
+        return write(results_dir)
+    except OSError as e:
+        reason = e.strerror or str(e)
+    fix = (f"free space in {results_dir} (or point paths.results_dir at a folder on another disk) and run the same "
+           "command again (the trained models are cached)")
+    rescue = Path(tempfile.mkdtemp(prefix="bpd-results-"))
+    try:
+        write(rescue)
+    except OSError as e:
+        raise ResultsNotSaved(f"could not write the results to {results_dir} ({reason}) nor to {rescue} "
+                              f"({e.strerror or e}); {fix}.") from None
+    raise ResultsNotSaved(f"could not write the results to {results_dir} ({reason}); the decoded outputs and their "
+                          f"rows are in {rescue} instead; {fix}.")
 
 
 def fresh_folder(parent: Path, name: str) -> Path:
@@ -197,9 +234,9 @@ def make_rows(outputs: dict[str, RunOutput], specs: list[DecodeSpec], scorer: Sc
             "tokens_per_iteration": sum(len(t) for t in o.tokens) / max(1, iters),
             "identical_to_greedy": identical,
             "hit_length_limit": sum(not t or t[-1] != eos_id for t in o.tokens) if eos_id >= 0 else None,
-            "wallclock_s": o.wallclock_s,
+            "wallclock_s": o.wallclock_s,  # per pass: each batch's median over the timing repeats
             "greedy_wallclock_s": g.wallclock_s,
-            "speedup": g.wallclock_s / o.wallclock_s if o.wallclock_s > 0 else None,
+            **speedup_columns(g, o, bool(common.get("timing_busy"))),
             "acceptance_rate_per_position": rates,
             "block_size_histogram": {str(k): v for k, v in block_histogram(o.block_sizes).items()},
             "block_size_per_example": summarize(per_example_block_means(o.tokens, o.iterations)),
@@ -209,6 +246,16 @@ def make_rows(outputs: dict[str, RunOutput], specs: list[DecodeSpec], scorer: Sc
         row.update({k: repo_relative(v) for k, v in scorer.write(o.tokens, out_dir / spec.name).items()})
         rows.append(row)
     return rows
+
+
+def speedup_columns(greedy: RunOutput, o: RunOutput, busy: bool = False) -> dict[str, Any]:
+    """The paired speedup of ``o`` over greedy from their per-batch repeats (``bpd.speedup_ci``), flagged in
+    ``timing_note`` when the repeats disagree or the machine was busy; outputs without per-batch times
+    (hand-made ones) get greedy's total over theirs, unflagged."""
+    g, m = np.asarray(greedy.repeat_wall_s, dtype=float), np.asarray(o.repeat_wall_s, dtype=float)
+    if g.size and g.shape == m.shape and (m > 0).all():
+        return timing_columns(g, m, busy)
+    return {"speedup": greedy.wallclock_s / o.wallclock_s if o.wallclock_s > 0 else None}
 
 
 def explain_mismatches(model, sources, outputs: dict[str, RunOutput], specs: list[DecodeSpec],
@@ -225,9 +272,13 @@ def explain_mismatches(model, sources, outputs: dict[str, RunOutput], specs: lis
 
 
 def format_table(rows: list[dict[str, Any]], quality: str = "bleu") -> str:
-    """A readable fixed-width table of the key columns."""
-    head = f"{'decoder':<30} {quality:>7} {'k_hat':>6} {'=greedy':>7} {'iters':>7} {'time_s':>8} {'speedup':>7}"
+    """A readable fixed-width table of the key columns. The speedup is paired (greedy and the decoder timed
+    back to back on each example, repeated) with its 95% interval; one the repeats or the machine's load make
+    unreliable is marked ``?`` and its reason printed under the table, never shown as a clean number."""
+    head = (f"{'decoder':<30} {quality:>7} {'k_hat':>6} {'=greedy':>7} {'iters':>7} {'time_s':>8} {'speedup':>8} "
+            f"{'95% interval':>14}")
     lines = [head, "-" * len(head)]
+    notes = []
     for r in rows:
         if r.get("method") == "reference":  # upsampling baselines: quality only
             lines.append(f"{r['decoder']:<30} {r[quality]:7.2f}   (reference, no model)")
@@ -235,18 +286,41 @@ def format_table(rows: list[dict[str, Any]], quality: str = "bleu") -> str:
         q = r.get(quality)
         q_s = f"{q:7.2f}" if isinstance(q, int | float) else f"{'-':>7}"
         sp = r.get("speedup")
+        lo, hi = r.get("speedup_ci_low"), r.get("speedup_ci_high")
+        interval = f"[{lo:.2f}, {hi:.2f}]" if lo is not None and hi is not None and r.get("method") != "greedy" else ""
+        note = r.get("timing_note")
+        if note and r.get("method") != "greedy":
+            notes.append(f"  ? {r['decoder']}: {note}")
         lines.append(
             f"{r['decoder']:<30} {q_s} {r['mean_block_size']:6.2f} {r['identical_to_greedy']:7.2f} "
-            f"{r['iterations']:7d} {r['wallclock_s']:8.2f} {(sp or float('nan')):6.2f}x"
+            f"{r['iterations']:7d} {r['wallclock_s']:8.2f} {(sp or float('nan')):6.2f}x{'?' if note else ' '} "
+            f"{interval:>14}"
         )
-    return "\n".join(lines)
+    return "\n".join(lines + timing_legend(rows, notes))
+
+
+def timing_legend(rows: list[dict[str, Any]], notes: list[str]) -> list[str]:
+    """The lines under the table: the machine's load while timing, and each unreliable speedup's reason."""
+    timed = next((r for r in rows if r.get("load_self_cores") is not None), None)
+    out = []
+    if timed is not None:
+        other = timed.get("load_other_cores")
+        others = f"other processes {other:.2f} cores, " if other is not None else ""
+        out.append(f"load while timing: {others}this one {timed['load_self_cores']:.2f}, of {timed['load_cores']} "
+                   f"cores (load average {timed.get('loadavg_1m')})")
+    if notes:
+        out += ["unreliable speedups (?): noisy = the timing repeats disagree by more than 5%; busy = other "
+                "processes took CPU the decoder's threads needed, which skews greedy against blockwise; re-run on "
+                "a quiet machine (decode.skip_existing=false) or use make bench.", *notes]
+    return out
 
 
 def merge_shards(parts: list[tuple[list[int], dict[str, RunOutput]]], n: int) -> dict[str, RunOutput]:
     """One process's ``decode_and_time`` outputs from the ranks' ``(example indices, outputs)`` shards.
 
     Per-example lists go back to example order; counts (invocations, per-position acceptance) add up, and so
-    do wall-clock seconds: the total decode time, which is what the speedup ratios compare.
+    do wall-clock seconds: the total decode time, which is what the speedup ratios compare. Per-batch times
+    are the ranks' batches side by side (every rank's repeats of its own batches: still paired).
     """
     merged: dict[str, RunOutput] = {}
     for name, first in parts[0][1].items():
@@ -254,7 +328,11 @@ def merge_shards(parts: list[tuple[list[int], dict[str, RunOutput]]], n: int) ->
         for f in fields(first):
             got = [(idx, getattr(o[name], f.name)) for idx, o in parts]
             v0 = got[0][1]
-            if isinstance(v0, list) and not f.name.startswith("position_") and all(len(v) == len(i) for i, v in got):
+            if f.name == "batch_wall_s":  # each rank's own batches, side by side
+                values[f.name] = [t for _, v in got for t in v]
+            elif f.name == "repeat_wall_s":
+                values[f.name] = [[t for _, v in got for t in v[r]] for r in range(len(v0))]
+            elif isinstance(v0, list) and not f.name.startswith("position_") and all(len(v) == len(i) for i, v in got):
                 full: list[Any] = [None] * n
                 for idx, v in got:
                     for i, x in zip(idx, v):

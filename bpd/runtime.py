@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,14 @@ def process(cfg: ExperimentConfig) -> tuple[dist.DistInfo, torch.device]:
     return info, info.device if info.distributed else pick_device(cfg.device)
 
 
+class ResultsNotSaved(OSError):
+    """Results the configured folder refused (a full disk): the message says where they went instead."""
+
+
+#: Less free space than this in the results folder is refused before any work: the outputs would not fit.
+MIN_FREE_MB = 16
+
+
 def ensure_writable(folder: str | Path, what: str = "paths.results_dir") -> Path:
     """Create ``folder`` and check that files can be written there, before any long work whose results
     would otherwise be lost at the end."""
@@ -70,7 +79,11 @@ def ensure_writable(folder: str | Path, what: str = "paths.results_dir") -> Path
         rows = folder / "rows.jsonl"
         if rows.exists() and not os.access(rows, os.W_OK):
             raise PermissionError(f"{rows} is read-only")
+        free_mb = shutil.disk_usage(folder).free / 2**20
     except OSError as e:
         raise ValueError(f"cannot write results to {folder} ({e.strerror or e}); point {what} at a writable "
                          "folder.") from e
+    if free_mb < MIN_FREE_MB:
+        raise ValueError(f"only {free_mb:.1f} MB free for results in {folder} (at least {MIN_FREE_MB} MB needed); "
+                         f"free disk space or point {what} at a folder on another disk.")
     return folder

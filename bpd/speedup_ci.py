@@ -72,3 +72,41 @@ def paired_speedup(greedy: np.ndarray, method: np.ndarray, n_boot: int = 2000, l
     tail = (1 - level) / 2 * 100
     lo, hi = np.percentile(boot, [tail, 100 - tail])
     return SpeedupEstimate(est, float(lo), float(hi), reps, level)
+
+
+#: Repeats whose speedups disagree by more than this (relative), or an interval wider than +- this, are flagged.
+NOISY = 0.05
+
+
+def repeat_speedups(greedy: np.ndarray, method: np.ndarray) -> list[float]:
+    """Each repeat's own speedup (greedy's total over the method's, that repeat's times only)."""
+    g, m = np.asarray(greedy, dtype=np.float64), np.asarray(method, dtype=np.float64)
+    return [float(a / b) if b > 0 else float("nan") for a, b in zip(g.sum(axis=1), m.sum(axis=1))]
+
+
+def timing_columns(greedy: np.ndarray, method: np.ndarray, busy: bool = False) -> dict[str, object]:
+    """An evaluation row's speedup columns from paired ``(repeats, batches)`` times: the paired estimate and
+    its interval, each repeat's speedup, their spread, and ``timing_note``: None for a clean number, else why
+    it is not one ("noisy": the repeats disagree, or the interval is wide; "busy": other processes took CPU
+    the decoder needed, which can bias the ratio without the repeats disagreeing; "1 repeat": no interval)."""
+    est = paired_speedup(greedy, method)
+    per_repeat = repeat_speedups(greedy, method)
+    spread = (max(per_repeat) - min(per_repeat)) / est.speedup if est.speedup > 0 else float("inf")
+    notes = []
+    if est.repeats == 1:
+        notes.append("1 repeat")
+    elif spread > NOISY or est.halfwidth > NOISY:
+        notes.append(f"noisy: repeats {min(per_repeat):.2f}-{max(per_repeat):.2f}x")
+    if busy:
+        notes.append("busy")
+    finite = est.repeats > 1
+    return {
+        "speedup": est.speedup,
+        "speedup_ci_low": est.low if finite else None,
+        "speedup_ci_high": est.high if finite else None,
+        "speedup_ci_halfwidth": est.halfwidth if finite else None,
+        "speedup_repeats": per_repeat,
+        "speedup_spread": spread,
+        "timing_repeats": est.repeats,
+        "timing_note": "; ".join(notes) or None,
+    }

@@ -78,16 +78,25 @@ def command_line() -> str:
 def append_rows(path: str | Path, rows: list[dict[str, Any]]) -> None:
     """Append rows to a JSON-lines file (one flush per call, so a crash loses at most this call), under the
     file's lock (two jobs appending at once) and always on a fresh line: a damaged line (a partial last
-    line after a crash or a full disk) is first moved to ``<file>.damaged`` and reported."""
+    line after a crash) is first moved to ``<file>.damaged`` and reported. An append the disk refuses is
+    undone: the file is as before and the error raised."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    blob = "".join(json.dumps(r, default=_jsonable) + "\n" for r in rows)
     with FileLock(path.with_name(path.name + ".lock")):
         repair_rows(path)
-        with open(path, "a") as f:
-            for r in rows:
-                f.write(json.dumps(r, default=_jsonable) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        size = path.stat().st_size if path.exists() else 0
+        try:
+            with open(path, "a") as f:
+                f.write(blob)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError:
+            # A full disk took part of the rows: cut them off again (truncating needs no space), so the file
+            # holds no partial run that a re-run would take for a finished one.
+            if path.exists():
+                os.truncate(path, size)
+            raise
 
 
 def repair_rows(path: Path) -> int:

@@ -474,3 +474,14 @@ def test_figure4_draws_each_settings_newest_model_and_each_model_once(tmp_path) 
     pts = speedup_points(load_rows(tmp_path))
     assert pts.set_index("series")["speedup"].to_dict() == {
         "bench table1_small both recurrent exact": 1.2, "bench table1_small regular recurrent exact": 0.8}
+
+
+def test_speedups_timed_on_a_busy_machine_are_left_out_of_figure4(tmp_path) -> None:
+    """A row whose timing saw other processes take the decoder's cores (timing_busy) is no Figure 4 point; the
+    same configuration timed quietly is, and rows from before the flag count as quiet."""
+    write_rows(tmp_path / "table1_small" / "rows.jsonl", [
+        mt_row("both", 2, 10.0, 1.5, speedup=1.2),
+        {**mt_row("both", 4, 10.0, 1.15, speedup=1.68), "timing_busy": True, "timing_note": "busy"},
+    ])
+    pts = speedup_points(load_rows(tmp_path))
+    assert list(pts["k"]) == [2] and list(pts["speedup"]) == [1.2]

@@ -199,3 +199,34 @@ def test_config_arch_lists_match_the_head_classes():
     assert HEAD_ARCHS == tuple(HEADS)
     assert CHAIN_ARCHS == tuple(a for a, c in HEADS.items() if c.path_dependent)
     assert CHAIN_ARCHS == tuple(a for a, c in HEADS.items() if c.can_tie)
+
+
+@pytest.mark.parametrize("raised, code, line", [
+    (KeyboardInterrupt(), 130, "interrupted: finished stages are cached; run the same command to resume."),
+    ("training", 130, "interrupted: stopped base training at step 7 of 12; last checkpoint m.state.pt (step 4); "
+                      "run the same command to resume."),
+    (OSError(28, "No space left on device", "cache/m.pt"), 1, "error: No space left on device writing cache/m.pt; "
+                                                               "free disk space there and run the same command again"),
+    ("results", 1, "error: could not write the results to results/x (No space left on device); the decoded"),
+])
+def test_entry_points_end_ctrl_c_and_a_full_disk_with_one_line(raised, code, line, capsys):
+    from hydra import compose, initialize_config_dir
+
+    from bpd.runtime import ResultsNotSaved
+    from bpd.training.loop import TrainingInterrupted
+
+    if raised == "training":
+        raised = TrainingInterrupted(line.removeprefix("interrupted: "))
+    elif raised == "results":
+        raised = ResultsNotSaved("could not write the results to results/x (No space left on device); the decoded "
+                                 "outputs and their rows are in /tmp/bpd-results-1 instead; free space ...")
+
+    def fails(cfg, entry):
+        raise raised
+
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        cfg = compose("config", overrides=["experiment=demo"])
+    with pytest.raises(SystemExit) as e:
+        _common.friendly(fails, cfg)
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == code and err.startswith(line) and "Traceback" not in err and len(err.splitlines()) == 1

@@ -140,7 +140,9 @@ def assert_same_model(a: Path, b: Path) -> None:
 # ---------------------------------------------------------------------------------------------------------------
 
 # Timing, and the machine description (it names the thread count, which the ranks set to 1).
-TIMING = {"wallclock_s", "greedy_wallclock_s", "speedup", "time", "threads", "command", "device"}
+TIMING = {"wallclock_s", "greedy_wallclock_s", "speedup", "time", "threads", "command", "device", "speedup_ci_low",
+          "speedup_ci_high", "speedup_ci_halfwidth", "speedup_repeats", "speedup_spread", "timing_note",
+          "timing_busy", "load_other_cores", "load_self_cores", "load_cores", "loadavg_1m"}
 
 
 def _eval_cfg(tmp: Path, results: str, batch_size: int):

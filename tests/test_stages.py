@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -47,6 +49,15 @@ ROW_COLUMNS = {
     "bleu_signature",
     "acceptance_rate_per_position",
     "block_size_histogram",
+    # paired timing (issue 46): the interval, each repeat's speedup, the flag, and the machine's load
+    "speedup_ci_low",
+    "speedup_ci_high",
+    "speedup_repeats",
+    "timing_repeats",
+    "timing_note",
+    "load_other_cores",
+    "load_self_cores",
+    "timing_busy",
 }
 
 
@@ -412,3 +423,69 @@ def test_bad_data_and_folders_are_named_before_training(toy, tmp_path):
     (tmp_path / "a_file").write_text("")
     with pytest.raises(ValueError, match="cannot write results to .*point paths.results_dir at a writable folder"):
         ensure_writable(tmp_path / "a_file" / "results")
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_sentence(toy, tmp_path):
+    """Files saved by Windows editors open with U+FEFF: it must not reach the first source's tokens, the first
+    reference, or the ref.txt BLEU is recomputed from."""
+    from toy import make_corpus
+
+    _, cfg, _ = toy
+    folder = make_corpus(tmp_path / "corpus")
+    first = {f: (folder / f).read_text().splitlines()[0] for f in ("test.src", "test.tgt")}
+    for f in ("train.src", "train.tgt", "dev.src", "dev.tgt", "test.src", "test.tgt"):
+        (folder / f).write_bytes(b"\xef\xbb\xbf" + (folder / f).read_bytes())
+    task = load_task(tweak(cfg, task={"data_dir": str(folder)}, paths={"cache_dir": str(tmp_path / "cache"),
+                                                                       "results_dir": str(tmp_path / "results")}))
+    assert task.refs["test"][0] == first["test.tgt"]
+    assert task.tokenizer.decode(task.pairs("test").src(0).tolist()) == first["test.src"]
+    assert task.tokenizer.decode(task.pairs("test").tgt(0).tolist()) == first["test.tgt"]
+    written = task.scorer("test", 3).write([[task.eos_id]] * 3, tmp_path / "out" / "greedy")
+    assert not resolve_path(written["ref_file"]).read_text(encoding="utf-8").startswith("\ufeff")
+
+
+def test_a_full_disk_keeps_the_decoded_outputs_and_the_rows(toy, tmp_path, monkeypatch):
+    """Writing the outputs fails (ENOSPC) after all decoding: rows.jsonl is left as it was, the outputs and their
+    rows go to a temporary folder, and the error is one sentence naming both folders and the fix."""
+    import errno
+
+    from bpd.runtime import ResultsNotSaved
+    from bpd.tasks.translation import TranslationScorer
+
+    tmp, cfg, task = toy
+    path = stages.ensure_heads(cfg, task)
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "rows.jsonl").write_text('{"earlier": 1}\n')
+    real = TranslationScorer.write
+
+    def full(self, tokens, stem):
+        if results in stem.parents:
+            raise OSError(errno.ENOSPC, "No space left on device", str(stem))
+        return real(self, tokens, stem)
+
+    monkeypatch.setattr(TranslationScorer, "write", full)
+    redo = tweak(cfg, paths=dataclasses.replace(cfg.paths, results_dir=str(results)),
+                 decode={"timing_repeats": 1, "beam_size": 0, "ks": [2], "criteria": [CriterionConfig("exact")]})
+    with pytest.raises(ResultsNotSaved) as e:
+        evaluate(redo, task, path)
+    msg = str(e.value)
+    assert f"could not write the results to {results} (No space left on device)" in msg and "\n" not in msg
+    assert "run the same command again" in msg
+    rescue = Path(msg.split("their rows are in ")[1].split(" instead")[0])
+    assert (results / "rows.jsonl").read_text() == '{"earlier": 1}\n'
+    saved = read_rows(rescue / "rows.jsonl")
+    assert [r["decoder"] for r in saved] == ["greedy", "blockwise_k2_exact"]
+    assert all(resolve_path(r["hyp_file"]).is_file() and str(rescue) in r["hyp_file"] for r in saved)
+
+
+def test_too_little_free_space_is_refused_before_any_work(tmp_path, monkeypatch):
+    from collections import namedtuple
+
+    from bpd.runtime import ensure_writable
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr("bpd.runtime.shutil.disk_usage", lambda p: usage(10 * 2**30, 10 * 2**30, 2**20))
+    with pytest.raises(ValueError, match=r"only 1.0 MB free for results in .*free disk space or point "
+                                         r"paths.results_dir at a folder on another disk"):
+        ensure_writable(tmp_path / "results")

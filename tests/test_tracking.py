@@ -24,3 +24,23 @@ def test_cpu_model_names_the_vector_instructions(tmp_path, monkeypatch):
 def test_this_machine_reports_what_torch_uses():
     cap = torch.backends.cpu.get_cpu_capability()
     assert cap == "DEFAULT" or f"({cap}" in cpu_model()
+
+
+def test_an_append_the_disk_refuses_leaves_the_rows_file_as_it_was(tmp_path, monkeypatch):
+    import errno
+
+    import pytest
+
+    from bpd.tracking import append_rows, read_rows
+
+    rows = tmp_path / "rows.jsonl"
+    append_rows(rows, [{"a": 1}])
+    before = rows.read_bytes()
+
+    def full(fd):  # the rows reached the file's buffer, then the disk filled up
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("bpd.tracking.os.fsync", full)
+    with pytest.raises(OSError, match="No space left"):
+        append_rows(rows, [{"b": 2}, {"c": 3}])
+    assert rows.read_bytes() == before and read_rows(rows) == [{"a": 1}]

@@ -453,3 +453,35 @@ def test_training_with_input_noise_runs_its_steps_and_differs(tmp_path):
     b = train(fresh_model(k=1, identity_p1=True), toy_batches(), dataclasses.replace(cfg, input_noise=0.0),
               tmp_path / "b.pt", progress=False)
     assert a["step"] == b["step"] == 40 and a["last_loss"] != b["last_loss"]
+
+
+def test_ctrl_c_names_the_step_and_the_checkpoint_to_resume_from(tmp_path):
+    """Ctrl-C mid-training: one message with the step, the last checkpoint and the resume command (the entry
+    points print it instead of a traceback); the same call then resumes from that checkpoint."""
+    from bpd.training.loop import TrainingInterrupted
+
+    cfg = TrainConfig(lr=3e-3, warmup_steps=3, max_steps=12, max_minutes=None, ckpt_every=4, label_smoothing=0.0)
+    make = toy_batches(n=5)
+
+    def stopping(epoch: int, start: int = 0):  # Ctrl-C while the 8th batch is fetched: 7 steps done
+        for i, b in enumerate(make(epoch, start)):
+            if epoch == 1 and i == 2:
+                raise KeyboardInterrupt
+            yield b
+
+    with pytest.raises(TrainingInterrupted) as e:
+        train(fresh_model(k=1, identity_p1=True), stopping, cfg, tmp_path / "m.pt", progress=False)
+    msg = str(e.value)
+    assert msg.startswith("stopped base training at step 7 of 12;") and "\n" not in msg
+    assert f"last checkpoint {tmp_path / 'm.state.pt'} (step 4)" in msg
+    assert msg.endswith("run the same command to resume.")
+    assert isinstance(e.value, KeyboardInterrupt)  # code that stops on Ctrl-C still does
+    assert train(fresh_model(k=1, identity_p1=True), make, cfg, tmp_path / "m.pt", progress=False)["step"] == 12
+    with pytest.raises(TrainingInterrupted, match="at step 0 of 12; no checkpoint yet"):
+        train(fresh_model(k=1, identity_p1=True), _interrupt_now, cfg, tmp_path / "n.pt",
+              progress=False)
+
+
+def _interrupt_now(epoch: int, start: int = 0):
+    raise KeyboardInterrupt
+    yield  # a generator, like every batch factory

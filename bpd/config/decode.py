@@ -43,6 +43,9 @@ class DecodeConfig:
     max_len_extra: int = 10
     dtype: str = "float32"  # float32 | bfloat16
     threads: int | None = None  # CPU threads while decoding (null = unchanged)
+    # Each batch is timed this many times per decoder, interleaved with greedy's: the speedup's paired interval
+    # (1: one pass, no interval). Outputs and quality come from the first.
+    timing_repeats: int = 2
     naive_greedy: bool = False  # also the recompute-everything greedy (slow; a weak-baseline reference)
     proposal_vocab: int | None = None  # translation: heads propose among the N most frequent target tokens
     trees: list[str] = field(default_factory=list)  # also tree verification: shapes "3x2x1" (widths), "beam4"
@@ -59,6 +62,8 @@ class DecodeConfig:
                f"{self.max_len_extra}): the output limit is a * source length + extra tokens.")
         check(self.threads is None or self.threads >= 1,
                f"decode.threads must be >= 1, or null to leave them unchanged (got {self.threads}).")
+        check(self.timing_repeats >= 1,
+               f"decode.timing_repeats must be >= 1 (1 = one timed pass, no interval; got {self.timing_repeats}).")
         check(self.beam_size >= 0, f"decode.beam_size must be >= 0 (0 = no beam search; got {self.beam_size}).")
         check(self.dtype in ("float32", "bfloat16"), f"unknown decode.dtype {self.dtype!r}; use float32 or bfloat16.")
         check(self.proposal_vocab is None or self.proposal_vocab >= 1,

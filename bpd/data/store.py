@@ -180,13 +180,25 @@ def file_hash(path: str | os.PathLike) -> str:
     return hashlib.sha1(Path(path).read_bytes()).hexdigest()[:16]
 
 
+def starts_with_bom(path: str | os.PathLike) -> bool:
+    """Whether a text file opens with the UTF-8 byte-order mark (``_chunks`` drops it); a missing file does not
+    (a built store is opened without its text)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(3) == b"\xef\xbb\xbf"
+    except OSError:
+        return False
+
+
 def _chunks(path: Path, size: int) -> Iterator[list[str]]:
-    """Lines of a UTF-8 text file, ``size`` at a time; a line that is not UTF-8 is named with the fix."""
+    """Lines of a UTF-8 text file, ``size`` at a time; a line that is not UTF-8 is named with the fix. A
+    byte-order mark opening the file (Windows editors write one) is dropped: kept, it would be part of the
+    first sentence, and of the reference its translation is scored against."""
     chunk: list[str] = []
     with open(path, "rb") as f:
         for lineno, raw in enumerate(f, 1):
             try:
-                chunk.append(raw.decode("utf-8").rstrip("\r\n"))
+                chunk.append(raw.decode("utf-8-sig" if lineno == 1 else "utf-8").rstrip("\r\n"))
             except UnicodeDecodeError as e:
                 raise ValueError(f"{path} line {lineno} is not UTF-8 ({e.reason} at byte {e.start}); "
                                  "convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8).") from None
@@ -244,6 +256,9 @@ def build_store(
     """
     path = Path(path)
     options = {"tokenizer": tokenizer_hash, "max_len": max_len, "keep_all": keep_all, "format": FORMAT}
+    if starts_with_bom(src_file) or starts_with_bom(tgt_file):
+        # Only here: a store built before the mark was dropped is rebuilt, every other store stays valid.
+        options["bom_dropped"] = True
     if (path / "manifest.json").is_file():
         old = json.loads((path / "manifest.json").read_text())
         if all(old.get(k) == v for k, v in options.items()):

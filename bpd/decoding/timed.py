@@ -4,11 +4,15 @@ Fair timing: every batch of inputs is decoded by every configuration back to bac
 machine (thermal, other processes) hits all of them alike, and the order rotates from batch to batch
 (``rotate``), so that no configuration always runs first, on the caches the previous one left; a warm-up
 batch runs first, untimed. Each batch's time is kept per configuration (``batch_wall_s``): the bench pairs
-them (``bpd.speedup_ci``).
+them (``bpd.speedup_ci``). With ``repeats`` > 1 each batch is decoded that many times by every configuration
+before the next batch, the order rotating each time: a load that comes and goes for a few seconds then falls
+on greedy and on the method alike, and the per-batch repeats (``repeat_wall_s``) are what the evaluation's
+paired intervals resample.
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,6 +41,8 @@ class RunOutput:
     example_wall_s: list[float] = field(default_factory=list)  # wall time of the batch each example was in
     example_batch_size: list[int] = field(default_factory=list)  # how many examples that batch held
     batch_wall_s: list[float] = field(default_factory=list)  # each batch's wall time, in decoding order
+    # Each repeat's batch times, (repeats, batches): batch_wall_s is their per-batch median.
+    repeat_wall_s: list[list[float]] = field(default_factory=list)
 
 
 def _sync(device: torch.device) -> None:
@@ -57,10 +63,15 @@ def decode_and_time(
     desc: str = "decode",
     rotate: int | None = None,
     aux: DecodeAux | None = None,
+    repeats: int = 1,
 ) -> dict[str, RunOutput]:
     """Decode ``sources`` with every spec, batch by batch, interleaved; outputs in input order. With
-    ``rotate`` set, batch j runs the specs starting at spec ``(j + rotate) % len(specs)``; else in the given
-    order. ``aux``: what draft and rescored specs need (moved to the device here)."""
+    ``rotate`` set, the j-th timed call of a batch's specs (batch b, repeat r: j = b * repeats + r) starts at
+    spec ``(j + rotate) % len(specs)``; else in the given order. ``repeats``: timed decodes of each batch per
+    spec (outputs from the first; ``wallclock_s`` and ``batch_wall_s`` from the per-batch medians). ``aux``:
+    what draft and rescored specs need (moved to the device here)."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1 (got {repeats}).")
     device = torch.device(device)
     model = model.to(device).eval()
     if aux is not None:
@@ -77,29 +88,46 @@ def decode_and_time(
         src = pad_rows([sources[i] for i in idx], model.pad_id).to(device)
         for fn in fns.values():
             fn(model, src, max_len(src))
+    times = {s.name: [[0.0] * len(batches) for _ in range(repeats)] for s in specs}
     for bi, idx in enumerate(tqdm(batches, desc=desc, disable=not progress, leave=False,
                                   mininterval=progress_interval())):
         src = pad_rows([sources[i] for i in idx], model.pad_id).to(device)
         limit = max_len(src)
-        first = 0 if rotate is None else (bi + rotate) % len(specs)
-        for spec in specs[first:] + specs[:first]:
-            fn, o = fns[spec.name], out[spec.name]
-            _sync(device)
-            t0 = time.perf_counter()
-            res: DecodeResult = fn(model, src, limit)
-            _sync(device)
-            dt = time.perf_counter() - t0
-            o.wallclock_s += dt
-            o.batch_wall_s.append(dt)
-            o.invocations += res.invocations
-            for j, i in enumerate(idx):
-                o.tokens[i], o.iterations[i], o.block_sizes[i] = res.tokens[j], res.iterations[j], res.block_sizes[j]
-                o.example_wall_s[i], o.example_batch_size[i] = dt, len(idx)
-            if res.position_reached:
-                if not o.position_reached:
-                    o.position_reached = [0] * len(res.position_reached)
-                    o.position_accepted = [0] * len(res.position_reached)
-                for p, (r, a) in enumerate(zip(res.position_reached, res.position_accepted)):
-                    o.position_reached[p] += r
-                    o.position_accepted[p] += a
+        for r in range(repeats):
+            first = 0 if rotate is None else (bi * repeats + r + rotate) % len(specs)
+            for spec in specs[first:] + specs[:first]:
+                res, times[spec.name][r][bi] = _timed_call(fns[spec.name], model, src, limit, device)
+                if r == 0:
+                    _record(out[spec.name], res, idx)
+    for name, o in out.items():
+        o.repeat_wall_s = times[name]
+        o.batch_wall_s = [statistics.median(col) for col in zip(*times[name])]
+        o.wallclock_s = sum(o.batch_wall_s)
+        for idx, dt in zip(batches, o.batch_wall_s):
+            for i in idx:
+                o.example_wall_s[i] = dt
     return out
+
+
+def _timed_call(fn, model, src: torch.Tensor, limit: int, device: torch.device) -> tuple[DecodeResult, float]:
+    """One decoder call on one batch and its wall time (the device's queued work finished on both sides)."""
+    _sync(device)
+    t0 = time.perf_counter()
+    res: DecodeResult = fn(model, src, limit)
+    _sync(device)
+    return res, time.perf_counter() - t0
+
+
+def _record(o: RunOutput, res: DecodeResult, idx: list[int]) -> None:
+    """A batch's outputs and counts into its decoder's ``RunOutput`` (example order)."""
+    o.invocations += res.invocations
+    for j, i in enumerate(idx):
+        o.tokens[i], o.iterations[i], o.block_sizes[i] = res.tokens[j], res.iterations[j], res.block_sizes[j]
+        o.example_batch_size[i] = len(idx)
+    if res.position_reached:
+        if not o.position_reached:
+            o.position_reached = [0] * len(res.position_reached)
+            o.position_accepted = [0] * len(res.position_reached)
+        for p, (r, a) in enumerate(zip(res.position_reached, res.position_accepted)):
+            o.position_reached[p] += r
+            o.position_accepted[p] += a

@@ -36,6 +36,11 @@ from bpd.training.noise import noisy_inputs
 Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
 
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C during training: its message says where training stopped, which checkpoint a re-run resumes
+    from, and that the same command does it (entry points print it as the one line instead of a traceback)."""
+
+
 def lr_at(step: int, cfg: TrainConfig) -> float:
     """Linear warm-up then inverse-square-root decay (Vaswani et al.), as a multiplier of cfg.lr."""
     s = max(1, step)
@@ -187,7 +192,9 @@ def train(
         st = continued_state(cfg.continue_from, cfg, expect, device)
         if is_main:
             print(f"continuing {cfg.continue_from} (step {st['step']}) as {ckpt_path.name}")
+    saved = {"step": None}  # the step of the newest resume state on disk: what a re-run resumes from
     if st is not None:
+        saved["step"] = st["step"] if state_path.exists() else None
         model.load_state_dict(st["model"])
         opt.load_state_dict(st["optimizer"])
         step, epoch, batch_idx, elapsed = st["step"], st["epoch"], st["batch_idx"], st["elapsed"]
@@ -236,6 +243,16 @@ def train(
     def checkpoint(final: bool = False) -> None:
         if is_main:
             save_checkpoint(ckpt_path if final else state_path, payload(final))
+            if not final:
+                saved["step"] = step
+
+    def interrupted() -> TrainingInterrupted:
+        """Where Ctrl-C left the stage. The state of the step under way is not saved: it may be half-applied
+        (inside the optimizer's update), while the last checkpoint is whole."""
+        where = (f"last checkpoint {state_path} (step {saved['step']})" if saved["step"] is not None else
+                 f"no checkpoint yet (one is written every {cfg.ckpt_every} steps)")
+        return TrainingInterrupted(f"stopped {stage} training at step {step} of {cfg.max_steps}; {where}; run the "
+                                   "same command to resume.")
 
     def stopped_by() -> str | None:
         """What ends the stage now: "steps" (the budget), "minutes" (the cap: the model then depends on the
@@ -254,106 +271,111 @@ def train(
 
     bar = tqdm(total=cfg.max_steps, initial=step, disable=not (progress and is_main), desc=f"train {stage}")
     last_loss = float("nan")
-    while not done():
-        it = batches(epoch, batch_idx)  # on resume: from where the checkpoint stopped inside the epoch
-        exhausted = True
-        micro: list[Batch] = []
-        for batch in it:
-            batch_idx += 1
-            micro.append(batch)
-            if len(micro) < cfg.grad_accum:
-                continue
-            t0 = time.perf_counter()
-            for g in opt.param_groups:
-                g["lr"] = cfg.lr * lr_at(step + 1, cfg) * g["lr_scale"]
-            opt.zero_grad(set_to_none=True)
-            chosen = [random.choice(slots)] if sampled else slots
-            total = 0.0
-            per_head: dict[int, float] = {}
-            n_tok = sum(int((b[2] != model.pad_id).sum()) for b in micro)
-            if world > 1:  # the global batch's token count: each rank weights by its share of it
-                n_tok = int(all_reduce_sum([n_tok])[0])
-            for j, (src, tgt_in, tgt_out) in enumerate(micro):
-                src, tgt_in, tgt_out = src.to(device), tgt_in.to(device), tgt_out.to(device)
-                tgt_in = noisy_inputs(tgt_in, cfg.input_noise, model.pad_id)
-                # Micro-batches before the last accumulate locally; the last one's backward all-reduces.
-                sync = ddp_model.no_sync() if ddp_model is not None and j < len(micro) - 1 else nullcontext()
-                with sync:
-                    with torch.autocast(device_type=device_type, dtype=torch.bfloat16, enabled=cfg.bf16):
-                        losses = fwd(src, tgt_in, tgt_out, chosen, cfg.label_smoothing)
-                        # Weight micro-batches by their token share so accumulation equals one big batch
-                        # (x world: DDP averages the ranks' gradients, and we want their token-weighted sum).
-                        w = int((tgt_out != model.pad_id).sum()) / max(1, n_tok)
-                        loss = combine(losses, p1_weight) * (w * world)
-                    loss.backward()
-                total += float(loss.detach()) / world
-                for i, v in losses.items():
-                    per_head[i] = per_head.get(i, 0.0) + float(v.detach()) * w
-            micro = []
-            if world > 1:  # log the global batch's loss, not rank 0's share of it
-                keys = sorted(per_head)
-                sums = all_reduce_sum([total, *(per_head[i] for i in keys)])
-                total, per_head = sums[0], dict(zip(keys, sums[1:]))
-            if cfg.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_([p for g in groups for p in g["params"]], cfg.grad_clip)
-            opt.step()
-            step += 1
-            dt = time.perf_counter() - t0
-            if world > 1:  # the ranks' mean: every rank must reach the same verdict on train.max_minutes
-                dt = all_reduce_sum([dt])[0] / world
-            elapsed += dt
-            last_loss = total
-            if budget_s is not None:  # the bar's total is the budget that will end the stage: steps or minutes
-                by_time = step + int(max(0.0, budget_s - elapsed) / max(1e-9, elapsed / max(1, step)))
-                if by_time < cfg.max_steps and bar.total != by_time:
-                    bar.total = by_time
-                    bar.set_description(f"train {stage} ({cfg.max_minutes:g} min cap)")
-            bar.update(1)
-            if step % cfg.log_every == 0:
-                bar.set_postfix(loss=f"{total:.3f}")
-                row = {"step": step, "train/loss": total, "lr": opt.param_groups[0]["lr"], "elapsed_min": elapsed / 60}
-                row.update({f"train/loss_head{i + 1}": v for i, v in per_head.items()})
-                if log and is_main:
-                    log(row)
-            evals = bool(dev_sets) and step % cfg.eval_every == 0
-            scores = dev_score is not None and cfg.score_every > 0 and step % cfg.score_every == 0
-            if is_main and (evals or scores):  # not counted as training time
-                row = {"step": step}
-                for name, make in (dev_sets or {}).items() if evals else ():
-                    for key, v in evaluate_heads(model, make(), list(range(model.k)), device, cfg.bf16).items():
-                        row[f"{name}/{key}"] = v
-                if scores:
-                    scored = dev_score(model)
-                    row.update({f"dev/{k}": v for k, v in scored.items()})
-                    row["dev/score"] = next(iter(scored.values()))
-                history.append(row)
-                if cfg.keep_best:
-                    if cfg.best_on == "score":  # lower is better below: the negated score
-                        metric = -row["dev/score"] if "dev/score" in row else None
-                    else:
-                        metric = next((v for k, v in row.items() if k.endswith("/loss_head1")), None)
-                    if metric is not None and (best is None or metric < best["loss"]):
-                        best = {
-                            "loss": metric,
-                            "step": step,
-                            "evals_since": 0,
-                            "state": {k: v.detach().clone() for k, v in model.state_dict().items()},
-                        }
-                    elif metric is not None:
-                        best["evals_since"] += 1
-                if is_main and progress:
-                    tqdm.write(f"step {step}: " + " ".join(f"{k}={v:.3f}" for k, v in row.items() if k != "step"))
-                if log and is_main:
-                    log(row)
-            if step % cfg.ckpt_every == 0:
-                checkpoint()
-            if done():
-                exhausted = False
-                break
-        if exhausted:
-            epoch, batch_idx = epoch + 1, 0
-        if batch_idx == 0 and exhausted and step == 0:
-            raise RuntimeError("the training set produced no batches; check the data folder and max_tokens.")
+    try:  # Ctrl-C: one line saying where training stopped and how to resume, not a traceback
+        while not done():
+            it = batches(epoch, batch_idx)  # on resume: from where the checkpoint stopped inside the epoch
+            exhausted = True
+            micro: list[Batch] = []
+            for batch in it:
+                batch_idx += 1
+                micro.append(batch)
+                if len(micro) < cfg.grad_accum:
+                    continue
+                t0 = time.perf_counter()
+                for g in opt.param_groups:
+                    g["lr"] = cfg.lr * lr_at(step + 1, cfg) * g["lr_scale"]
+                opt.zero_grad(set_to_none=True)
+                chosen = [random.choice(slots)] if sampled else slots
+                total = 0.0
+                per_head: dict[int, float] = {}
+                n_tok = sum(int((b[2] != model.pad_id).sum()) for b in micro)
+                if world > 1:  # the global batch's token count: each rank weights by its share of it
+                    n_tok = int(all_reduce_sum([n_tok])[0])
+                for j, (src, tgt_in, tgt_out) in enumerate(micro):
+                    src, tgt_in, tgt_out = src.to(device), tgt_in.to(device), tgt_out.to(device)
+                    tgt_in = noisy_inputs(tgt_in, cfg.input_noise, model.pad_id)
+                    # Micro-batches before the last accumulate locally; the last one's backward all-reduces.
+                    sync = ddp_model.no_sync() if ddp_model is not None and j < len(micro) - 1 else nullcontext()
+                    with sync:
+                        with torch.autocast(device_type=device_type, dtype=torch.bfloat16, enabled=cfg.bf16):
+                            losses = fwd(src, tgt_in, tgt_out, chosen, cfg.label_smoothing)
+                            # Weight micro-batches by their token share so accumulation equals one big batch
+                            # (x world: DDP averages the ranks' gradients, and we want their token-weighted sum).
+                            w = int((tgt_out != model.pad_id).sum()) / max(1, n_tok)
+                            loss = combine(losses, p1_weight) * (w * world)
+                        loss.backward()
+                    total += float(loss.detach()) / world
+                    for i, v in losses.items():
+                        per_head[i] = per_head.get(i, 0.0) + float(v.detach()) * w
+                micro = []
+                if world > 1:  # log the global batch's loss, not rank 0's share of it
+                    keys = sorted(per_head)
+                    sums = all_reduce_sum([total, *(per_head[i] for i in keys)])
+                    total, per_head = sums[0], dict(zip(keys, sums[1:]))
+                if cfg.grad_clip > 0:
+                    torch.nn.utils.clip_grad_norm_([p for g in groups for p in g["params"]], cfg.grad_clip)
+                opt.step()
+                step += 1
+                dt = time.perf_counter() - t0
+                if world > 1:  # the ranks' mean: every rank must reach the same verdict on train.max_minutes
+                    dt = all_reduce_sum([dt])[0] / world
+                elapsed += dt
+                last_loss = total
+                if budget_s is not None:  # the bar's total is the budget that will end the stage: steps or minutes
+                    by_time = step + int(max(0.0, budget_s - elapsed) / max(1e-9, elapsed / max(1, step)))
+                    if by_time < cfg.max_steps and bar.total != by_time:
+                        bar.total = by_time
+                        bar.set_description(f"train {stage} ({cfg.max_minutes:g} min cap)")
+                bar.update(1)
+                if step % cfg.log_every == 0:
+                    bar.set_postfix(loss=f"{total:.3f}")
+                    row = {"step": step, "train/loss": total, "lr": opt.param_groups[0]["lr"],
+                           "elapsed_min": elapsed / 60}
+                    row.update({f"train/loss_head{i + 1}": v for i, v in per_head.items()})
+                    if log and is_main:
+                        log(row)
+                evals = bool(dev_sets) and step % cfg.eval_every == 0
+                scores = dev_score is not None and cfg.score_every > 0 and step % cfg.score_every == 0
+                if is_main and (evals or scores):  # not counted as training time
+                    row = {"step": step}
+                    for name, make in (dev_sets or {}).items() if evals else ():
+                        for key, v in evaluate_heads(model, make(), list(range(model.k)), device, cfg.bf16).items():
+                            row[f"{name}/{key}"] = v
+                    if scores:
+                        scored = dev_score(model)
+                        row.update({f"dev/{k}": v for k, v in scored.items()})
+                        row["dev/score"] = next(iter(scored.values()))
+                    history.append(row)
+                    if cfg.keep_best:
+                        if cfg.best_on == "score":  # lower is better below: the negated score
+                            metric = -row["dev/score"] if "dev/score" in row else None
+                        else:
+                            metric = next((v for k, v in row.items() if k.endswith("/loss_head1")), None)
+                        if metric is not None and (best is None or metric < best["loss"]):
+                            best = {
+                                "loss": metric,
+                                "step": step,
+                                "evals_since": 0,
+                                "state": {k: v.detach().clone() for k, v in model.state_dict().items()},
+                            }
+                        elif metric is not None:
+                            best["evals_since"] += 1
+                    if is_main and progress:
+                        tqdm.write(f"step {step}: " + " ".join(f"{k}={v:.3f}" for k, v in row.items() if k != "step"))
+                    if log and is_main:
+                        log(row)
+                if step % cfg.ckpt_every == 0:
+                    checkpoint()
+                if done():
+                    exhausted = False
+                    break
+            if exhausted:
+                epoch, batch_idx = epoch + 1, 0
+            if batch_idx == 0 and exhausted and step == 0:
+                raise RuntimeError("the training set produced no batches; check the data folder and max_tokens.")
+    except KeyboardInterrupt:
+        bar.close()
+        raise interrupted() from None
     bar.close()
     if step % cfg.ckpt_every:  # the state where training stopped, before the best weights replace the last ones
         checkpoint()
