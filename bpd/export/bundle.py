@@ -1,0 +1,53 @@
+"""One model's whole export (HF directory, CTranslate2 float32 and int8), cached by the checkpoint it comes from,
+and the peer decoders that read it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bpd.decoding.peers import Peer, ct2_greedy, hf_generate
+from bpd.export.ct2 import QUANTIZATIONS, convert_ct2, ct2_translator
+from bpd.export.hf import export_hf
+
+#: What a finished bundle holds; written last, so an interrupted export is redone rather than half read.
+DONE = "export.json"
+
+
+def export_bundle(model, spm_model: str | Path, out_dir: str | Path, source: str = "") -> dict[str, Path]:
+    """Write ``out_dir/hf`` and ``out_dir/ct2-<quantization>`` for ``model`` (reused when ``out_dir`` already
+    holds the finished export of the same ``source``, the checkpoint's name)."""
+    out = Path(out_dir)
+    dirs = {"hf": out / "hf", **{f"ct2-{q}": out / f"ct2-{q}" for q in QUANTIZATIONS}}
+    done = out / DONE
+    if done.is_file() and json.loads(done.read_text()).get("source") == source:
+        return dirs
+    done.unlink(missing_ok=True)
+    export_hf(model, spm_model, dirs["hf"])
+    for q in QUANTIZATIONS:
+        convert_ct2(dirs["hf"], dirs[f"ct2-{q}"], q)
+    done.write_text(json.dumps({"source": source, "dirs": {k: str(v) for k, v in dirs.items()}}, indent=1) + "\n")
+    return dirs
+
+
+def load_hf(hf_dir: str | Path):
+    from transformers import AutoModelForSeq2SeqLM
+
+    return AutoModelForSeq2SeqLM.from_pretrained(hf_dir).eval()
+
+
+def bundle_peers(dirs: dict[str, Path], vocab: list[str], eos_id: int, threads: int,
+                 draft_hf_dir: str | Path | None = None, prompt_lookup: int = 10, batch_one: bool = True
+                 ) -> dict[str, Peer]:
+    """The peers of one export, by row name: HF greedy, HF assisted generation (with an exported draft),
+    HF prompt lookup (both batch 1 only: left out unless ``batch_one``), CTranslate2 greedy float32 and int8
+    on ``threads`` threads."""
+    hf = load_hf(dirs["hf"])
+    peers = {"hf_greedy": hf_generate(hf)}
+    if batch_one and draft_hf_dir is not None:
+        peers["hf_assisted"] = hf_generate(hf, assistant=load_hf(draft_hf_dir))
+    if batch_one:
+        peers["hf_prompt_lookup"] = hf_generate(hf, prompt_lookup=prompt_lookup)
+    for q in QUANTIZATIONS:
+        peers[f"ct2_{q}"] = ct2_greedy(ct2_translator(dirs[f"ct2-{q}"], threads), vocab, eos_id)
+    return peers

@@ -1,0 +1,83 @@
+"""`make bench-peers`: our greedy and exact blockwise decoders timed beside Hugging Face transformers (greedy,
+assisted generation, prompt lookup) and CTranslate2 (greedy, float32 and int8) on the same weights, sentences
+and thread count, in one paired round-robin run (docs/export.md).
+
+    python experiments/bench_peers.py experiment=demo                      # batch 1, the demo's threads
+    python experiments/bench_peers.py experiment=demo draft=tiny           # + HF assisted generation
+    python experiments/bench_peers.py experiment=demo 'bench.batch_sizes=[1,8]'
+
+The peers decode the base model only (the proposal heads are ours); rows go to results/bench-peers/rows.jsonl.
+"""
+
+from __future__ import annotations
+
+import time
+
+import hydra
+from _common import CONF_DIR, PeersEntry, friendly
+from omegaconf import DictConfig
+
+from bpd.config import ExperimentConfig
+
+
+def run(cfg: ExperimentConfig, entry: PeersEntry) -> list[dict]:
+    import torch
+
+    from bpd.export.bundle import bundle_peers, export_bundle
+    from bpd.peer_bench import batches_of, format_peer_rows, our_decoders, peer_rows, round_robin
+    from bpd.runtime import resolve_path
+    from bpd.stages import ensure_draft, ensure_heads
+    from bpd.tasks import load_task
+    from bpd.tracking import append_rows, device_name, git_sha
+    from bpd.training.checkpoint import load_model
+
+    b = entry.bench
+    b.validate()
+    task = load_task(cfg)
+    tok = task.tokenizer
+    vocab = [tok.id_to_piece(i) for i in range(tok.vocab_size)]
+    path = ensure_heads(cfg, task)
+    model, payload = load_model(path)
+    model.heads.set_proposal_vocab(task.proposal_vocab(cfg.decode.proposal_vocab))  # the experiment's setting
+    export_root = resolve_path(entry.export_dir)
+    dirs = export_bundle(model, tok.model_path, export_root / path.stem, source=path.name)
+    draft_path = ensure_draft(cfg, task)
+    draft_hf = None
+    if draft_path is not None:
+        draft = load_model(draft_path)[0]
+        draft_hf = export_bundle(draft, tok.model_path, export_root / draft_path.stem, source=draft_path.name)["hf"]
+    split = cfg.decode.split
+    pairs = task.pairs(split)
+    threads = torch.get_num_threads()
+    all_rows = []
+    for bs in b.batch_sizes:
+        n = min(len(pairs), (b.n_examples or {}).get(bs, len(pairs)))
+        sources = pairs.sources(range(n))
+        peers = bundle_peers(dirs, vocab, tok.eos_id, threads, draft_hf, entry.prompt_lookup, batch_one=bs == 1)
+        decoders = {**our_decoders(model, b.ks), **peers}
+        print(f"batch {bs}: {n} {split} sentences, {threads} threads, {b.repeats} repeats: {', '.join(decoders)}")
+        times, outputs = round_robin(decoders, batches_of(sources, bs), b.repeats)
+        scorer = task.scorer(split, n)
+        common = {"experiment": "bench-peers", "source_experiment": cfg.name, "task": task.kind,
+                  "dataset": task.name, "split": split, "model": path.name, "trained_k": model.k,
+                  "proposal_vocab": cfg.decode.proposal_vocab, "train_steps": payload.get("step"),
+                  "train_stopped_by": payload.get("stopped_by"),
+                  "draft_model": draft_path.name if draft_path is not None else None,
+                  "batch_size": bs, "device": device_name("cpu"), "threads": threads, "dtype": "float32",
+                  "git_sha": git_sha(), "command": cfg.command, "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        rows, best = peer_rows(times, outputs, list(peers), lambda t, s=scorer: s.score(t, None)["bleu"],
+                               common)
+        print(format_peer_rows(rows))
+        print(f"best/peer: our best exact decoder ({best}) over each peer, paired, 95% interval")
+        append_rows(resolve_path(b.results_dir) / "rows.jsonl", rows)
+        all_rows += rows
+    return all_rows
+
+
+@hydra.main(config_path=CONF_DIR, config_name="bench_peers", version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    friendly(run, cfg)
+
+
+if __name__ == "__main__":
+    main()

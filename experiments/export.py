@@ -1,0 +1,95 @@
+"""`make export`: a trained model's base as a Hugging Face transformers model (Pegasus layout) with its tokenizer,
+and CTranslate2's conversions of it (float32, int8), checked against our own model (docs/export.md).
+
+    python experiments/export.py experiment=demo                           # the shipped base (checkpoints/)
+    python experiments/export.py experiment=demo 'models=[base,heads]'    # and the demo's fine-tuned base
+    python experiments/export.py experiment=demo draft=tiny 'models=[draft]' check_examples=100
+
+Directories go to <export_dir>/<checkpoint stem>/{hf,ct2-float32,ct2-int8}; the checks' rows (logit gap,
+greedy outputs identical to ours, with the logit gap of every sentence that differs) to results/export/.
+"""
+
+from __future__ import annotations
+
+import time
+
+import hydra
+from _common import CONF_DIR, ExportEntry, friendly
+from omegaconf import DictConfig
+
+from bpd.config import ExperimentConfig
+
+LOGIT_BATCH = 32  # test sentences whose teacher-forced logits are compared
+
+
+def model_path(cfg: ExperimentConfig, task, which: str):
+    from bpd.stages import ensure_base, ensure_draft, ensure_heads
+
+    if which == "base":
+        return ensure_base(cfg, task, cfg.base_targets)
+    if which == "heads":
+        return ensure_heads(cfg, task)
+    if which == "draft":
+        if cfg.draft.model is None:
+            raise ValueError("models=[draft] exports the draft model of draft-model decoding; name its size, "
+                             "e.g. draft=tiny.")
+        return ensure_draft(cfg, task)
+    raise ValueError(f"unknown model {which!r} in models; use base, heads or draft.")
+
+
+def run(cfg: ExperimentConfig, entry: ExportEntry) -> list[dict]:
+    import dataclasses
+
+    import torch
+
+    from bpd.export.bundle import bundle_peers, export_bundle, load_hf
+    from bpd.export.checks import greedy_identity, logits_gap
+    from bpd.runtime import resolve_path
+    from bpd.tasks import load_task
+    from bpd.tracking import append_rows, git_sha
+    from bpd.training.checkpoint import load_model
+
+    task = load_task(cfg)
+    if task.kind != "translation":
+        raise ValueError("the export writes translation models (an encoder-decoder with a tokenizer); "
+                         "use a translation task.")
+    tok = task.tokenizer
+    vocab = [tok.id_to_piece(i) for i in range(tok.vocab_size)]
+    pairs = task.pairs("test")
+    n = len(pairs) if entry.check_examples is None else min(len(pairs), entry.check_examples)
+    rows = []
+    for which in entry.models:
+        path = model_path(cfg, task, which)
+        model = load_model(path)[0]
+        dirs = export_bundle(model, tok.model_path, resolve_path(entry.export_dir) / path.stem, source=path.name)
+        print(f"{which} ({path.name}): " + ", ".join(f"{k} {v}" for k, v in dirs.items()))
+        if not entry.check:
+            continue
+        common = {"experiment": "export", "source_experiment": cfg.name, "model": path.name, "which": which,
+                  "split": "test", "n_examples": n, "threads": torch.get_num_threads(), "git_sha": git_sha(),
+                  "command": cfg.command, "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        batch = [pairs.pair(i) for i in range(min(n, LOGIT_BATCH))]
+        gap = logits_gap(model, load_hf(dirs["hf"]), [s for s, _ in batch], [t for _, t in batch])
+        print(f"  logits: largest |ours - HF| over {len(batch)} test sentences = {gap:.2e}")
+        sources, greedy = pairs.sources(range(n)), None
+        for name, peer in bundle_peers(dirs, vocab, tok.eos_id, torch.get_num_threads(), batch_one=False).items():
+            same, greedy = greedy_identity(model, peer, sources, greedy)
+            print(f"  {name}: identical to our greedy on {same.identical:.2%} of {n} test sentences")
+            for m in same.mismatches[:10]:
+                print(f"    sentence {m.index}: parts at position {m.position} (ours {m.ours}, theirs {m.theirs}), "
+                      f"logit gap {m.logit_gap}")
+            rows.append({**common, "peer": name, "logits_max_abs_diff": gap if name == "hf_greedy" else None,
+                         "identical_to_greedy": same.identical,
+                         "mismatches": [dataclasses.asdict(m) for m in same.mismatches]})
+    if rows:
+        append_rows(resolve_path("results/export") / "rows.jsonl", rows)
+    return rows
+
+
+@hydra.main(config_path=CONF_DIR, config_name="export", version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    friendly(run, cfg)
+
+
+if __name__ == "__main__":
+    main()

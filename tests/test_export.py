@@ -1,0 +1,124 @@
+"""The export (bpd.export): a tiny model made here, written as a Hugging Face Pegasus model and tokenizer and
+converted by CTranslate2, computes what ours computes (no network: both libraries come from the registry)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import MICRO
+
+pytest.importorskip("transformers")
+ctranslate2 = pytest.importorskip("ctranslate2")
+
+from bpd.config import output_limit  # noqa: E402
+from bpd.data.tokenizer import Tokenizer  # noqa: E402
+from bpd.decoding.common import pad_rows  # noqa: E402
+from bpd.decoding.greedy import greedy_decode  # noqa: E402
+from bpd.decoding.peers import ct2_greedy, hf_generate  # noqa: E402
+from bpd.export import check_exportable, export_hf  # noqa: E402
+from bpd.export.checks import greedy_identity, logits_gap  # noqa: E402
+from bpd.export.ct2 import convert_ct2, ct2_translator  # noqa: E402
+from bpd.models import build_translation_model  # noqa: E402
+
+LINES = ["the cat sat on the mat", "a dog  ran far away", " leading and trailing ", "Zürich ist schön",
+         "numbers 12 345 and symbols !?", "x"]
+
+
+def tiny_model(vocab: int, **options):
+    """A random micro model whose layer norms and biases are not at their init (1 and 0): a residual
+    dimension mapped to the wrong place must show in the logits."""
+    model = build_translation_model(vocab, 2, MICRO, seed=3, **options)
+    g = torch.Generator().manual_seed(4)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if not name.startswith("heads.") and p.dim() == 1:
+                p.add_(torch.randn(p.shape, generator=g) * 0.3)
+        model.tgt_embed.weight.mul_(3.0)  # sharper outputs: EOS and repeats both occur
+    return model.eval()
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    root = tmp_path_factory.mktemp("export")
+    corpus = root / "corpus.txt"
+    corpus.write_text("\n".join(LINES * 20) + "\n", encoding="utf-8")
+    tok = Tokenizer.train([corpus], root / "spm" / "joint", 60, seed=0)
+    model = tiny_model(tok.vocab_size)
+    hf_dir = export_hf(model, tok.model_path, root / "hf", max_positions=128)
+    return model, tok, hf_dir, root
+
+
+def sources(tok) -> list[list[int]]:
+    return [tok.encode(line) or [tok.eos_id] for line in LINES]
+
+
+def test_tokenizer_round_trip(exported):
+    from transformers import AutoTokenizer
+
+    _, tok, hf_dir, _ = exported
+    hf = AutoTokenizer.from_pretrained(hf_dir)
+    assert (hf.pad_token_id, hf.bos_token_id, hf.eos_token_id, hf.unk_token_id) == (0, 1, 2, 3)
+    for line in LINES:
+        assert hf(line)["input_ids"] == tok.encode(line)  # no special tokens on a source, as ours
+
+
+def test_logits_match(exported):
+    from transformers import AutoModelForSeq2SeqLM
+
+    model, tok, hf_dir, _ = exported
+    hf = AutoModelForSeq2SeqLM.from_pretrained(hf_dir).eval()
+    src = sources(tok)
+    targets = [list(reversed(s))[:5] + [tok.eos_id] for s in src]
+    assert logits_gap(model, hf, src, targets) < 1e-4
+
+
+def test_greedy_identical(exported):
+    from transformers import AutoModelForSeq2SeqLM
+
+    model, tok, hf_dir, _ = exported
+    hf = AutoModelForSeq2SeqLM.from_pretrained(hf_dir).eval()
+    src = sources(tok)
+    same, greedy = greedy_identity(model, hf_generate(hf), src)
+    assert same.identical == 1.0, same.mismatches
+    # Several rows at once (padded sources) and prompt lookup give greedy's outputs too.
+    limit = output_limit(max(len(s) for s in src))
+    batched = hf_generate(hf)(src, limit)
+    assert batched == greedy_decode(model, pad_rows(src, 0), limit).tokens
+    assert greedy_identity(model, hf_generate(hf, prompt_lookup=3), src, greedy)[0].identical == 1.0
+
+
+def test_ctranslate2_greedy(exported):
+    model, tok, hf_dir, root = exported
+    src = sources(tok)
+    vocab = [tok.id_to_piece(i) for i in range(tok.vocab_size)]
+    ct2 = ct2_translator(convert_ct2(hf_dir, root / "ct2-float32", "float32"))
+    same, _ = greedy_identity(model, ct2_greedy(ct2, vocab, tok.eos_id), src)
+    assert same.identical == 1.0, same.mismatches
+    # int8 weights: another model, close but not identical; it must convert, run and respect the limit.
+    int8 = ct2_greedy(ct2_translator(convert_ct2(hf_dir, root / "ct2-int8", "int8")), vocab, tok.eos_id)
+    assert all(0 < len(int8([s], output_limit(len(s)))[0]) <= output_limit(len(s)) for s in src)
+
+
+def test_refuses_what_pegasus_cannot_express():
+    with pytest.raises(ValueError, match="learned"):
+        check_exportable(build_translation_model(20, 1, MICRO, positions="learned"))
+    with pytest.raises(ValueError, match="untied"):
+        check_exportable(build_translation_model(20, 1, MICRO, share_embeddings=False))
+
+
+def test_peer_bench_pairs_every_decoder(exported):
+    """The round-robin times every decoder on every batch and pairs the ratios; a peer that returns greedy's
+    tokens is identical, one that stops early is not, and our best exact decoder is named."""
+    from bpd.peer_bench import batches_of, our_decoders, peer_rows, round_robin
+
+    model, tok, _, _ = exported
+    ours = our_decoders(model, [2, 4])  # the model has k = 2: k = 4 is left out
+    assert list(ours) == ["greedy", "blockwise_k2_exact"]
+    peers = {"same": ours["greedy"], "short": lambda src, n: [t[:1] for t in ours["greedy"](src, n)]}
+    times, outputs = round_robin({**ours, **peers}, batches_of(sources(tok), 2), repeats=2, warmup=1)
+    assert all(t.shape == (2, 3) and (t > 0).all() for t in times.values())
+    rows, best = peer_rows(times, outputs, list(peers), lambda t: 0.0, {"batch_size": 2})
+    by = {r["decoder"]: r for r in rows}
+    assert by["same"]["identical_to_greedy"] == 1.0 and by["short"]["identical_to_greedy"] < 1.0
+    assert by["blockwise_k2_exact"]["identical_to_greedy"] == 1.0
+    assert best in ours and by["same"]["best_vs_peer"] > 0 and by["greedy"]["best_vs_peer"] is None
