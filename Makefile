@@ -9,9 +9,9 @@ CPU_TORCH ?= torch==2.13.0
 export WANDB_MODE ?= offline
 export PYTHONHASHSEED := 0
 
-.PHONY: setup test test-all lint demo demo-sr bench figures reproduce reproduce-mt-small reproduce-sr-small \
-        reproduce-mt reproduce-sr reproduce-paper clean-results help bench-gpu-prep scale-check pretrain \
-        bench-scale
+.PHONY: data setup test test-all lint demo demo-sr bench figures reproduce reproduce-mt-small reproduce-sr-small \
+        reproduce-mt reproduce-sr reproduce-paper clean-results help bench-gpu-prep scale-check pretrain pretrain-debian \
+        bench-scale export bench-peers
 
 help:
 	@echo "make demo     - the main job on embedded data (CPU, ~10 min after setup)"
@@ -50,6 +50,12 @@ DATA_DIR ?=
 FROM_SCRATCH ?=
 SHIPPED := $(if $(FROM_SCRATCH),shipped=false,)
 
+# The Debian English-German corpus (docs/data.md): packages fetched with apt into outputs/cache/data/, once.
+# DEB_DIR=/path/to/debs builds it offline from a folder of .deb files.
+DEB_DIR ?=
+data: setup
+	$(PY) experiments/data.py task=debian_en_de $(if $(DEB_DIR),task.debian_deb_dir=$(DEB_DIR),)
+
 demo: setup
 	$(RUN) experiment=demo $(SHIPPED)
 	@echo "rows: results/demo/rows.jsonl (W&B offline runs: outputs/wandb)"
@@ -78,6 +84,10 @@ pretrain: setup
 	$(PY) experiments/pretrain.py experiment=pretrain_sr
 	$(PY) experiments/pretrain.py experiment=pretrain_mt 'models=[base,teacher,distilled]'
 
+# The base model on the Debian corpus (many hours on one core; re-run the same command to resume).
+pretrain-debian: data
+	$(PY) experiments/pretrain.py experiment=pretrain_mt_debian
+
 reproduce-mt: setup
 	@test -n "$(DATA_DIR)" || { echo "set DATA_DIR=/path/to/wmt14 (see docs/data.md)"; exit 2; }
 	$(RUN) -m experiment=table1 task.data_dir=$(DATA_DIR) setting=regular,distillation,finetune,both
@@ -99,6 +109,16 @@ reproduce-paper: setup
 
 bench: setup
 	$(PY) experiments/bench.py experiment=demo
+
+# The shipped base as a Hugging Face model + tokenizer and its CTranslate2 conversions, checked against ours
+# (docs/export.md): outputs/export/<model>/, check rows in results/export/.
+export: setup
+	$(PY) experiments/export.py experiment=demo
+
+# Our decoders beside HF transformers (greedy, assisted, prompt lookup) and CTranslate2 on the same weights
+# (docs/export.md): the demo's model at batch 1 and 2 threads, rows in results/bench-peers/.
+bench-peers: setup
+	$(PY) experiments/bench_peers.py experiment=demo draft=tiny
 
 # What a round costs against a greedy step from the demo's model size to transformer_big (docs/benchmark.md).
 bench-scale: setup

@@ -10,6 +10,7 @@ primary config (``conf/<entry>.yaml``), never in the experiment config the libra
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from collections.abc import Callable
@@ -65,10 +66,26 @@ class BenchEntry(ExperimentSchema):
     bench: BenchConfig = field(default_factory=BenchConfig)
 
 
+@dataclass
+class ExportEntry(ExperimentSchema):
+    models: list[str] = field(default_factory=lambda: ["base"])  # base (the shipped one) | heads | draft
+    export_dir: str = "outputs/export"  # <export_dir>/<checkpoint stem>/{hf,ct2-float32,ct2-int8}
+    check: bool = True  # logits and greedy outputs against ours on the test split (results/export/rows.jsonl)
+    check_examples: int | None = None  # the first this many test sentences (null: all)
+
+
+@dataclass
+class PeersEntry(ExperimentSchema):
+    bench: BenchConfig = field(default_factory=BenchConfig)
+    export_dir: str = "outputs/export"
+    prompt_lookup: int = 10  # prompt-lookup decoding's n-gram guess length (HF's prompt_lookup_num_tokens)
+
+
 def register() -> None:
     cs = ConfigStore.instance()
     for name, node in (("experiment", ExperimentSchema), ("train", TrainEntry), ("evaluate", EvaluateEntry),
-                       ("distill", DistillEntry), ("pretrain", PretrainEntry), ("bench", BenchEntry)):
+                       ("distill", DistillEntry), ("pretrain", PretrainEntry), ("bench", BenchEntry),
+                       ("export", ExportEntry), ("bench_peers", PeersEntry)):
         cs.store(group="schema", name=name, node=node, package="_global_")
     cs.store(group="task", name="translation_schema", node=TranslationTaskConfig)
     cs.store(group="task", name="image_schema", node=ImageTaskConfig)
@@ -105,8 +122,15 @@ def check_optional_choices() -> None:
                              f"(the files in conf/{group}/).")
 
 
+#: Errors of the disk rather than of the code: a full disk or quota ends with one sentence, not a traceback.
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
 def friendly(fn: Callable[[ExperimentConfig, Any], object], cfg: DictConfig) -> object:
-    """Run an entry point; user errors (missing data, bad values, corrupt checkpoints) end with one sentence."""
+    """Run an entry point; user errors (missing data, bad values, corrupt checkpoints) end with one sentence
+    (exit 2), a full disk too (exit 1), and Ctrl-C with where it stopped and how to resume (exit 130)."""
+    from bpd.data.debian.archive import ArchiveError
+    from bpd.runtime import ResultsNotSaved
     from bpd.training.checkpoint import CheckpointError
 
     try:
@@ -117,6 +141,21 @@ def friendly(fn: Callable[[ExperimentConfig, Any], object], cfg: DictConfig) -> 
 
             torch.set_num_threads(experiment.threads)
         return fn(experiment, entry)
-    except (FileNotFoundError, ValueError, CheckpointError) as e:
+    except ResultsNotSaved as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)
+    except (FileNotFoundError, ValueError, CheckpointError, ArchiveError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
+    except OSError as e:
+        if e.errno not in DISK_FULL:
+            raise
+        print(f"error: {e.strerror} writing {e.filename or 'a file'}; free disk space there and run the same "
+              "command again (finished stages are cached, training resumes from its last checkpoint).",
+              file=sys.stderr)
+        sys.exit(1)
+    except KeyboardInterrupt as e:
+        # Training says where it stopped; elsewhere (data, decoding) every finished stage is cached.
+        why = str(e) or "finished stages are cached; run the same command to resume."
+        print(f"\ninterrupted: {why}", file=sys.stderr)
+        sys.exit(130)

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bpd.config.common import check
 
 
 @dataclass
 class TranslationTaskConfig:
-    """A parallel corpus: the embedded ding sentences, WMT14, or any ``{train,dev,test}.{src,tgt}`` folder."""
+    """A parallel corpus: the embedded ding sentences, the Debian corpus, WMT14, or any ``{train,dev,test}.{src,tgt}``
+    folder."""
 
     name: str = "ding_en_de"  # a label for the rows; read de-en, rows and shipped files say ding_de_en
     kind: str = "translation"
-    source: str = "ding"  # ding (embedded) | wmt14 | folder (any {train,dev,test}.{src,tgt} folder)
+    source: str = "ding"  # ding (embedded) | debian (built from Debian's packages) | wmt14 | folder
     data_dir: str | None = None  # wmt14, folder: where the text files are
     direction: str = "en-de"  # ding, wmt14: en-de (the paper's) or de-en
     ding_path: str | None = None  # ding: an explicit dictionary file (else Debian's, else apt-get download)
@@ -22,16 +23,22 @@ class TranslationTaskConfig:
     sentence_repeat: int = 1  # ding with phrases: the sentence pairs appear this many times in training
     vocab_size: int = 4000  # joint sentencepiece vocabulary
     max_len: int = 64  # training pairs longer than this (in pieces) are cut
-    n_dev: int = 500  # ding: held-out sentences
+    n_dev: int = 500  # ding, debian: held-out sentences
     n_test: int = 1000
+    # debian: which extractors (null = all), which kinds of text, the shortest English side, and a folder of .deb
+    # files to build from instead of downloading with apt (offline, repeatable).
+    debian_sources: list[str] | None = None
+    debian_kinds: list[str] = field(default_factory=lambda: ["sentences", "strings"])
+    debian_min_words: int = 1
+    debian_deb_dir: str | None = None
 
     #: ``decode.proposal_vocab`` (the heads propose among the most frequent target tokens) applies here.
     proposal_vocab_applies = True
 
     def validate(self) -> None:
         check(self.kind == "translation", f"task.kind={self.kind!r} does not match a translation task.")
-        check(self.source in ("ding", "wmt14", "folder"),
-               f"unknown task.source {self.source!r} for translation; use ding, wmt14 or folder.")
+        check(self.source in ("ding", "debian", "wmt14", "folder"),
+               f"unknown task.source {self.source!r} for translation; use ding, debian, wmt14 or folder.")
         check(self.direction in ("en-de", "de-en"), f"task.direction must be en-de or de-en (got {self.direction!r}).")
         check(self.vocab_size >= 8, f"task.vocab_size must be >= 8 (got {self.vocab_size}).")
         check(self.max_len >= 2, f"task.max_len must be >= 2 (one token plus EOS; got {self.max_len}).")
@@ -46,9 +53,17 @@ class TranslationTaskConfig:
         check(self.source == "ding" or (self.ding_path is None and not self.include_phrases),
                f"task.ding_path and task.include_phrases apply to the ding corpus; drop them for "
                f"task.source={self.source}.")
+        debian_set = (self.debian_sources is not None or self.debian_kinds != ["sentences", "strings"]
+                      or self.debian_min_words != 1 or self.debian_deb_dir is not None)
+        check(self.source == "debian" or not debian_set,
+               f"the task.debian_* options shape the Debian corpus; drop them for task.source={self.source}.")
+        check(self.data_dir is None or self.source != "debian",
+               "task.data_dir names a wmt14 or folder corpus; the Debian corpus is built from packages (use "
+               "task.debian_deb_dir for a folder of .deb files), so drop task.data_dir.")
 
     #: Fields added after data was cached: in keys only when they differ from their defaults.
-    KEYED_WHEN_SET = {"tag_phrases": False, "sentence_repeat": 1}
+    KEYED_WHEN_SET = {"tag_phrases": False, "sentence_repeat": 1, "debian_sources": None,
+                      "debian_kinds": ["sentences", "strings"], "debian_min_words": 1, "debian_deb_dir": None}
 
 
 @dataclass

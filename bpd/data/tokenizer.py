@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -141,6 +142,12 @@ class Tokenizer:
             raise ValueError(f"no text to learn a vocabulary from: {', '.join(empty)} "
                              f"{'is' if len(empty) == 1 else 'are'} empty; check the data folder.")
         spm.set_random_generator_seed(seed)
+        # sentencepiece prints nothing for minutes on a large corpus: say what is happening and how big it is.
+        n_lines = sum(_count_lines(f) for f in files)
+        print(f"tokenizer: learning a {vocab_size}-piece sentencepiece vocabulary from {n_lines:,} lines "
+              f"({'all of them' if n_lines <= input_sentence_size else f'a sample of {input_sentence_size:,}'}) "
+              f"with {num_threads} threads ...", flush=True)
+        t0 = time.perf_counter()
         try:
             spm.SentencePieceTrainer.train(
                 input=",".join(str(f) for f in files),
@@ -162,10 +169,16 @@ class Tokenizer:
             raise ValueError(f"sentencepiece could not learn a {vocab_size}-piece vocabulary from "
                              f"{', '.join(str(f) for f in files)} ({str(e).split('] ')[-1].strip()}); "
                              "change task.vocab_size.") from e
+        print(f"tokenizer: done in {time.perf_counter() - t0:.0f} s -> {model_path}", flush=True)
         vocab_path = prefix.with_name(prefix.name + ".vocab")
         os.replace(tmp_prefix.with_name(tmp_prefix.name + ".vocab"), vocab_path)
         os.replace(tmp_prefix.with_name(tmp_prefix.name + ".model"), model_path)
         return cls(model_path)
+
+
+def _count_lines(path: Path) -> int:
+    with open(path, "rb") as f:
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 22), b""))
 
 
 def _has_text(path: Path) -> bool:

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from bpd.config import SPLITS, DecodeConfig, HeadsConfig, ModelConfig, TranslationTaskConfig, keyed_fields
+from bpd.data.debian.build import SOURCE_ORDER, DebianOptions, prepare_debian
 from bpd.data.ding import prepare_ding
 from bpd.data.store import build_store, file_hash
 from bpd.data.tokenizer import Tokenizer
@@ -31,6 +32,13 @@ def _ding(cfg: TranslationTaskConfig, data_cache: Path) -> Path:
     return prepare_ding(data_cache, ding_path=cfg.ding_path, direction=cfg.direction,
                         include_phrases=cfg.include_phrases, tag_phrases=cfg.tag_phrases,
                         sentence_repeat=cfg.sentence_repeat, n_dev=cfg.n_dev, n_test=cfg.n_test)
+
+
+def _debian(cfg: TranslationTaskConfig, data_cache: Path) -> Path:
+    opts = DebianOptions(direction=cfg.direction, sources=tuple(cfg.debian_sources or SOURCE_ORDER),
+                         kinds=tuple(cfg.debian_kinds), min_words=cfg.debian_min_words, n_dev=cfg.n_dev,
+                         n_test=cfg.n_test)
+    return prepare_debian(data_cache, opts, deb_dir=Path(cfg.debian_deb_dir) if cfg.debian_deb_dir else None)
 
 
 def _wmt14(cfg: TranslationTaskConfig, data_cache: Path) -> Path:
@@ -53,7 +61,8 @@ def _folder(cfg: TranslationTaskConfig, data_cache: Path) -> Path:
 
 
 #: Where each source's {train,dev,test}.{src,tgt} folder comes from.
-SOURCES: dict[str, Callable[[TranslationTaskConfig, Path], Path]] = {"ding": _ding, "wmt14": _wmt14, "folder": _folder}
+SOURCES: dict[str, Callable[[TranslationTaskConfig, Path], Path]] = {
+    "ding": _ding, "debian": _debian, "wmt14": _wmt14, "folder": _folder}
 
 
 class TranslationScorer:
@@ -89,7 +98,7 @@ class TranslationTask(Task):
         # The tokenizer learns from a fixed-seed sample of the training text (sentencepiece's own sampling).
         tok = Tokenizer.train([folder / "train.src", folder / "train.tgt"], folder / f"spm{cfg.vocab_size}",
                               cfg.vocab_size, seed=0)
-        key = config_hash(keyed_fields(cfg, drop=("ding_path",)))
+        key = config_hash(keyed_fields(cfg, drop=("ding_path", "debian_deb_dir")))
         tok_hash = tok.content_hash()
         splits = {}
         for split in SPLITS:
@@ -102,7 +111,8 @@ class TranslationTask(Task):
                 max_len=cfg.max_len if train else None, keep_all=not train,
             )
         self.folder = folder
-        self.refs = {s: (folder / f"{s}.tgt").read_text(encoding="utf-8").split("\n")[: len(splits[s])]
+        # utf-8-sig: a byte-order mark opening the file is not part of the first reference (as in the store).
+        self.refs = {s: (folder / f"{s}.tgt").read_text(encoding="utf-8-sig").split("\n")[: len(splits[s])]
                      for s in ("dev", "test")}
         # A folder's pairs have no direction to name: its src and tgt files are what they are.
         name = cfg.name if cfg.source == "folder" else directed_name(cfg.name, cfg.direction)

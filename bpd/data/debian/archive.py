@@ -1,0 +1,312 @@
+"""Debian packages fetched and unpacked without touching the system: a private apt state, one folder per package.
+
+``apt-get download`` and ``dpkg-deb -x`` install nothing, and the apt state (package lists, the German and
+English ``Translation`` indexes apt fetches when ``Acquire::Languages`` names them) lives under the cache
+folder, so the system's own lists are never changed. Every step is per package and atomic (a download or an
+extract is renamed into place only when complete), so a build killed half way resumes where it stopped and
+never reads a half file. ``deb_dir`` replaces apt altogether: a folder of ``.deb`` files (and the two
+``Translation-*`` files) makes the build offline-repeatable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+#: What a full build downloads and unpacks (measured: ~2.1 GB of packages, a little more once unpacked, part
+#: of which is deleted after alignment); checked before any download starts.
+DISK_NEEDED_GB = 2.5
+
+
+class ArchiveError(RuntimeError):
+    """A condition the user has to fix (no archive, no disk, no tools); the message names the fix."""
+
+
+@dataclass(frozen=True)
+class DebInfo:
+    package: str
+    version: str
+    filename: str  # <package>_<version>_<arch>.deb as it lies in debs/
+    sha256: str
+    size: int
+
+
+def _run(cmd: Sequence[str], env: dict[str, str] | None = None, cwd: Path | None = None,
+         timeout: float = 1800) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(cmd), env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+_DEB_NAME = re.compile(r"^(?P<pkg>[^_]+)_(?P<ver>[^_]+)_(?P<arch>[^_]+)\.deb$")
+
+
+class Archive:
+    """Packages of this machine's Debian release (or of a local folder of ``.deb`` files) under ``root``.
+
+    Layout: ``root/apt`` the private apt state, ``root/debs`` complete downloads, ``root/pkgs/<package>`` complete
+    extracts, ``root/i18n`` the decompressed ``Translation-{en,de}`` indexes.
+    """
+
+    def __init__(self, root: Path, deb_dir: Path | None = None, progress: bool = True) -> None:
+        self.root = Path(root).resolve()  # apt reads relative paths in its configuration from its own root
+        self.deb_dir = Path(deb_dir).expanduser() if deb_dir else None
+        self.progress = progress
+        self.apt = self.root / "apt"
+        self.debs = self.root / "debs"
+        self.pkgs = self.root / "pkgs"
+        self.i18n = self.root / "i18n"
+        if self.deb_dir is not None and not self.deb_dir.is_dir():
+            raise ArchiveError(f"task.debian_deb_dir={self.deb_dir} is not a folder: point it at a folder of .deb "
+                               "files (the corpus manifest lists them), or drop it to download with apt.")
+        if self.deb_dir is None:
+            missing = [t for t in ("apt-get", "apt-cache", "dpkg-deb") if shutil.which(t) is None]
+            if missing:
+                raise ArchiveError(f"{', '.join(missing)} not found: the Debian corpus needs apt and dpkg-deb "
+                                   "(Debian or Ubuntu), or task.debian_deb_dir=/path/to/debs with the .deb files.")
+        elif shutil.which("dpkg-deb") is None:
+            raise ArchiveError("dpkg-deb not found: unpacking .deb files needs it (apt-get install dpkg).")
+
+    # ---- the private apt state ---------------------------------------------------------------------------
+
+    def _apt_conf(self) -> Path:
+        """A private apt configuration: the system's sources and settings, but its own lists and cache, and
+        the English and German description indexes (containers often switch those off)."""
+        parts = self.apt / "apt.conf.d"
+        conf = self.apt / "apt.conf"
+        if conf.is_file():
+            return conf
+        for d in ("lists/partial", "cache/archives/partial", "sources"):
+            (self.apt / d).mkdir(parents=True, exist_ok=True)
+        parts.mkdir(parents=True, exist_ok=True)
+        system_parts = Path("/etc/apt/apt.conf.d")
+        for f in sorted(system_parts.glob("*")) if system_parts.is_dir() else []:
+            text = f.read_text(errors="replace") if f.is_file() else ""
+            if "Acquire::Languages" not in text:  # the one setting we replace
+                (parts / f.name).write_text(text)
+        sources = self.apt / "sources"
+        for f in sorted(Path("/etc/apt/sources.list.d").glob("*")):
+            if f.suffix in (".list", ".sources"):
+                shutil.copy(f, sources / f.name)
+        if Path("/etc/apt/sources.list").is_file():
+            shutil.copy("/etc/apt/sources.list", sources / "system.list")
+        (self.apt / "sources.list").write_text("")  # the sources are the files of Dir::Etc::SourceParts
+        tmp = conf.with_name("apt.conf.tmp")
+        tmp.write_text(
+            f'Dir::Etc::Parts "{parts}";\n'
+            'Acquire::Languages { "en"; "de"; };\n'
+            f'Dir::State::Lists "{self.apt / "lists"}";\n'
+            f'Dir::Cache "{self.apt / "cache"}";\n'
+            f'Dir::Etc::SourceParts "{sources}";\n'
+            f'Dir::Etc::SourceList "{self.apt / "sources.list"}";\n'
+            'APT::Get::List-Cleanup "false";\n'
+        )
+        os.replace(tmp, conf)
+        return conf
+
+    def _env(self) -> dict[str, str]:
+        return {**os.environ, "APT_CONFIG": str(self._apt_conf()), "LC_ALL": "C"}
+
+    def update(self) -> None:
+        """Fetch the package lists once (reused afterwards: the build pins versions in its manifest)."""
+        if self.deb_dir is not None:
+            return
+        lists = self.apt / "lists"
+        if any(lists.glob("*_Packages*")) and any(lists.glob("*Translation-de*")):
+            return
+        proc = _run(["apt-get", "update"], env=self._env(), timeout=900)
+        if proc.returncode != 0 or not any(lists.glob("*_Packages*")):
+            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            raise ArchiveError(f"apt could not reach the Debian archive ({last}); on an offline machine pass "
+                               "task.debian_deb_dir=/path/to/debs, a folder holding the .deb files and "
+                               "Translation-{en,de} (see docs/data.md).")
+
+    def candidates(self, packages: Iterable[str]) -> dict[str, tuple[str, int]]:
+        """package -> (version, size in bytes) of what would be downloaded; packages not in this release are
+        left out (the caller reports them)."""
+        packages = sorted(set(packages))
+        if self.deb_dir is not None:
+            found: dict[str, tuple[str, int]] = {}
+            for deb in sorted(self.deb_dir.glob("*.deb")):
+                m = _DEB_NAME.match(deb.name)
+                if m and m["pkg"] in packages:
+                    found[m["pkg"]] = (m["ver"], deb.stat().st_size)
+            return found
+        out: dict[str, tuple[str, int]] = {}
+        for chunk_start in range(0, len(packages), 200):
+            chunk = packages[chunk_start: chunk_start + 200]
+            proc = _run(["apt-cache", "show", "--no-all-versions", *chunk], env=self._env())
+            for block in proc.stdout.split("\n\n"):
+                fields = dict(re.findall(r"^([\w-]+): (.*)$", block, flags=re.M))
+                if "Package" in fields and "Version" in fields:
+                    out[fields["Package"]] = (fields["Version"], int(fields.get("Size", 0)))
+        return out
+
+    # ---- downloads ---------------------------------------------------------------------------------------
+
+    def _complete_deb(self, package: str) -> Path | None:
+        found = sorted(self.debs.glob(f"{package}_*.deb"))
+        return found[-1] if found else None
+
+    def download(self, wanted: dict[str, tuple[str, int]]) -> dict[str, DebInfo]:
+        """Every wanted package's ``.deb`` in ``debs/`` (downloaded only when missing), with its sha256."""
+        self.debs.mkdir(parents=True, exist_ok=True)
+        partial = self.debs / ".partial"
+        shutil.rmtree(partial, ignore_errors=True)  # a killed download: apt verifies what it fetches again
+        partial.mkdir()
+        todo = sorted(p for p in wanted if self._complete_deb(p) is None)
+        total = sum(wanted[p][1] for p in todo)
+        bar = tqdm(total=total, unit="B", unit_scale=True, desc="download", disable=not self.progress or not todo)
+        for start in range(0, len(todo), 8):
+            chunk = todo[start: start + 8]
+            if self.deb_dir is not None:
+                for p in chunk:
+                    src = next(self.deb_dir.glob(f"{p}_*.deb"))
+                    shutil.copyfile(src, partial / src.name)
+            else:
+                proc = _run(["apt-get", "download", *chunk], env=self._env(), cwd=partial)
+                if proc.returncode != 0:
+                    last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+                    raise ArchiveError(f"apt-get download failed for {', '.join(chunk)} ({last}); check the "
+                                       "network, or pass task.debian_deb_dir=/path/to/debs with these .deb files.")
+            for deb in partial.glob("*.deb"):
+                os.replace(deb, self.debs / deb.name.replace("%3a", ":"))
+            bar.update(sum(wanted[p][1] for p in chunk))
+        bar.close()
+        shutil.rmtree(partial, ignore_errors=True)
+        infos = {}
+        for p in sorted(wanted):
+            deb = self._complete_deb(p)
+            if deb is None:
+                raise ArchiveError(f"{p}'s .deb is missing after the download; run the same command again.")
+            infos[p] = DebInfo(p, wanted[p][0], deb.name, self._sha256_cached(deb), deb.stat().st_size)
+        return infos
+
+    def _sha256_cached(self, deb: Path) -> str:
+        """sha256 of a .deb, remembered beside it (a .deb never changes under the same name)."""
+        side = deb.with_name(deb.name + ".sha256")
+        if side.is_file():
+            return side.read_text().strip()
+        digest = sha256_file(deb)
+        side.write_text(digest + "\n")
+        return digest
+
+    # ---- extraction --------------------------------------------------------------------------------------
+
+    def extract(self, infos: dict[str, DebInfo]) -> dict[str, Path]:
+        """package -> the folder its ``.deb`` is unpacked into (unpacked only once per version)."""
+        self.pkgs.mkdir(parents=True, exist_ok=True)
+        for stale in self.pkgs.glob(".*"):  # extracts a killed build left half done
+            shutil.rmtree(stale, ignore_errors=True)
+        roots: dict[str, Path] = {}
+        todo = []
+        for p, info in sorted(infos.items()):
+            target = self.pkgs / p
+            stamp = target / ".bpd-deb"
+            if stamp.is_file() and stamp.read_text().strip() == info.filename:
+                roots[p] = target
+            else:
+                todo.append(p)
+        bar = tqdm(total=sum(infos[p].size for p in todo), unit="B", unit_scale=True, desc="extract",
+                   disable=not self.progress or not todo)
+        for p in todo:
+            info, target = infos[p], self.pkgs / p
+            tmp = Path(tempfile.mkdtemp(prefix=f".{p}.", dir=self.pkgs))
+            proc = _unpack_text(self.debs / info.filename, tmp)
+            if proc.returncode != 0:
+                shutil.rmtree(tmp, ignore_errors=True)
+                (self.debs / info.filename).unlink(missing_ok=True)  # fetched again by the next run
+                raise ArchiveError(f"dpkg-deb could not unpack {info.filename} ({proc.stderr.strip()[:200]}); "
+                                   "it was deleted: run the same command again to download it anew.")
+            (tmp / ".bpd-deb").write_text(info.filename + "\n")
+            shutil.rmtree(target, ignore_errors=True)
+            os.replace(tmp, target)
+            roots[p] = target
+            bar.update(info.size)
+        bar.close()
+        return roots
+
+    # ---- the description indexes (DDTP) ------------------------------------------------------------------
+
+    def translations(self) -> tuple[Path, dict[str, str]]:
+        """A folder with ``Translation-en`` and ``Translation-de`` (decompressed), and their sha256s.
+
+        Each file joins every suite's index of its language (main, updates, security): the German entries
+        name the md5 of the English description they translate, which a point release may have moved.
+        """
+        self.i18n.mkdir(parents=True, exist_ok=True)
+        out: dict[str, str] = {}
+        for lang in ("en", "de"):
+            target = self.i18n / f"Translation-{lang}"
+            if not target.is_file():
+                where = self.deb_dir if self.deb_dir is not None else self.apt / "lists"
+                files = sorted(p for p in where.iterdir() if re.search(rf"Translation-{lang}(\.\w+)?$", p.name))
+                if not files:
+                    raise ArchiveError(f"{where} has no Translation-{lang} index: "
+                                       + (f"copy it from an online build's {self.i18n}, or drop the ddtp source."
+                                          if self.deb_dir is not None else
+                                          f"delete {self.apt} and run the same command again."))
+                tmp = target.with_name(target.name + ".tmp")
+                with open(tmp, "wb") as f:
+                    for path in files:
+                        f.write(_decompress(path) + b"\n")
+                os.replace(tmp, target)
+            out[f"Translation-{lang}"] = sha256_file(target)
+        return self.i18n, out
+
+
+#: Files no extractor reads (pictures, sound, fonts, compiled code): left in the archive, which more than halves
+#: the disk an extract takes and the time to write it.
+SKIPPED_FILES = ("*.png", "*.jpg", "*.jpeg", "*.gif", "*.svg", "*.svgz", "*.webp", "*.ico", "*.bmp", "*.xcf",
+                 "*.ogg", "*.wav", "*.mp3", "*.flac", "*.ttf", "*.otf", "*.woff", "*.woff2", "*.so", "*.so.*",
+                 "*.a", "*.pyc", "*.pdf", "*.eps", "*.wmf")
+
+
+def _unpack_text(deb: Path, target: Path) -> subprocess.CompletedProcess[str]:
+    """``dpkg-deb -x`` without the files of ``SKIPPED_FILES`` (dpkg-deb streams the data, tar filters it)."""
+    excludes = " ".join(f"--exclude='{pat}'" for pat in SKIPPED_FILES)
+    cmd = f"set -o pipefail; dpkg-deb --fsys-tarfile '{deb}' | tar -x -C '{target}' {excludes}"
+    return subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=1800, check=False)
+
+
+def _decompress(path: Path) -> bytes:
+    """An apt index in whatever compression apt stored it: the standard library's codecs, else apt's own
+    helper (lz4 and zstd, which apt uses in containers, have no standard-library codec)."""
+    import bz2
+    import gzip
+    import lzma
+
+    codecs = {".gz": gzip.decompress, ".xz": lzma.decompress, ".bz2": bz2.decompress}
+    if path.suffix in codecs:
+        return codecs[path.suffix](path.read_bytes())
+    if path.suffix in (".lz4", ".zst"):
+        helper = shutil.which("apt-helper") or "/usr/lib/apt/apt-helper"
+        proc = subprocess.run([helper, "cat-file", str(path)], capture_output=True, check=False)
+        if proc.returncode != 0:
+            raise ArchiveError(f"cannot decompress {path}: apt's apt-helper is missing or failed; copy the "
+                               "decompressed file there.")
+        return proc.stdout
+    return path.read_bytes()
+
+
+def check_disk(folder: Path, needed_gb: float) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(folder).free / 1e9
+    if free < needed_gb:
+        raise ArchiveError(f"{folder} has {free:.1f} GB free but the Debian corpus build needs about "
+                           f"{needed_gb:.1f} GB: free space there or point paths.cache_dir at a larger disk.")

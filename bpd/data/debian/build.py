@@ -1,0 +1,290 @@
+"""The Debian English–German corpus: packages → aligned documents → clean pairs → splits held out by document.
+
+``prepare_debian`` is what the ``debian`` task source calls. It downloads and unpacks the pinned packages of
+the chosen sources (``archive``), lets each source's extractor align its documents (cached per source and
+package versions, so a killed build resumes), cleans and deduplicates the pairs (``clean``), and writes
+``{train,dev,test}.{src,tgt}`` plus the ding test set (``test_ding.*``, the out-of-domain test every model of
+this corpus is also scored on) and a ``manifest.json`` with every package's version and sha256 and the hash
+of each output file.
+
+Held out by document, not by line: interface strings repeat almost verbatim across catalogues, so a random
+split would leak. Test is drawn from the Debian Administrator's Handbook and dev from the Debian Reference;
+neither book's other pairs are used at all, and no pair whose English side is a test, dev or ding-test
+sentence stays in training wherever else it occurs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from bpd.data.debian import sources as _sources  # noqa: F401  (registers every source)
+from bpd.data.debian.archive import DISK_NEEDED_GB, Archive, ArchiveError, DebInfo, check_disk, sha256_file
+from bpd.data.debian.clean import Pair, clean_pairs
+from bpd.data.debian.sources.base import SOURCES, Document
+from bpd.data.translation import SPLITS, atomic_write_lines, check_direction, count_lines
+
+#: The order sources are read in (fixed: the first occurrence of a duplicate pair wins).
+SOURCE_ORDER = ("docbooks", "ddtp", "libreoffice_help", "manpages", "gnome_help", "kde_doc", "gettext", "qt",
+                "mozilla")
+TEST_DOCS = "debian-handbook/"
+DEV_DOCS = "debian-reference/"
+#: The committed manifest of the reference build: a build of the same options is compared against it.
+REFERENCE_MANIFEST = Path(__file__).resolve().parents[3] / "results" / "data" / "debian_manifest.json"
+#: Bumped when extraction or cleaning changes what a source yields from the same packages.
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class DebianOptions:
+    """What determines the corpus (the folder name carries its hash)."""
+
+    direction: str = "en-de"
+    sources: tuple[str, ...] = SOURCE_ORDER
+    kinds: tuple[str, ...] = ("sentences", "strings")  # ("sentences",): no interface strings
+    min_words: int = 1  # pairs with fewer English words are dropped
+    n_dev: int = 500
+    n_test: int = 1000
+    seed: int = 0
+
+    def key(self) -> str:
+        blob = json.dumps({**asdict(self), "direction": None, "format": FORMAT_VERSION}, sort_keys=True)
+        return hashlib.sha1(blob.encode()).hexdigest()[:10]
+
+    def validate(self) -> None:
+        check_direction(self.direction)
+        unknown = [s for s in self.sources if s not in SOURCES]
+        if unknown:
+            raise ValueError(f"unknown Debian corpus source(s) {', '.join(unknown)}; choose from "
+                             f"{', '.join(SOURCE_ORDER)} (task.debian_sources).")
+        bad = [k for k in self.kinds if k not in ("sentences", "strings")]
+        if bad or not self.kinds:
+            raise ValueError(f"task.debian_kinds must name sentences and/or strings (got {list(self.kinds)}).")
+        if self.min_words < 1 or self.n_dev < 1 or self.n_test < 1:
+            raise ValueError("task.debian_min_words, task.n_dev and task.n_test must be >= 1.")
+        if "docbooks" not in self.sources:
+            raise ValueError("the dev and test sets are books of the docbooks source: keep docbooks in "
+                             "task.debian_sources.")
+
+
+@dataclass
+class BuildReport:
+    sources: dict[str, dict[str, int]] = field(default_factory=dict)
+    clean: Counter[str] = field(default_factory=Counter)
+    held_out_dropped: int = 0
+    duplicates: int = 0
+
+
+def corpus_folder(cache_dir: Path, opts: DebianOptions) -> Path:
+    return Path(cache_dir) / f"debian_{opts.direction.replace('-', '_')}_{opts.key()}"
+
+
+# ---- aligning each source (cached per source and package versions) ---------------------------------------
+
+
+def _aligned(archive: Archive, name: str, roots: dict[str, Path], infos: dict[str, DebInfo],
+             extra: dict[str, str]) -> list[Document]:
+    src = SOURCES[name]
+    key_blob = json.dumps({"format": FORMAT_VERSION, "source": name, "extra": extra,
+                           "debs": sorted(infos[p].filename for p in src.packages() if p in infos)})
+    key = hashlib.sha1(key_blob.encode()).hexdigest()[:12]
+    path = archive.root / "aligned" / f"{name}_{key}.jsonl"
+    if path.is_file():
+        with open(path, encoding="utf-8") as f:
+            return [Document(d["id"], [tuple(p) for p in d["pairs"]], d["kind"]) for d in map(json.loads, f)]
+    docs = list(src.extract(roots))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_lines(path, (json.dumps({"id": d.doc_id, "kind": d.kind, "pairs": d.pairs}, ensure_ascii=False)
+                              for d in docs))
+    return docs
+
+
+def _package_of(doc_id: str) -> str:
+    return doc_id.split("/", 1)[0]
+
+
+def _sample(pairs: list[Pair], n: int, seed: int) -> list[Pair]:
+    order = sorted(set(pairs))
+    random.Random(seed).shuffle(order)
+    return order[:n]
+
+
+def _split(docs: Iterator[tuple[str, Document]], opts: DebianOptions, ding_test_en: set[str],
+           report: BuildReport) -> tuple[list[Pair], list[Pair], list[Pair], dict[str, list]]:
+    """(train, dev, test) pairs and per-package [pairs, hash] of training (for drift reports)."""
+    held: dict[str, list[Pair]] = {"test": [], "dev": []}
+    train_docs: list[tuple[str, list[Pair]]] = []
+    for name, doc in docs:
+        stats = report.sources.setdefault(name, Counter())
+        stats["documents"] += 1
+        stats["raw_pairs"] += len(doc.pairs)
+        pairs = [p for p in clean_pairs(doc.pairs, report.clean) if len(p[0].split()) >= opts.min_words]
+        stats["clean_pairs"] += len(pairs)
+        if doc.doc_id.startswith(TEST_DOCS):
+            held["test"] += pairs
+        elif doc.doc_id.startswith(DEV_DOCS):
+            held["dev"] += pairs
+        elif doc.kind in opts.kinds:
+            train_docs.append((doc.doc_id, pairs))
+    test = _sample(held["test"], opts.n_test, opts.seed)
+    test_en = {e for e, _ in test}
+    dev_pool = [p for p in held["dev"] if p[0] not in test_en]
+    dev = _sample(dev_pool, opts.n_dev, opts.seed)
+    blocked = {e for e, _ in held["test"]} | {e for e, _ in held["dev"]} | ding_test_en
+    seen: set[Pair] = set()
+    train: list[Pair] = []
+    per_pkg: dict[str, hashlib._Hash] = {}
+    per_pkg_n: Counter[str] = Counter()
+    for doc_id, pairs in train_docs:
+        for pair in pairs:
+            if pair[0] in blocked:
+                report.held_out_dropped += 1
+            elif pair in seen:
+                report.duplicates += 1
+            else:
+                seen.add(pair)
+                train.append(pair)
+                pkg = _package_of(doc_id)
+                per_pkg.setdefault(pkg, hashlib.sha1()).update(f"{pair[0]}\t{pair[1]}\n".encode())
+                per_pkg_n[pkg] += 1
+    return train, dev, test, {p: [per_pkg_n[p], h.hexdigest()[:12]] for p, h in sorted(per_pkg.items())}
+
+
+# ---- the build -------------------------------------------------------------------------------------------
+
+
+def _ding_test(cache_dir: Path) -> tuple[list[str], list[str]] | None:
+    """The ding test set (English, German) if the ding corpus can be prepared here, else None."""
+    from bpd.data.ding import prepare_ding
+
+    try:
+        folder = prepare_ding(Path(cache_dir))
+    except FileNotFoundError:
+        return None
+    read = (folder / "test.src").read_text(encoding="utf-8").splitlines()
+    return read, (folder / "test.tgt").read_text(encoding="utf-8").splitlines()
+
+
+def _write_splits(folder: Path, direction: str, splits: dict[str, Sequence[Pair]]) -> dict[str, str]:
+    en_first = check_direction(direction)[0] == "en"
+    hashes = {}
+    for split, pairs in splits.items():
+        for side in ("src", "tgt"):
+            path = folder / f"{split}.{side}"
+            idx = 0 if (side == "src") == en_first else 1
+            atomic_write_lines(path, (p[idx] for p in pairs))
+            hashes[path.name] = sha256_file(path)
+    return hashes
+
+
+def _corpus_hash(file_hashes: dict[str, str]) -> str:
+    return hashlib.sha256("".join(f"{k}={v}\n" for k, v in sorted(file_hashes.items())).encode()).hexdigest()[:16]
+
+
+def prepare_debian(cache_dir: Path, opts: DebianOptions, deb_dir: Path | None = None,
+                   progress: bool = True) -> Path:
+    """Build (or reuse) the corpus folder for ``opts`` under ``cache_dir`` and return it."""
+    opts.validate()
+    folder = corpus_folder(cache_dir, opts)
+    if (folder / "manifest.json").is_file() and all((folder / f"{s}.{x}").is_file()
+                                                     for s in SPLITS for x in ("src", "tgt")):
+        counts = {s: count_lines(folder / f"{s}.src") for s in SPLITS}
+        print(f"debian {opts.direction}: reusing {folder} (train {counts['train']}, dev {counts['dev']}, "
+              f"test {counts['test']})")
+        return folder
+    t0 = time.perf_counter()
+    archive = Archive(Path(cache_dir) / "debian", deb_dir=deb_dir, progress=progress)
+    archive.update()
+    wanted_names = sorted({p for s in opts.sources for p in SOURCES[s].packages()})
+    available = archive.candidates(wanted_names)
+    missing = [p for p in wanted_names if p not in available]
+    if missing:
+        print(f"debian: {len(missing)} pinned package(s) are not in this release and are skipped: "
+              f"{', '.join(missing[:12])}{' ...' if len(missing) > 12 else ''}")
+    todo_bytes = sum(size for p, (_, size) in available.items() if archive._complete_deb(p) is None)
+    check_disk(archive.root, min(DISK_NEEDED_GB, 2.2 * todo_bytes / 1e9 + 0.2))
+    infos = archive.download(available)
+    t_download = time.perf_counter()
+    roots = archive.extract(infos)
+    extra: dict[str, str] = {}
+    if "ddtp" in opts.sources:
+        i18n, extra = archive.translations()
+        roots = {**roots, "ddtp": i18n}
+    t_extract = time.perf_counter()
+
+    report = BuildReport()
+
+    def documents() -> Iterator[tuple[str, Document]]:
+        bar = tqdm(total=len(opts.sources), desc="align", unit="source", disable=not progress)
+        for name in opts.sources:
+            bar.set_postfix_str(name)
+            for doc in _aligned(archive, name, roots, infos, extra if name == "ddtp" else {}):
+                yield name, doc
+            bar.update(1)
+        bar.close()
+
+    ding = _ding_test(cache_dir)
+    train, dev, test, per_pkg = _split(documents(), opts, set(ding[0]) if ding else set(), report)
+    if len(test) < opts.n_test:
+        raise ArchiveError(f"the held-out test book gave {len(test)} pairs, fewer than task.n_test={opts.n_test}: "
+                           "lower task.n_test, or check that debian-handbook was downloaded.")
+    splits: dict[str, Sequence[Pair]] = {"train": train, "dev": dev, "test": test}
+    if ding:
+        splits["test_ding"] = list(zip(*ding))
+    hashes = _write_splits(folder, opts.direction, splits)
+    manifest = {
+        "options": asdict(opts),
+        "format": FORMAT_VERSION,
+        "corpus_hash": _corpus_hash({k: v for k, v in hashes.items() if not k.startswith("test_ding")}),
+        "held_out_hash": _corpus_hash({k: v for k, v in hashes.items() if k.startswith(("dev.", "test."))}),
+        "files": hashes,
+        "counts": {s: len(p) for s, p in splits.items()},
+        "english_words": {s: sum(len(p[0].split()) for p in ps) for s, ps in splits.items()},
+        "sources": {k: dict(v) for k, v in report.sources.items()},
+        "clean": dict(report.clean),
+        "held_out_dropped_from_train": report.held_out_dropped,
+        "duplicates": report.duplicates,
+        "packages": {p: {"version": i.version, "deb": i.filename, "sha256": i.sha256} for p, i in infos.items()},
+        "missing_packages": missing,
+        "indexes": extra,
+        "train_by_package": per_pkg,
+        "seconds": {"download": round(t_download - t0, 1), "extract": round(t_extract - t_download, 1),
+                    "align_clean_write": round(time.perf_counter() - t_extract, 1)},
+    }
+    tmp = folder / "manifest.json.tmp"
+    tmp.write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, folder / "manifest.json")
+    words = manifest["english_words"]
+    print(f"debian {opts.direction}: {len(train)} train / {len(dev)} dev / {len(test)} test pairs "
+          f"({words['train']:,} English words in train) in {folder} [{time.perf_counter() - t0:.0f} s]")
+    print(drift_report(manifest))
+    return folder
+
+
+def drift_report(manifest: dict, reference: Path = REFERENCE_MANIFEST) -> str:
+    """One line comparing a build with the committed reference build of the same options."""
+    if not reference.is_file():
+        return f"debian: no reference manifest at {reference}; corpus hash {manifest['corpus_hash']}"
+    ref = json.loads(reference.read_text(encoding="utf-8"))
+    if ref.get("options") != manifest["options"]:
+        return f"debian: other options than the reference build; corpus hash {manifest['corpus_hash']}"
+    if ref["corpus_hash"] == manifest["corpus_hash"]:
+        return f"debian: corpus hash {manifest['corpus_hash']}, identical to the reference build"
+    changed = [p for p in manifest["packages"] if ref["packages"].get(p, {}).get("sha256")
+               != manifest["packages"][p]["sha256"]]
+    a, b = ref.get("train_by_package", {}), manifest["train_by_package"]
+    differ = sum(max(a.get(p, [0])[0], b.get(p, [0])[0]) for p in set(a) | set(b) if a.get(p) != b.get(p))
+    held = "the same" if ref.get("held_out_hash") == manifest["held_out_hash"] else "CHANGED"
+    return (f"debian: corpus hash {manifest['corpus_hash']} differs from the reference build "
+            f"{ref['corpus_hash']}: {len(changed)} package(s) changed ({', '.join(changed[:6])}), about {differ} "
+            f"training pairs in packages whose pairs differ; dev/test {held} (a shipped model is scored on the "
+            "dev/test it records, see docs/data.md)")

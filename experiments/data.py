@@ -1,0 +1,34 @@
+"""Prepare a task's data without training: the corpus folder, its tokenizer and its token stores.
+
+    python experiments/data.py task=debian_en_de          # make data: the Debian corpus (minutes, once)
+    python experiments/data.py task=debian_en_de 'task.debian_kinds=[sentences]' task.debian_min_words=6
+
+A second run reuses everything. Every experiment prepares its data the same way on first use; this entry
+point only lets a user do it up front (or on a login node before a cluster run).
+"""
+
+from __future__ import annotations
+
+import hydra
+from _common import CONF_DIR, ExperimentSchema, friendly
+from omegaconf import DictConfig
+
+from bpd.config import ExperimentConfig
+
+
+def run(cfg: ExperimentConfig, _entry: ExperimentSchema) -> str:
+    from bpd.tasks import load_task
+
+    task = load_task(cfg)
+    sizes = ", ".join(f"{s} {len(task.splits[s])}" for s in ("train", "dev", "test"))
+    print(f"{task.name}: {sizes} pairs encoded, vocabulary {task.vocab_size}; folder {getattr(task, 'folder', '')}")
+    return str(getattr(task, "folder", ""))
+
+
+@hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    friendly(run, cfg)
+
+
+if __name__ == "__main__":
+    main()
