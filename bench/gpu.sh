@@ -51,7 +51,8 @@ if sys.argv[1].startswith("cuda") and not torch.cuda.is_available():
 print(f"torch {torch.__version__} on {torch.cuda.get_device_name() if torch.cuda.is_available() else 'cpu'}")
 EOF
 
-COMMON=(experiment=demo device="$DEVICE" logger=none bench.results_dir="$RESULTS" 'bench.batch_sizes=[1,8,32]')
+COMMON=(experiment=demo device="$DEVICE" logger=none bench.results_dir="$RESULTS" 'bench.batch_sizes=[1,8,32]'
+        bench.specbench_records=true)
 if [ -n "${QUICK:-}" ]; then  # plumbing check: few inputs, one repeat, two k
     COMMON+=('bench.n_examples={1: 6, 8: 16, 32: 32}' bench.repeats=1 bench.max_repeats=1 bench.step_repeats=10 'bench.ks=[2,4]')
 fi

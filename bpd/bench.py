@@ -35,14 +35,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from bpd.decoding.common import pad_rows
+from bpd.data.batches import pad_rows
 from bpd.decoding.spec import ROUND_METHODS, DecodeSpec
 from bpd.decoding.timed import RunOutput, decode_and_time
 from bpd.specbench import specbench_records, specbench_speed
 from bpd.speedup_ci import SpeedupEstimate, paired_speedup
 from bpd.step_costs import step_costs, step_parts
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+def torch_dtype(name: str) -> torch.dtype:
+    """The torch dtype of a ``bench.dtype`` name (one of ``bpd.config.DTYPES``, checked by ``BenchConfig``)."""
+    return getattr(torch, name)
 
 
 def peak_memory_mb(device: torch.device) -> float:
@@ -230,7 +233,7 @@ def run_bench(
         n = min(len(sources), (n_examples or {}).get(bs, len(sources)))
         srcs = sources[:n]
         # Step costs at this batch size, on the first inputs, cache length ~ a typical prefix.
-        src = pad_rows(srcs[:bs], model.pad_id).to(device)
+        src = pad_rows(srcs[:bs], model.pad_id, min_width=1).to(device)
         costs = step_costs(model, src, ks, repeats=step_repeats, criterion_kwargs=criterion_kwargs, trees=trees)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)

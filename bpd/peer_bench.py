@@ -16,8 +16,8 @@ import numpy as np
 import torch
 
 from bpd.config import output_limit
+from bpd.data.batches import pad_rows
 from bpd.decoding.blockwise import blockwise_decode
-from bpd.decoding.common import pad_rows
 from bpd.decoding.criteria import Exact
 from bpd.decoding.greedy import greedy_decode
 from bpd.speedup_ci import SpeedupEstimate, paired_speedup
@@ -29,11 +29,11 @@ def our_decoders(model, ks: Sequence[int]) -> dict[str, Decoder]:
     """Our greedy and exact blockwise decoders at each k (up to the model's trained k), as batch callables."""
 
     def greedy(sources, max_len):
-        return greedy_decode(model, pad_rows([list(s) for s in sources], model.pad_id), max_len).tokens
+        return greedy_decode(model, pad_rows([list(s) for s in sources], model.pad_id, min_width=1), max_len).tokens
 
     def blockwise(k):
         return lambda sources, max_len: blockwise_decode(
-            model, pad_rows([list(s) for s in sources], model.pad_id), k, Exact(), max_len=max_len).tokens
+            model, pad_rows([list(s) for s in sources], model.pad_id, min_width=1), k, Exact(), max_len=max_len).tokens
 
     return {"greedy": greedy, **{f"blockwise_k{k}_exact": blockwise(k) for k in ks if 2 <= k <= model.k}}
 

@@ -143,11 +143,11 @@ def load_shipped(manifest: str | Path):
 def golden_sample(manifest: str | Path, sources: list[list[int]], max_len: int | None) -> dict[str, Any]:
     """Greedy outputs of the shipped (fp16-stored) weights on a few sources: the test of every shipped
     checkpoint decodes them again and must get the same tokens, with no data set needed."""
+    from bpd.data.batches import pad_rows
     from bpd.decoding import greedy_decode
-    from bpd.decoding.common import pad_rows
 
     model = load_shipped(manifest)
-    outs = [greedy_decode(model, pad_rows([s], model.pad_id), max_len=max_len).tokens[0] for s in sources]
+    outs = [greedy_decode(model, pad_rows([s], model.pad_id, min_width=1), max_len=max_len).tokens[0] for s in sources]
     return {"sources": sources, "max_len": max_len, "greedy": outs}
 
 
@@ -178,12 +178,13 @@ def sample_agrees(model, sample: dict[str, Any]) -> bool:
     its last token (EOS), under a limit of that many tokens. An output cut by the batch's length limit got
     an EOS appended, and the limit came from the batch's longest source, which a single sentence lacks; a
     greedy output's first n tokens do not depend on the limit."""
+    from bpd.data.batches import pad_rows
     from bpd.decoding import greedy_decode
-    from bpd.decoding.common import pad_rows
 
     for src, expected in zip(sample["sources"], sample["greedy"], strict=True):
         n = len(expected) - 1
-        if n > 0 and greedy_decode(model, pad_rows([src], model.pad_id), max_len=n).tokens[0] != expected[:-1]:
+        if n > 0 and greedy_decode(model, pad_rows([src], model.pad_id, min_width=1),
+                                   max_len=n).tokens[0] != expected[:-1]:
             return False
     return True
 

@@ -16,9 +16,9 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from bpd.config import ExperimentConfig
+from bpd.data.batches import pad_rows
 from bpd.data.store import ListPairs, PairStore, write_store
 from bpd.decoding import beam_decode, greedy_decode
-from bpd.decoding.common import pad_rows
 from bpd.locks import exclusive
 from bpd.runtime import cache_root, pick_device, process
 from bpd.shipped import greedy_targets
@@ -74,7 +74,7 @@ def _decode_targets(cfg: ExperimentConfig, task: Task, model_path: Path, out: Pa
         outputs: list[list[int]] = []
         for j in range(0, len(idx), bs):
             b = idx[j : j + bs].tolist()
-            src = pad_rows(train.sources(b), task.pad_id).to(device)
+            src = pad_rows(train.sources(b), task.pad_id, min_width=1).to(device)
             n = limit(src)
             res = greedy_decode(model, src, max_len=n) if beam == 1 else beam_decode(model, src, beam, alpha, n)
             for toks in res.tokens:
@@ -147,7 +147,7 @@ def base_outputs(cfg: ExperimentConfig, task: Task, base_path: Path, split: str)
     res: list[tuple[list[int], list[int]]] = []
     for j in range(0, len(sources), 64):
         b = sources[j : j + 64]
-        src = pad_rows(b, task.pad_id).to(next(model.parameters()).device)
+        src = pad_rows(b, task.pad_id, min_width=1).to(next(model.parameters()).device)
         for s, toks in zip(b, greedy_decode(model, src, max_len=limit(src)).tokens):
             if toks:
                 res.append((s, toks))

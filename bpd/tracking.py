@@ -66,11 +66,6 @@ def device_name(device: str | torch.device) -> str:
     return f"cpu:{cpu_model()} x{torch.get_num_threads()} threads"
 
 
-def progress_interval() -> float:
-    """tqdm refresh interval: lively in a terminal, sparse in a log file (one line every 30 s)."""
-    return 0.1 if sys.stderr.isatty() else 30.0
-
-
 def command_line() -> str:
     return " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])
 

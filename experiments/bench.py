@@ -4,7 +4,8 @@
     python experiments/bench.py experiment=demo 'bench.archs=[medusa,blockdiag,paper]'
     python experiments/bench.py experiment=demo device=cuda bench.dtype=bfloat16 'bench.batch_sizes=[1,8,32]'
 
-Rows go to results/bench/rows.jsonl, Spec-Bench records to results/bench/specbench/.
+Rows go to results/bench/rows.jsonl; with bench.specbench_records=true, Spec-Bench records to
+results/bench/specbench/.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from bpd.config import CHAIN_ARCHS, ExperimentConfig
 def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
     import torch
 
-    from bpd.bench import DTYPES, format_bench, format_breakdown, run_bench
+    from bpd.bench import format_bench, format_breakdown, run_bench, torch_dtype
     from bpd.decoding.rescore import NgramLM
     from bpd.decoding.spec import DecodeAux, DecodeSpec, draft_specs, rescore_specs, tree_specs
     from bpd.runtime import pick_device, resolve_path
@@ -53,7 +54,7 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
     # What the rescored and draft decoders need is the same for every architecture's heads: made once.
     lm = NgramLM.fit_pairs(task.pairs("train"), task.vocab_size, task.bos_id) if b.rescore else None
     draft_path = ensure_draft(cfg, task)
-    draft = load_model(draft_path, device)[0].to(DTYPES[b.dtype]) if draft_path is not None else None
+    draft = load_model(draft_path, device)[0].to(torch_dtype(b.dtype)) if draft_path is not None else None
     for arch in archs:
         c = cfg
         if arch != cfg.heads.arch:  # another architecture's heads, trained briefly with the same recipe
@@ -64,7 +65,7 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
         path = ensure_heads(c, task)
         model, payload = load_model(path, device)
         if b.dtype != "float32":
-            model = model.to(DTYPES[b.dtype])
+            model = model.to(torch_dtype(b.dtype))
         model.heads.set_proposal_vocab(task.proposal_vocab(cfg.decode.proposal_vocab))  # the experiment's setting
         if b.compile:
             model.decode = torch.compile(model.decode, dynamic=True)
@@ -107,14 +108,17 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
                                   category=task.name, detok=task.detokenize,
                                   aux=DecodeAux(draft, lm))
         append_rows(out_dir / "rows.jsonl", rows)
-        for model_id, recs in records.items():  # one file per decoder; *-greedy.jsonl is the baseline
-            write_jsonl(out_dir / "specbench" / f"{stamp}_{arch}" / f"{model_id}.jsonl", recs)
+        if b.specbench_records:
+            for model_id, recs in records.items():  # one file per decoder; *-greedy.jsonl is the baseline
+                write_jsonl(out_dir / "specbench" / f"{stamp}_{arch}" / f"{model_id}.jsonl", recs)
         print(format_bench(rows), flush=True)
         print("\nwhere a step's time goes (ms; exact rounds; scoring = p_1 projection, argmax, accept, sync, rollback)")
         print(format_breakdown(rows), flush=True)
         all_rows += rows
-    print(f"\nrows: {Path(out_dir) / 'rows.jsonl'}; Spec-Bench records: {Path(out_dir) / 'specbench' / stamp}_*/ "
-          "(Spec-Bench's evaluation/speed.py: --file-path <decoder>.jsonl --base-path <...>-greedy.jsonl)")
+    print(f"\nrows: {Path(out_dir) / 'rows.jsonl'}")
+    if b.specbench_records:
+        print(f"Spec-Bench records: {Path(out_dir) / 'specbench' / stamp}_*/ "
+              "(Spec-Bench's evaluation/speed.py: --file-path <decoder>.jsonl --base-path <...>-greedy.jsonl)")
     return all_rows
 
 

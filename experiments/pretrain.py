@@ -26,7 +26,7 @@ SELF_TARGETS = ("base",)  # whose greedy outputs ship: the demo's heads train on
 
 
 def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
-    from bpd.decoding.common import pad_rows
+    from bpd.data.batches import pad_rows
     from bpd.runtime import cache_root, resolve_path
     from bpd.shipped import already_shipped, export, export_greedy_targets, install, refuse_other_data
     from bpd.stages import ensure_base
@@ -66,8 +66,9 @@ def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
             scores = {split: task.dev_score(model, cfg.decode, None, split) for split in ("dev", "test")}
             # A few dev sources, decoded by the shipped weights: tests/test_shipped.py decodes them again.
             sources = task.pairs("dev").sources(range(min(4, len(task.pairs("dev")))))
+            limit = task.max_len(cfg.decode)(pad_rows(sources, task.pad_id, min_width=1))
             export(path, manifest.stem, fingerprint, cfg.paths.shipped_dir, scores,
-                   {"role": name, "task": task.name}, sources, task.max_len(cfg.decode)(pad_rows(sources, task.pad_id)))
+                   {"role": name, "task": task.name}, sources, limit)
             print(f"{name}: dev {scores['dev']}, test {scores['test']} -> {manifest}")
         if name in SELF_TARGETS and cfg.task.kind == "translation" and "greedy_train" not in json.loads(
                 manifest.read_text()):

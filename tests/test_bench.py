@@ -205,6 +205,7 @@ def test_bench_entry_point_on_a_toy_model(tmp_path, capsys):
         "batch_sizes": [1, 2], "ks": [2, 3, 10], "criteria": [{"name": "exact"}], "repeats": 1,
         "n_examples": {1: 3, 2: 4}, "naive_greedy": True, "archs": None, "arch_train_steps": 5,
         "dtype": "float32", "compile": False, "step_repeats": 3, "results_dir": str(out),
+        "specbench_records": True,
     })
     rows = bench_entry.run(cfg, bench_entry.BenchEntry(bench=bench))
     assert [(r["batch_size"], r["decoder"]) for r in rows] == [
@@ -230,6 +231,7 @@ def test_bench_entry_point_on_a_toy_model(tmp_path, capsys):
     assert "ceil" in printed and "where a step's time goes" in printed
     assert "bench.ks [10]: above the heads' k=3, skipped" in printed
     # Nothing left to time but greedy: refused before any model is looked for or trained.
+    assert BenchConfig().specbench_records is False  # records only on demand: megabytes per run
     with pytest.raises(ValueError, match=r"bench.ks \[10, 20\] are all above the heads' k=3"):
         bench_entry.run(toy_config(tmp_path / "none", name="toy"),
                         bench_entry.BenchEntry(bench=dataclasses.replace(bench, ks=[10, 20])))

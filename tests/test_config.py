@@ -201,6 +201,14 @@ def test_config_arch_lists_match_the_head_classes():
     assert CHAIN_ARCHS == tuple(a for a, c in HEADS.items() if c.can_tie)
 
 
+def test_config_criteria_match_the_criterion_classes():
+    """The criterion names are defined once, in the config; every one builds the criterion of that name."""
+    from bpd.config import CRITERIA
+    from bpd.decoding.criteria import make_criterion
+
+    assert tuple(make_criterion(name).name for name in CRITERIA) == CRITERIA
+
+
 @pytest.mark.parametrize("raised, code, line", [
     (KeyboardInterrupt(), 130, "interrupted: finished stages are cached; run the same command to resume."),
     ("training", 130, "interrupted: stopped base training at step 7 of 12; last checkpoint m.state.pt (step 4); "

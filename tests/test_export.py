@@ -11,8 +11,8 @@ pytest.importorskip("transformers")
 ctranslate2 = pytest.importorskip("ctranslate2")
 
 from bpd.config import output_limit  # noqa: E402
+from bpd.data.batches import pad_rows  # noqa: E402
 from bpd.data.tokenizer import Tokenizer  # noqa: E402
-from bpd.decoding.common import pad_rows  # noqa: E402
 from bpd.decoding.greedy import greedy_decode  # noqa: E402
 from bpd.decoding.peers import ct2_greedy, hf_generate  # noqa: E402
 from bpd.export import check_exportable, export_hf  # noqa: E402
@@ -83,7 +83,7 @@ def test_greedy_identical(exported):
     # Several rows at once (padded sources) and prompt lookup give greedy's outputs too.
     limit = output_limit(max(len(s) for s in src))
     batched = hf_generate(hf)(src, limit)
-    assert batched == greedy_decode(model, pad_rows(src, 0), limit).tokens
+    assert batched == greedy_decode(model, pad_rows(src, 0, min_width=1), limit).tokens
     assert greedy_identity(model, hf_generate(hf, prompt_lookup=3), src, greedy)[0].identical == 1.0
 
 

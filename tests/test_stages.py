@@ -134,13 +134,13 @@ def test_distillation_and_self_targets(toy):
     it = iter(train.sources())
     assert all(any(s == x for x in it) for s, _ in pairs)  # the training sources, in the training order
     # The targets are the teacher's beam outputs, shard by shard: redecode a few and compare.
+    from bpd.data.batches import pad_rows
     from bpd.decoding import beam_decode
-    from bpd.decoding.common import pad_rows
     from bpd.training.checkpoint import load_model
 
     teacher, _ = load_model(stages.base_path_for(cfg, task, "gold", seed=cfg.teacher_seed))
     for s, t in pairs[:5]:
-        src = pad_rows([s], task.pad_id)
+        src = pad_rows([s], task.pad_id, min_width=1)
         out = beam_decode(teacher, src, cfg.distill.beam, cfg.distill.alpha, task.max_len(cfg.decode)(src)).tokens[0]
         assert t == (out if out[-1] == task.eos_id else out + [task.eos_id])
     # Shards are resumable: the final store is reused without decoding again.

@@ -156,7 +156,10 @@ def test_continuing_a_shorter_run_is_the_longer_run(tmp_path):
         train(fresh_model(k=1, identity_p1=True, dropout=0.2), toy_batches(n=5), longer, tmp_path / "m.pt",
               dev_sets=dev, progress=False)
     with pytest.raises(ValueError, match=r"train\.continue_from: no resume state"):
-        dataclasses.replace(cfg, continue_from=str(tmp_path / "nope.pt")).validate()
+        train(fresh_model(k=1, identity_p1=True, dropout=0.1), toy_batches(n=5),
+              dataclasses.replace(cfg, continue_from=str(tmp_path / "nope.pt")), tmp_path / "nope-run.pt",
+              dev_sets=dev, progress=False)
+    assert not (tmp_path / "nope-run.pt").exists()  # refused before any step
     assert "continue_from" not in cfg.product()  # the same model either way: cache keys leave it out
     # A state from before a config field existed trained with its default, and continues only under it.
     from bpd.training.continuation import _same

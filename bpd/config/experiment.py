@@ -160,6 +160,9 @@ class BenchConfig:
     compile: bool = False  # torch.compile the decoder layers, for both decoders
     step_repeats: int = 200
     results_dir: str = "results/bench"
+    # Spec-Bench's per-example records (results_dir/specbench/), on demand: megabytes per run, while the rows
+    # already carry what they sum to (speedup_specbench, mean_accepted_tokens).
+    specbench_records: bool = False
 
     def validate(self) -> None:
         """Bad benchmark options refused before any model is trained or timed (a float16 request must not

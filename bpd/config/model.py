@@ -125,7 +125,7 @@ class TrainConfig:
     best_on: str = "loss"  # keep_best / patience watch: loss (p_1's dev loss) | score (the dev score)
     # A shorter run of this same stage (its .pt or .state.pt) to continue instead of starting at step 0: the
     # schedule does not depend on the budget, so this trains the same model in fewer steps
-    # (bpd/training/continuation.py checks that the runs match).
+    # (bpd/training/continuation.py checks that the file exists and that the runs match).
     continue_from: str | None = None
 
     #: Fields that change how a model is trained, not which model: left out of cache keys.
@@ -160,12 +160,6 @@ class TrainConfig:
         check(self.best_on in ("loss", "score"), f"{where}.best_on must be loss or score (got {self.best_on!r}).")
         check(self.best_on == "loss" or self.score_every > 0,
                f"{where}.best_on=score needs {where}.score_every > 0 (how often the dev set is scored).")
-        if self.continue_from:
-            from bpd.training.checkpoint import state_file  # the checkpoint naming rule; imports torch
-
-            state = state_file(self.continue_from)
-            check(state.exists(), f"{where}.continue_from: no resume state {state} exists; name the .pt or "
-                                  ".state.pt of a run of this stage in the cache (outputs/cache/models/).")
 
 
 def _overlay_fields() -> list[tuple[str, Any, Any]]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -78,10 +78,11 @@ def make_batches(
     return batches[:usable][rank::world_size]
 
 
-def pad_rows(rows: list[np.ndarray], pad_id: int, lead: int | None = None) -> np.ndarray:
-    """Right-padded (B, width) int64 array; ``lead`` (BOS) shifts every row right by one, dropping its last
-    token (the teacher-forcing input)."""
-    width = max((len(r) for r in rows), default=0)
+def pad_rows(rows: Sequence[Sequence[int]], pad_id: int, lead: int | None = None, min_width: int = 0) -> torch.Tensor:
+    """Right-padded (B, width) LongTensor of token rows (arrays or lists); ``lead`` (BOS) shifts every row right
+    by one, dropping its last token (the teacher-forcing input). Decoders ask for ``min_width=1``: a batch of
+    empty sources is then one column of padding, which their input check refuses by name."""
+    width = max(min_width, max((len(r) for r in rows), default=0))
     out = np.full((len(rows), width), pad_id, dtype=np.int64)
     for i, r in enumerate(rows):
         if lead is None:
@@ -89,7 +90,7 @@ def pad_rows(rows: list[np.ndarray], pad_id: int, lead: int | None = None) -> np
         elif len(r):
             out[i, 0] = lead
             out[i, 1 : len(r)] = r[:-1]
-    return out
+    return torch.from_numpy(out)
 
 
 class BatchDataset(Dataset):
@@ -110,9 +111,9 @@ class BatchDataset(Dataset):
         srcs = [self.pairs.src(i) for i in idx]
         tgts = [self.pairs.tgt(i) for i in idx]
         return (
-            torch.from_numpy(pad_rows(srcs, self.pad_id)),
-            torch.from_numpy(pad_rows(tgts, self.pad_id, lead=self.bos_id)),
-            torch.from_numpy(pad_rows(tgts, self.pad_id)),
+            pad_rows(srcs, self.pad_id),
+            pad_rows(tgts, self.pad_id, lead=self.bos_id),
+            pad_rows(tgts, self.pad_id),
         )
 
 

@@ -1,4 +1,4 @@
-"""What every decoder shares: per-row output bookkeeping, the default output length, padded sources."""
+"""What every decoder shares: per-row output bookkeeping, the default output length."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from bpd.config import output_limit
 from bpd.decoding.result import DecodeResult
 from bpd.models.fastpath import top1
 
-__all__ = ["RowTracker", "checked_max_len", "count_positions", "default_max_len", "drop_finished", "pad_rows", "top1"]
+__all__ = ["RowTracker", "checked_max_len", "count_positions", "default_max_len", "drop_finished", "top1"]
 
 
 class RowTracker:
@@ -105,12 +105,3 @@ def checked_max_len(model, src: torch.Tensor, max_len: int | None) -> int:
     if max_len is not None and (isinstance(max_len, bool) or int(max_len) != max_len or max_len < 0):
         raise ValueError(f"max_len must be a whole number >= 0 (got {max_len!r}).")
     return default_max_len(src, max_len)
-
-
-def pad_rows(rows: list[list[int]], pad_id: int) -> torch.Tensor:
-    """Right-padded (B, longest) LongTensor of token lists (at least one column)."""
-    n = max(1, max(len(r) for r in rows))
-    out = torch.full((len(rows), n), pad_id, dtype=torch.long)
-    for i, r in enumerate(rows):
-        out[i, : len(r)] = torch.tensor(r, dtype=torch.long)
-    return out

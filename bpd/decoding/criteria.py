@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from bpd.config.common import CRITERIA
 from bpd.models.fastpath import top1
 
 
@@ -162,9 +163,6 @@ class Distance(ArgmaxCriterion):
     def accept_ids(self, best: int, proposal: int) -> bool:
         vb, vp = best - self.offset, proposal - self.offset
         return best == proposal or (0 <= vb < self.n_values and 0 <= vp < self.n_values and abs(vb - vp) <= self.eps)
-
-
-CRITERIA = {"exact": Exact, "topk": TopK, "distance": Distance}
 
 
 def make_criterion(name: str, param: float | None = None, min_block_size: int = 1, **kw) -> Criterion:

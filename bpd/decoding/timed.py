@@ -21,10 +21,10 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from bpd.decoding.common import pad_rows
+from bpd.data.batches import pad_rows
 from bpd.decoding.result import DecodeResult
 from bpd.decoding.spec import DecodeAux, DecodeSpec, decoder_fn
-from bpd.tracking import progress_interval
+from bpd.progress import progress_interval
 
 
 @dataclass
@@ -85,13 +85,13 @@ def decode_and_time(
     out = {s.name: RunOutput([[]] * n, [0] * n, [[]] * n, example_wall_s=[0.0] * n, example_batch_size=[0] * n)
            for s in specs}
     for idx in batches[: min(warmup, len(batches))]:  # warm-up: allocator, kernels, caches
-        src = pad_rows([sources[i] for i in idx], model.pad_id).to(device)
+        src = pad_rows([sources[i] for i in idx], model.pad_id, min_width=1).to(device)
         for fn in fns.values():
             fn(model, src, max_len(src))
     times = {s.name: [[0.0] * len(batches) for _ in range(repeats)] for s in specs}
     for bi, idx in enumerate(tqdm(batches, desc=desc, disable=not progress, leave=False,
                                   mininterval=progress_interval())):
-        src = pad_rows([sources[i] for i in idx], model.pad_id).to(device)
+        src = pad_rows([sources[i] for i in idx], model.pad_id, min_width=1).to(device)
         limit = max_len(src)
         for r in range(repeats):
             first = 0 if rotate is None else (bi * repeats + r + rotate) % len(specs)

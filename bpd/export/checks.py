@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import torch
 
 from bpd.config import output_limit
-from bpd.decoding.common import pad_rows
+from bpd.data.batches import pad_rows
 from bpd.decoding.greedy import greedy_decode
 from bpd.decoding.peers import Peer
 
@@ -22,8 +22,8 @@ from bpd.decoding.peers import Peer
 def logits_gap(model, hf, sources: Sequence[Sequence[int]], targets: Sequence[Sequence[int]]) -> float:
     """The largest |ours - exported| teacher-forced p_1 logit over the real (unpadded) positions of one batch;
     ``targets`` end with EOS (the decoder reads BOS + target[:-1])."""
-    src = pad_rows([list(s) for s in sources], model.pad_id)
-    tgt = pad_rows([[model.bos_id, *t[:-1]] for t in targets], model.pad_id)
+    src = pad_rows([list(s) for s in sources], model.pad_id, min_width=1)
+    tgt = pad_rows([[model.bos_id, *t[:-1]] for t in targets], model.pad_id, min_width=1)
     ours = model.heads.base_logits(model.decode(tgt, model.encode(src)))
     theirs = hf(input_ids=src, attention_mask=(src != model.pad_id).long(), decoder_input_ids=tgt).logits
     real = torch.zeros_like(tgt, dtype=torch.bool)

@@ -37,12 +37,19 @@ def _plain(v: Any) -> Any:
     return list(v) if isinstance(v, tuple) else v  # betas: a tuple here, maybe a list in a stored config
 
 
-def continued_state(source: str | Path, cfg: TrainConfig, expect: dict[str, Any], device) -> dict[str, Any]:
+def continued_state(source: str | Path, cfg: TrainConfig, expect: dict[str, Any], device,
+                    option: str = "train") -> dict[str, Any]:
     """The state to continue from, after checking that continuing it is the same as training from scratch.
 
     ``expect`` holds what this stage is: ``stage``, ``model_config``, ``heads_config``, ``seed`` and the
-    ``meta`` it records (its data, and for a heads stage the base model it starts from)."""
+    ``meta`` it records (its data, and for a heads stage the base model it starts from). ``option``: the
+    config section that named ``source`` (``train``, or ``heads_train (or train)``), for the error message."""
     path = state_file(source)
+    # Checked here, where the file is read, and not when the config is validated: bpd.config sits below
+    # bpd.training and does not know its file naming (tests/test_layers.py).
+    if not path.exists():
+        raise ValueError(f"{option}.continue_from: no resume state {path} exists; name the .pt or .state.pt of a "
+                         "run of this stage in the cache (outputs/cache/models/).")
     st = load_checkpoint(path, device)
     where = f"continue_from={source}"
 

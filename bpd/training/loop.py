@@ -158,7 +158,8 @@ def train(
     gradient all-reduce (``no_sync``). Only ``is_main`` writes checkpoints, logs and runs dev evaluation.
     """
     ckpt_path = Path(ckpt_path)
-    cfg.validate("train" if heads is None else "heads_train (or train)")
+    option = "train" if heads is None else "heads_train (or train)"  # the config section errors name
+    cfg.validate(option)
     stage = "base" if heads is None else "heads"
     sampled = heads is not None and heads.loss == "sampled"
     p1_weight = 1.0 if heads is None else heads.p1_weight
@@ -189,7 +190,7 @@ def train(
     if st is None and cfg.continue_from:
         expect = {"stage": stage, "model_config": model.config_dict(), "seed": seed, "meta": meta,
                   "heads_config": None if heads is None else asdict(heads)}
-        st = continued_state(cfg.continue_from, cfg, expect, device)
+        st = continued_state(cfg.continue_from, cfg, expect, device, option)
         if is_main:
             print(f"continuing {cfg.continue_from} (step {st['step']}) as {ckpt_path.name}")
     saved = {"step": None}  # the step of the newest resume state on disk: what a re-run resumes from

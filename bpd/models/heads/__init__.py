@@ -15,6 +15,9 @@ from __future__ import annotations
 
 from torch import nn
 
+# The names live in the config, which validates heads.arch without importing torch; HEADS lists them in
+# the same order (tests/test_config.py checks it).
+from bpd.config.common import HEAD_ARCHS
 from bpd.models.heads.attend import AttendHeads
 from bpd.models.heads.base import ProposalHeads
 from bpd.models.heads.blockdiag import BlockDiagHeads
@@ -30,7 +33,6 @@ HEADS: dict[str, type[ProposalHeads]] = {
     "recurrent": RecurrentHeads,
     "attend": AttendHeads,
 }
-HEAD_ARCHS = tuple(HEADS)
 
 
 def build_heads(
