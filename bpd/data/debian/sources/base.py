@@ -46,6 +46,14 @@ class Source:
         return read_package_list(self.name)
 
     def extract(self, roots: Mapping[str, Path]) -> Iterator[Document]:
+        """Every pinned package's documents, package by package (a source whose documents pair across
+        packages overrides this)."""
+        for package in dict.fromkeys(self.packages()):
+            root = roots.get(package)
+            if root is not None:
+                yield from self.extract_package(package, Path(root))
+
+    def extract_package(self, package: str, root: Path) -> Iterator[Document]:
         raise NotImplementedError
 
 

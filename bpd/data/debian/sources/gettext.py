@@ -15,7 +15,7 @@ from __future__ import annotations
 import html.entities
 import re
 import struct
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from bpd.data.debian.sources.base import Document, Pair, Source, register
@@ -332,13 +332,6 @@ class GettextSource(Source):
 
     name = "gettext"
     kind = "strings"
-
-    def extract(self, roots: Mapping[str, Path]) -> Iterator[Document]:
-        for package in dict.fromkeys(self.packages()):
-            root = roots.get(package)
-            if root is None:
-                continue
-            yield from self.extract_package(package, Path(root))
 
     def extract_package(self, package: str, root: Path) -> Iterator[Document]:
         seen: set[str] = set()

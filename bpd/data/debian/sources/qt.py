@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import struct
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 
 from bpd.data.debian.sources.base import Document, Source, register
@@ -126,13 +126,6 @@ class QtSource(Source):
 
     name = "qt"
     kind = "strings"
-
-    def extract(self, roots: Mapping[str, Path]) -> Iterator[Document]:
-        for package in dict.fromkeys(self.packages()):
-            root = roots.get(package)
-            if root is None:
-                continue
-            yield from self.extract_package(package, Path(root))
 
     def extract_package(self, package: str, root: Path) -> Iterator[Document]:
         seen: set[str] = set()
