@@ -350,26 +350,22 @@ class GnomeHelp(Source):
     name = "gnome_help"
     kind = "sentences"
 
-    def extract(self, roots: Mapping[str, Path]) -> Iterator[Document]:
-        for pkg in self.packages():
-            root = roots.get(pkg)
-            if root is None:
+    def extract_package(self, pkg: str, root: Path) -> Iterator[Document]:
+        c_dir = root / "usr/share/help/C"
+        de_dir = root / "usr/share/help/de"
+        if not c_dir.is_dir() or not de_dir.is_dir():
+            return
+        for en_path in sorted(c_dir.rglob("*")):
+            if en_path.suffix not in (".page", ".xml", ".docbook") or not en_path.is_file():
                 continue
-            c_dir = root / "usr/share/help/C"
-            de_dir = root / "usr/share/help/de"
-            if not c_dir.is_dir() or not de_dir.is_dir():
+            rel = en_path.relative_to(c_dir)
+            de_path = de_dir / rel
+            if not de_path.is_file():
                 continue
-            for en_path in sorted(c_dir.rglob("*")):
-                if en_path.suffix not in (".page", ".xml", ".docbook") or not en_path.is_file():
-                    continue
-                rel = en_path.relative_to(c_dir)
-                de_path = de_dir / rel
-                if not de_path.is_file():
-                    continue
-                grammar = MALLARD if en_path.suffix == ".page" else DOCBOOK
-                pairs = align_files(_read(en_path), _read(de_path), grammar)
-                if pairs:
-                    yield Document(f"{pkg}/{rel.with_suffix('').as_posix()}", pairs, self.kind)
+            grammar = MALLARD if en_path.suffix == ".page" else DOCBOOK
+            pairs = align_files(_read(en_path), _read(de_path), grammar)
+            if pairs:
+                yield Document(f"{pkg}/{rel.with_suffix('').as_posix()}", pairs, self.kind)
 
 
 # ---------------------------------------------------------------- KDE handbooks
@@ -391,21 +387,16 @@ class KdeDoc(Source):
     name = "kde_doc"
     kind = "sentences"
 
-    def extract(self, roots: Mapping[str, Path]) -> Iterator[Document]:
-        for pkg in self.packages():
-            root = roots.get(pkg)
-            if root is None:
-                continue
-            en_base = root / "usr/share/doc/HTML/en"
-            de_base = root / "usr/share/doc/HTML/de"
-            if not en_base.is_dir() or not de_base.is_dir():
-                continue
-            for en_dir in sorted({p.parent for p in en_base.rglob("index.*")}):
-                rel = en_dir.relative_to(en_base)
-                de_dir = de_base / rel
-                pairs = self._handbook(en_dir, de_dir)
-                if pairs:
-                    yield Document(f"{pkg}/{rel.as_posix()}", pairs, self.kind)
+    def extract_package(self, pkg: str, root: Path) -> Iterator[Document]:
+        en_base = root / "usr/share/doc/HTML/en"
+        de_base = root / "usr/share/doc/HTML/de"
+        if not en_base.is_dir() or not de_base.is_dir():
+            return
+        for en_dir in sorted({p.parent for p in en_base.rglob("index.*")}):
+            rel = en_dir.relative_to(en_base)
+            pairs = self._handbook(en_dir, de_base / rel)
+            if pairs:
+                yield Document(f"{pkg}/{rel.as_posix()}", pairs, self.kind)
 
     @staticmethod
     def _handbook(en_dir: Path, de_dir: Path) -> list[Pair]:
