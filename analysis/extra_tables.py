@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.cells import Table
+from bpd.config.methods import DECODE_METHODS, Role, methods_of
 
 BENCH_COLUMNS = [
     "source_experiment", "task", "heads_arch", "train_steps", "device", "dtype", "compile", "batch_size", "decoder",
@@ -26,7 +27,7 @@ def bench_table(rows: pd.DataFrame) -> Table:
         return Table("bench", "Wall-clock benchmark", pd.DataFrame(columns=BENCH_COLUMNS), bench,
                      "no benchmark rows yet: run `make bench`")
     data = bench.reindex(columns=BENCH_COLUMNS).copy()
-    data["_m"] = bench["method"].map({"greedy": 0, "naive_greedy": 1, "beam": 2, "blockwise": 3}).fillna(4)
+    data["_m"] = bench["method"].map(_BENCH_ORDER).fillna(len(DECODE_METHODS))
     data = data.sort_values(
         ["source_experiment", "task", "heads_arch", "train_steps", "device", "dtype", "compile", "batch_size", "_m",
          "criterion", "k"],
@@ -45,7 +46,11 @@ def bench_table(rows: pd.DataFrame) -> Table:
     return t
 
 
-BEYOND_METHODS = ("blockwise", "tree", "rescored", "draft")
+#: The bench table's method order: greedy, the baselines and the chain in registry order, then every method beyond
+#: the paper together (those rows sort by criterion and k among themselves).
+_BENCH_ORDER = {name: i for i, name in enumerate(methods_of(Role.REFERENCE, Role.BASELINE, Role.CHAIN))}
+#: The chain and the methods beyond it, in registry order.
+BEYOND_METHODS = tuple(methods_of(Role.CHAIN, Role.BEYOND))
 BEYOND_COLUMNS = ["study", "task", "timing", "run", "batch_size", "method", "decoder", "k", "tree_nodes",
                   "mean_block_size", "speedup", "speedup_ci_low", "speedup_ci_high", "speedup_vs_chain",
                   "speedup_vs_chain_ci_low", "speedup_vs_chain_ci_high", "identical_to_greedy", "quality"]
@@ -78,7 +83,7 @@ def beyond_table(rows: pd.DataFrame) -> Table:
                      "no tree, rescored or draft-model rows yet: see docs/beyond.md")
     run = rows["run_id"].astype(str).where(~rows["is_bench"].astype(bool),
                                            rows["source_file"].astype(str) + rows["batch_size"].astype(str))
-    new_methods = rows["method"].isin(("tree", "rescored", "draft"))
+    new_methods = rows["method"].isin(methods_of(Role.BEYOND))
     keep = run.isin(set(run[new_methods])) & rows["method"].isin(BEYOND_METHODS) & rows["k"].gt(1)
     keep &= rows["criterion"].astype(str).eq("exact") & rows["min_block_size"].fillna(1).eq(1)
     src = rows[keep]

@@ -18,6 +18,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from analysis.load import MT_ROWS, SR_SETTINGS  # noqa: E402
+from bpd.config.methods import DECODE_METHODS, Role, methods_of  # noqa: E402
 
 MARKERS = {"regular": "o", "distillation": "s", "approximate": "s", "finetune": "^", "both": "D",
            "finetune_gentle": "v", "both_gentle": "d"}
@@ -149,8 +150,10 @@ def speedup_vs_block(points: pd.DataFrame, peaks: pd.DataFrame, out_dir: Path) -
     return save(fig, out_dir, "figure4_speedup_vs_block")
 
 
-BEYOND_STYLE = {"blockwise": ("o", "C0", "chain (the paper)"), "tree": ("^", "C1", "tree"),
-                "rescored": ("s", "C2", "rescored chain"), "draft": ("D", "C3", "draft model")}
+#: Marker, colour and label of the chain and of each method beyond it, in registry order (a new method takes the
+#: next marker and colour).
+BEYOND_STYLE = {name: ("o^sDvP<>"[i % 8], f"C{i}", DECODE_METHODS[name].label)
+                for i, name in enumerate(methods_of(Role.CHAIN, Role.BEYOND))}
 
 
 def beyond_speedup(data: pd.DataFrame, published: pd.DataFrame, peaks: pd.DataFrame, out_dir: Path) -> list[Path]:

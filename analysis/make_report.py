@@ -25,7 +25,7 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 
 import pandas as pd  # noqa: E402
 
-from analysis import figures  # noqa: E402
+from analysis import figures, peers  # noqa: E402
 from analysis.cells import PREFER_MT, PREFER_SR, Table, provenance  # noqa: E402
 from analysis.load import (  # noqa: E402
     PAPER_CSV,
@@ -302,9 +302,10 @@ def build_report(results_dir: Path, out_dir: Path, report_path: Path, paper_csv:
                  prefer_mt: tuple[str, ...] = PREFER_MT, prefer_sr: tuple[str, ...] = PREFER_SR) -> Report:
     """Read the rows, build every table and figure, and write the markdown report."""
     results_dir, out_dir, report_path = Path(results_dir), Path(out_dir), Path(report_path)
-    rows = load_rows(results_dir)
+    rows, peer_rows = peers.split_rows(load_rows(results_dir))
     paper = load_paper(paper_csv)
     tables = build_all(rows, paper, prefer_mt, prefer_sr)
+    tables["peers"] = peers.peers_table(peer_rows)
     out_dir.mkdir(parents=True, exist_ok=True)
     report_path.parent.mkdir(parents=True, exist_ok=True)
     rd = report_path.parent
@@ -356,6 +357,8 @@ def build_report(results_dir: Path, out_dir: Path, report_path: Path, paper_csv:
     sections.append(_section(t["beyond"], [md_table(t["beyond"].data, SPECS["beyond"])]
                              if not t["beyond"].data.empty else [], rd,
                              [(figs["beyond_speedup_vs_block"], "speedup against k̂: chain, tree, rescored, draft")]))
+    sections.append(_section(t["peers"], [md_table(t["peers"].data, peers.SPEC)] if not t["peers"].data.empty
+                             else [], rd))
 
     files = result_files(results_dir)
     missing = [tb.missing for tb in tables.values() if tb.missing]

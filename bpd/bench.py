@@ -35,9 +35,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from bpd.config.methods import Role, role_of
 from bpd.data.batches import pad_rows
-from bpd.decoding.spec import ROUND_METHODS, DecodeSpec
+from bpd.decoding.spec import DecodeSpec
 from bpd.decoding.timed import RunOutput, decode_and_time
+from bpd.decoding.tree import TreeOptions
 from bpd.specbench import specbench_records, specbench_speed
 from bpd.speedup_ci import SpeedupEstimate, paired_speedup
 from bpd.step_costs import step_costs, step_parts
@@ -78,15 +80,14 @@ def bench_rows(
         speedups = [g.wallclock_s / o.wallclock_s for g, o in zip(g_runs, outs) if o.wallclock_s > 0]
         iters = sum(outs[0].iterations)
         tokens = sum(len(t) for t in outs[0].tokens)
-        khat = g_iters / max(1, iters) if spec.method in ROUND_METHODS else 1.0
-        tk = {"blockwise": costs.get(f"t{spec.k}"), "greedy": t1,
-              "tree": costs.get(f"tree{spec.k}_{spec.shape.name}") if spec.shape else None}.get(spec.method)
+        khat = g_iters / max(1, iters) if spec.rounds else 1.0
+        tk = costs.get(spec.step_cost_key) if spec.step_cost_key else None  # where its step was timed
         ideal = khat * t1 / tk if tk else None
         repeat_median = statistics.median(speedups) if speedups else None
         e = (estimates or {}).get(spec.name)
         c = (vs_chain or {}).get(spec.name)
         speedup = e.speedup if e else repeat_median
-        t_start = costs.get(f"s{spec.k}") if spec.method == "blockwise" else None
+        t_start = costs.get(spec.start_cost_key) if spec.start_cost_key else None
         predicted = None
         if tk and t_start is not None and t_enc is not None and n_batches:
             greedy_ms = n_batches * t_enc + g_runs[0].invocations * t1
@@ -187,12 +188,11 @@ def _batch_times(runs: list[dict[str, RunOutput]], name: str) -> np.ndarray:
 def chain_estimates(runs: list[dict[str, RunOutput]], specs: list[DecodeSpec]) -> dict[str, SpeedupEstimate]:
     """Each tree, rescored or draft-model spec's paired speedup over the chain (the paper's blockwise decoder)
     at its k and criterion, from the same repeats: whether it beats the chain, not only greedy."""
-    chains = {(s.k, s.criterion, s.criterion_param): s for s in specs
-              if s.method == "blockwise" and s.min_block_size == 1}
+    chains = {(s.k, s.criterion, s.criterion_param): s for s in specs if s.role is Role.CHAIN and s.min_block_size == 1}
     out = {}
     for s in specs:
-        chain = chains.get((s.k, s.criterion, s.criterion_param))
-        if s.method in ("tree", "rescored", "draft") and chain is not None:
+        chain = chains.get((s.k, s.criterion, s.criterion_param)) if s.role is Role.BEYOND else None
+        if chain is not None:
             out[s.name] = paired_speedup(_batch_times(runs, chain.name), _batch_times(runs, s.name))
     return out
 
@@ -223,12 +223,12 @@ def run_bench(
     Each batch size takes at least ``repeats`` passes; those in ``ci_batch_sizes`` (None: all) continue, up to
     ``max_repeats``, until every configuration's 95% interval is within +-``ci_target`` of its speedup; rows
     say whether it got there (and carry no target where none was pursued)."""
-    assert specs[0].method == "greedy", "greedy is the reference and must come first"
+    assert specs[0].role is Role.REFERENCE, "greedy is the reference and must come first"
     max_repeats = max(repeats, max_repeats or repeats)
     rows: list[dict[str, Any]] = []
     records: dict[str, list[dict[str, Any]]] = {}
-    ks = sorted({s.k for s in specs if s.method == "blockwise"})
-    trees = [(s.k, s.shape) for s in specs if s.method == "tree"]
+    ks = sorted({s.k for s in specs if s.role is Role.CHAIN})
+    trees = [(s.k, s.shape) for s in specs if isinstance(s.options, TreeOptions)]
     for bs in batch_sizes:
         n = min(len(sources), (n_examples or {}).get(bs, len(sources)))
         srcs = sources[:n]
@@ -237,8 +237,8 @@ def run_bench(
         costs = step_costs(model, src, ks, repeats=step_repeats, criterion_kwargs=criterion_kwargs, trees=trees)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
-        # The naive recompute-everything greedy is quadratic in length: batch 1 only, as a reference.
-        bs_specs = [s for s in specs if s.method != "naive_greedy" or bs == 1]
+        # A method quadratic in length (the naive recompute-everything greedy): batch 1 only, as a reference.
+        bs_specs = [s for s in specs if not s.entry.quadratic or bs == 1]
         passes = settle(model, srcs, bs_specs, max_len, bs, device, criterion_kwargs, aux=aux)
         pursue = ci_batch_sizes is None or bs in ci_batch_sizes
         runs: list[dict[str, RunOutput]] = []
@@ -273,11 +273,11 @@ def format_breakdown(rows: list[dict[str, Any]]) -> str:
     cols = f"{'total':>7} {'decoder':>8} {'scoring':>8} {'propose':>8} {'t/t_1':>6} {'dec/d_1':>7}"
     head = f"{'bs':>3} {'step':<8} {cols}"
     lines = [head, "-" * len(head)]
-    g = {r["batch_size"]: r for r in rows if r["method"] == "greedy"}
+    g = {r["batch_size"]: r for r in rows if role_of(r["method"]) is Role.REFERENCE}
     for r in rows:
-        if r.get("step_decoder_ms") is None or (r["method"] == "blockwise" and r["criterion"] != "exact"):
+        if r.get("step_decoder_ms") is None or (role_of(r["method"]) is Role.CHAIN and r["criterion"] != "exact"):
             continue
-        name = "greedy" if r["method"] == "greedy" else f"k={r['k']}"
+        name = r["decoder"] if role_of(r["method"]) is Role.REFERENCE else f"k={r['k']}"
         prop = r["step_propose_ms"]
         lines.append(
             f"{r['batch_size']:>3} {name:<8} {r['step_total_ms']:7.3f} {r['step_decoder_ms']:8.3f} "

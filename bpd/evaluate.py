@@ -19,9 +19,10 @@ import torch
 
 from bpd import machine_load
 from bpd.config import ExperimentConfig
+from bpd.config.methods import Role, role_of
 from bpd.decoding.agreement import mismatch_gaps
 from bpd.decoding.rescore import NgramLM
-from bpd.decoding.spec import ROUND_METHODS, DecodeAux, DecodeSpec, decode_specs
+from bpd.decoding.spec import DecodeAux, DecodeSpec, decode_specs
 from bpd.decoding.timed import RunOutput, decode_and_time
 from bpd.locks import exclusive
 from bpd.metrics import block_histogram, mean_block_size, per_example_block_means, summarize
@@ -230,7 +231,7 @@ def make_rows(outputs: dict[str, RunOutput], specs: list[DecodeSpec], scorer: Sc
             "iterations": iters,
             "invocations": o.invocations,
             "greedy_iterations": g_iters,
-            "mean_block_size": mean_block_size(g_iters, iters) if spec.method in ROUND_METHODS else 1.0,
+            "mean_block_size": mean_block_size(g_iters, iters) if spec.rounds else 1.0,
             "tokens_per_iteration": sum(len(t) for t in o.tokens) / max(1, iters),
             "identical_to_greedy": identical,
             "hit_length_limit": sum(not t or t[-1] != eos_id for t in o.tokens) if eos_id >= 0 else None,
@@ -240,7 +241,7 @@ def make_rows(outputs: dict[str, RunOutput], specs: list[DecodeSpec], scorer: Sc
             "acceptance_rate_per_position": rates,
             "block_size_histogram": {str(k): v for k, v in block_histogram(o.block_sizes).items()},
             "block_size_per_example": summarize(per_example_block_means(o.tokens, o.iterations)),
-            "spec": asdict(spec),
+            "spec": spec.record(),
         }
         row.update(scorer.score(o.tokens, g.tokens))
         row.update({k: repo_relative(v) for k, v in scorer.write(o.tokens, out_dir / spec.name).items()})
@@ -265,7 +266,7 @@ def explain_mismatches(model, sources, outputs: dict[str, RunOutput], specs: lis
     less is a float near-tie, larger a bug. Approximate rows differ by design and get None."""
     g = outputs["greedy"].tokens
     for spec, row in zip(specs, rows):
-        exact = spec.method in ROUND_METHODS and spec.criterion == "exact" and spec.min_block_size == 1
+        exact = spec.rounds and spec.options.exact
         differs = exact and row["identical_to_greedy"] < 1
         row["greedy_mismatch_max_gap"] = (
             max(mismatch_gaps(model, sources, g, outputs[spec.name].tokens)) if differs else None)
@@ -287,9 +288,10 @@ def format_table(rows: list[dict[str, Any]], quality: str = "bleu") -> str:
         q_s = f"{q:7.2f}" if isinstance(q, int | float) else f"{'-':>7}"
         sp = r.get("speedup")
         lo, hi = r.get("speedup_ci_low"), r.get("speedup_ci_high")
-        interval = f"[{lo:.2f}, {hi:.2f}]" if lo is not None and hi is not None and r.get("method") != "greedy" else ""
+        reference = role_of(r.get("method")) is Role.REFERENCE  # its speedup is 1 by definition
+        interval = f"[{lo:.2f}, {hi:.2f}]" if lo is not None and hi is not None and not reference else ""
         note = r.get("timing_note")
-        if note and r.get("method") != "greedy":
+        if note and not reference:
             notes.append(f"  ? {r['decoder']}: {note}")
         lines.append(
             f"{r['decoder']:<30} {q_s} {r['mean_block_size']:6.2f} {r['identical_to_greedy']:7.2f} "

@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from bpd.config.methods import Role
 from bpd.decoding.blockwise import propose, run_round, start
 from bpd.decoding.common import top1
 from bpd.decoding.criteria import make_criterion
@@ -144,10 +145,10 @@ def step_parts(costs: dict[str, float], spec: DecodeSpec) -> dict[str, float | N
     round, the proposal chain; None where the parts were not timed or do not apply."""
     keys = ("total", "decoder", "scoring", "propose")
     c = {name.removeprefix("part_"): ms for name, ms in costs.items() if name.startswith("part_")}
-    if spec.method == "greedy" and "d1" in c:
+    if spec.role is Role.REFERENCE and "d1" in c:
         return dict(zip((f"step_{p}_ms" for p in keys), (c["t1"], c["d1"], c["t1"] - c["d1"], None)))
     k = spec.k
-    if spec.method == "blockwise" and f"d{k}" in c:
+    if spec.role is Role.CHAIN and f"d{k}" in c:
         t, d, pr = c[f"t{k}"], c[f"d{k}"], c[f"p{k}"]
         return dict(zip((f"step_{p}_ms" for p in keys), (t, d, t - d - pr, pr)))
     return {f"step_{p}_ms": None for p in keys}

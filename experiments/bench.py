@@ -26,7 +26,7 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
 
     from bpd.bench import format_bench, format_breakdown, run_bench, torch_dtype
     from bpd.decoding.rescore import NgramLM
-    from bpd.decoding.spec import DecodeAux, DecodeSpec, draft_specs, rescore_specs, tree_specs
+    from bpd.decoding.spec import DecodeAux, bench_specs
     from bpd.runtime import pick_device, resolve_path
     from bpd.specbench import write_jsonl
     from bpd.stages import ensure_draft, ensure_heads
@@ -69,13 +69,7 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
         model.heads.set_proposal_vocab(task.proposal_vocab(cfg.decode.proposal_vocab))  # the experiment's setting
         if b.compile:
             model.decode = torch.compile(model.decode, dynamic=True)
-        specs = [DecodeSpec("greedy")] + ([DecodeSpec("naive_greedy")] if b.naive_greedy else [])
-        for crit in b.criteria:
-            specs += [DecodeSpec("blockwise", k=k, criterion=crit.name, criterion_param=crit.param) for k in ks]
-        specs += tree_specs(b.trees, ks, b.criteria)
-        specs += rescore_specs(b.rescore, ks, b.criteria)
-        if draft is not None:
-            specs += draft_specs(ks, b.criteria)
+        specs = bench_specs(b, ks, draft=draft is not None)
         common = {
             "experiment": "bench",
             "source_experiment": cfg.name,

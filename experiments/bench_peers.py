@@ -4,7 +4,7 @@ and thread count, in one paired round-robin run (docs/export.md).
 
     python experiments/bench_peers.py experiment=demo                      # batch 1, the demo's threads
     python experiments/bench_peers.py experiment=demo draft=tiny           # + HF assisted generation
-    python experiments/bench_peers.py experiment=demo 'bench.batch_sizes=[1,8]'
+    python experiments/bench_peers.py experiment=demo 'bench.batch_sizes=[1]'  # batch 1 only (default [1, 8])
 
 The peers decode the base model only (the proposal heads are ours); rows go to results/bench-peers/rows.jsonl.
 """
@@ -23,7 +23,8 @@ from bpd.config import ExperimentConfig
 def run(cfg: ExperimentConfig, entry: PeersEntry) -> list[dict]:
     import torch
 
-    from bpd.export.bundle import bundle_peers, export_bundle
+    from bpd import machine_load
+    from bpd.export.bundle import BATCH_ONE_PEERS, bundle_peers, export_bundle
     from bpd.peer_bench import batches_of, format_peer_rows, our_decoders, peer_rows, round_robin
     from bpd.runtime import resolve_path
     from bpd.stages import ensure_draft, ensure_heads
@@ -56,7 +57,10 @@ def run(cfg: ExperimentConfig, entry: PeersEntry) -> list[dict]:
         peers = bundle_peers(dirs, vocab, tok.eos_id, threads, draft_hf, entry.prompt_lookup, batch_one=bs == 1)
         decoders = {**our_decoders(model, b.ks), **peers}
         print(f"batch {bs}: {n} {split} sentences, {threads} threads, {b.repeats} repeats: {', '.join(decoders)}")
+        start = machine_load.sample()
         times, outputs = round_robin(decoders, batches_of(sources, bs), b.repeats)
+        load = machine_load.load_columns(start, machine_load.sample(), threads)
+        left_out = [] if bs == 1 else [p for p in BATCH_ONE_PEERS if p != "hf_assisted" or draft_hf is not None]
         scorer = task.scorer(split, n)
         common = {"experiment": "bench-peers", "source_experiment": cfg.name, "task": task.kind,
                   "dataset": task.name, "split": split, "model": path.name, "trained_k": model.k,
@@ -64,11 +68,18 @@ def run(cfg: ExperimentConfig, entry: PeersEntry) -> list[dict]:
                   "train_stopped_by": payload.get("stopped_by"),
                   "draft_model": draft_path.name if draft_path is not None else None,
                   "batch_size": bs, "device": device_name("cpu"), "threads": threads, "dtype": "float32",
-                  "git_sha": git_sha(), "command": cfg.command, "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
+                  "git_sha": git_sha(), "command": cfg.command, "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                  "prompt_lookup_num_tokens": entry.prompt_lookup,
+                  # transformers' generate runs assisted and prompt-lookup decoding at batch size 1 only
+                  "peers_batch_one_only": ", ".join(left_out) or None, **load}
         rows, best = peer_rows(times, outputs, list(peers), lambda t, s=scorer: s.score(t, None)["bleu"],
                                common)
         print(format_peer_rows(rows))
         print(f"best/peer: our best exact decoder ({best}) over each peer, paired, 95% interval")
+        if left_out:
+            print(f"not at batch {bs}: {', '.join(left_out)} (transformers runs them at batch size 1 only)")
+        print(f"load: other processes used {load['load_other_cores']} of {load['load_cores']} cores "
+              f"(timing_busy={load['timing_busy']})")
         append_rows(resolve_path(b.results_dir) / "rows.jsonl", rows)
         all_rows += rows
     return all_rows

@@ -9,6 +9,8 @@ point only lets a user do it up front (or on a login node before a cluster run).
 
 from __future__ import annotations
 
+import time
+
 import hydra
 from _common import CONF_DIR, ExperimentSchema, friendly
 from omegaconf import DictConfig
@@ -19,9 +21,11 @@ from bpd.config import ExperimentConfig
 def run(cfg: ExperimentConfig, _entry: ExperimentSchema) -> str:
     from bpd.tasks import load_task
 
+    t0 = time.perf_counter()
     task = load_task(cfg)
     sizes = ", ".join(f"{s} {len(task.splits[s])}" for s in ("train", "dev", "test"))
-    print(f"{task.name}: {sizes} pairs encoded, vocabulary {task.vocab_size}; folder {getattr(task, 'folder', '')}")
+    print(f"{task.name}: {sizes} pairs encoded, vocabulary {task.vocab_size}; folder {getattr(task, 'folder', '')} "
+          f"[{time.perf_counter() - t0:.1f} s]")
     return str(getattr(task, "folder", ""))
 
 

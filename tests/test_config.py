@@ -145,7 +145,7 @@ def test_bad_values_are_refused_before_any_work(override, match):
 
 
 def test_one_source_of_defaults():
-    """The values that had drifted apart: the output-length rule and identity_p1 (see bpd/config/)."""
+    """The defaults every caller shares: the output-length rule and identity_p1 (see bpd/config/)."""
     from bpd.decoding.common import default_max_len
     from bpd.models import TransformerConfig
 
@@ -167,8 +167,8 @@ def test_one_source_of_defaults():
     ("task.ding_path=/x.txt task=wmt14_en_de task.data_dir=/data", "ding_path"),
 ])
 def test_task_options_that_would_be_ignored_are_refused(override, match):
-    """A ding run with a data_dir used to ignore it, miss the shipped base (other cache keys) and train a
-    base for hours."""
+    """A ding run with a data_dir is refused: ignoring it would miss the shipped base (other cache keys) and
+    train a base for hours."""
     with pytest.raises(ValueError, match=match):
         composed(["experiment=demo", *override.split()])
     with pytest.raises(ValueError, match="faces patches are embedded"):

@@ -140,8 +140,8 @@ def test_prepare_ding_directions_and_reuse(ding_file: Path, tmp_path: Path, caps
 
 
 def test_each_direction_has_its_own_name(ding_file: Path, tmp_path: Path) -> None:
-    """Rows and shipped checkpoints carry the task's name: a de-en run of ding_en_de used to write rows
-    labelled ding_en_de and export over the shipped en-de base."""
+    """Rows and shipped checkpoints carry the task's name: a de-en run of ding_en_de must not write rows
+    labelled ding_en_de nor export over the shipped en-de base."""
     from bpd.config import TranslationTaskConfig
     from bpd.tasks.translation import TranslationTask
 

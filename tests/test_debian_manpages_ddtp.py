@@ -127,6 +127,25 @@ def test_source_pairs_pages_and_skips_differing_structure(tmp_path: Path):
     assert len(pairs) == 10
 
 
+def test_german_pages_a_package_ships_beside_its_english_ones(tmp_path: Path):
+    class Pinned(ManpagesSource):
+        def packages(self):
+            return ["manpages-de", "frobtools", "gadget"]
+
+    de, frob, gadget = tmp_path / "manpages-de", tmp_path / "frobtools", tmp_path / "gadget"
+    _write_gz(de / "usr/share/man/de/man1/frob.1.gz", DE_PAGE)
+    _write_gz(frob / "usr/share/man/man1/frob.1.gz", EN_PAGE)
+    _write_gz(frob / "usr/share/man/de/man1/frob.1.gz", DE_PAGE)  # manpages-de has it: not twice
+    _write_gz(gadget / "usr/share/man/man1/gadget.1.gz", EN_PAGE.replace("frob", "gadget").replace("Frob", "Gadget"))
+    _write_gz(gadget / "usr/share/man/de/man1/gadget.1.gz", DE_PAGE.replace("frob", "gadget"))
+    _write_gz(gadget / "usr/share/man/de/man8/lonely.8.gz", DE_PAGE)  # no English page in its package
+    owners = tmp_path / "owners.tsv"
+    owners.write_text("frob\t1\tfrobtools\n", encoding="utf-8")
+    docs = list(Pinned(owners).extract({"manpages-de": de, "frobtools": frob, "gadget": gadget}))
+    assert [d.doc_id for d in docs] == ["manpages/frob.1", "gadget/man/gadget.1"]
+    assert ("Gadgetnicate all files.", "Alle Dateien gadgetnizieren.") in docs[1].pairs
+
+
 def test_align_by_sections_and_anchored_runs():
     en = [("SH", "A"), ("P", "one"), ("SH", "B"), ("P", "two"), ("P", "extra")]
     de = [("SH", "A'"), ("P", "eins"), ("SH", "B'"), ("P", "zwei")]

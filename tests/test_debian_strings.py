@@ -20,6 +20,7 @@ from bpd.data.debian.sources.gettext import (
     decode_entities,
     read_mo,
     strip_accelerators,
+    strip_qualifier,
     wesnoth_text,
 )
 from bpd.data.debian.sources.mozilla import MOZILLA, parse_dtd, parse_ftl, parse_properties, resolve
@@ -168,6 +169,13 @@ def test_clean_ui_pairs_detects_ampersand_catalogues() -> None:
 def test_wesnoth_markup_and_context() -> None:
     text = "editor^<bold>text='Castle'</bold> <img>src='a.png' align=here</img> see <ref>dst='x' text='traits'</ref>"
     assert " ".join(wesnoth_text(text).split()) == "Castle see traits"
+
+
+def test_freeciv_qualifiers_are_taken_off() -> None:
+    assert strip_qualifier("?tech:None", "Keine") == ("None", "Keine")
+    assert strip_qualifier("?diplomaticrank:secretary", "?diplomaticrank:Sekretär") == ("secretary", "Sekretär")
+    assert strip_qualifier("?Why not", "Warum nicht?") == ("?Why not", "Warum nicht?")
+    assert strip_qualifier("Time: 5 s", "Zeit: 5 s") == ("Time: 5 s", "Zeit: 5 s")
 
 
 def test_gettext_source_documents(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Decoding correctness: blockwise (exact) == greedy as a property, plus the contract's edge cases.
+"""Decoding correctness: every registered exact decoder == greedy as a property, plus the contract's edge cases.
 
 Random untrained models produce many near-ties between logits; a different but mathematically
 equivalent evaluation order (a k-token verify pass vs a 1-token greedy step) can flip an argmax at a
@@ -7,6 +7,9 @@ float32 guarantee is checked separately as "equal except where the greedy logit 
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import pytest
 import torch
@@ -25,7 +28,9 @@ from bpd.decoding import (
 )
 from bpd.decoding.blockwise import propose
 from bpd.decoding.draft import draft_decode
+from bpd.decoding.registry import METHODS
 from bpd.decoding.rescore import NgramLM, Rescorer
+from bpd.decoding.spec import DecodeAux, DecodeSpec, decoder_fn
 from bpd.decoding.tree import TreeShape, build_tree, tree_decode
 from bpd.models import HEAD_ARCHS, HEADS
 from bpd.models.transformer import KVCache
@@ -72,46 +77,65 @@ def check_argmax_chain(model, src: torch.Tensor, tokens: list[list[int]]) -> Non
     tree=st.sampled_from(["2", "3x2", "2x1x3", "beam1", "beam2", "beam4", "sparse", "leaf0", "chain+1+21"]),
     tied=st.booleans(),
 )
-def test_exact_blockwise_equals_greedy(seed, vocab, k, batch, src_len, max_len, arch, head_noise, identity_p1, tree,
-                                       tied):
+def test_exact_decoders_equal_greedy(seed, vocab, k, batch, src_len, max_len, arch, head_noise, identity_p1, tree,
+                                     tied):
+    """Every registered exact method, with exact acceptance, returns greedy's tokens (``EXACT_OPTIONS`` says how
+    each one runs; a new exact method without an entry fails here)."""
     model = random_model(vocab, k, seed, arch=arch, head_noise=head_noise, identity_p1=identity_p1,
                          heads_tied=tied and HEADS[arch].can_tie)
     src = random_src(batch, src_len, vocab, seed)
     g = greedy_decode(model, src, max_len=max_len)
+    # Rescoring by a bigram model of greedy's own outputs, half of them (a model of the data, not of these
+    # sentences); draft-model decoding with an unrelated random draft.
+    aux = DecodeAux(draft=random_model(vocab, 1, seed + 7, head_noise=0.0),
+                    lm=NgramLM.fit(g.tokens[: max(1, batch // 2)], vocab, model.bos_id))
     dk = 1 + seed % k  # a decode-time k below the trained k, too
     for kk in {k, dk}:
-        b = blockwise_decode(model, src, k=kk, criterion=criteria.Exact(), max_len=max_len)
-        assert b.tokens == g.tokens
-        check_contract(b, batch, max_len, model.eos_id)
-        assert all(bs <= kk for row in b.block_sizes for bs in row)
-        assert b.invocations == max(b.iterations) + 1
-        if kk > 1:  # per-position acceptance, counted over kept tokens only
-            blocks = [bs for row in b.block_sizes for bs in row]
-            # Slot j's proposal was accepted exactly in the rounds that kept more than j tokens (a block cut at
-            # EOS or the length limit counts only what it kept).
-            assert b.position_accepted == [sum(bs > j for bs in blocks) for j in range(1, kk)]
-            assert all(a <= r for a, r in zip(b.position_accepted, b.position_reached))
-            assert all(r <= a for r, a in zip(b.position_reached[1:], b.position_accepted[:-1]))
-            assert b.position_reached[0] <= sum(b.iterations)
-            # Tree verification (bpd.decoding.tree), with a shape no deeper than the k - 1 proposal slots.
-            t = tree_decode(model, src, tree_shape(tree, kk - 1), k=kk, max_len=max_len)
-            assert t.tokens == g.tokens
-            check_contract(t, batch, max_len, model.eos_id)
-            assert all(bs <= kk for row in t.block_sizes for bs in row) and t.invocations == max(t.iterations) + 1
-            # Draft rescoring (bpd.decoding.rescore): the heads' lattice rescored by a bigram model of greedy's
-            # own outputs, half of them (a model of the data, not of these sentences).
-            lm = NgramLM.fit(g.tokens[: max(1, batch // 2)], vocab, model.bos_id)
-            rs = blockwise_decode(model, src, k=kk, max_len=max_len, proposer=Rescorer(lm, beam=2, weight=1.0))
-            assert rs.tokens == g.tokens
-            check_contract(rs, batch, max_len, model.eos_id)
-            # Draft-model speculative decoding (bpd.decoding.draft), with an unrelated random draft.
-            draft = random_model(vocab, 1, seed + 7, head_noise=0.0)
-            sd = draft_decode(model, draft, src, k=kk, max_len=max_len)
-            assert sd.tokens == g.tokens
-            check_contract(sd, batch, max_len, model.eos_id)
-            assert all(bs <= kk for row in sd.block_sizes for bs in row) and sd.invocations == max(sd.iterations) + 1
+        for name, method in METHODS.items():
+            if not method.exact:
+                continue
+            assert name in EXACT_OPTIONS, f"the exact method {name!r} needs its entry in EXACT_OPTIONS"
+            options = EXACT_OPTIONS[name](Case(kk, tree))
+            if options is None:
+                continue
+            spec = DecodeSpec(name, **options)
+            res = decoder_fn(spec, aux=aux)(model, src, max_len)
+            assert res.tokens == g.tokens, spec.name
+            check_contract(res, batch, max_len, model.eos_id)
+            check_rounds(res, spec)
     check_contract(g, batch, max_len, model.eos_id)
     check_argmax_chain(model, src, g.tokens)
+
+
+@dataclass
+class Case:
+    k: int  # decode-time k
+    tree: str  # a tree kind of ``tree_shape``
+
+
+#: Each exact method's options in the property above, at decode-time k, or None where it does not run at that k.
+EXACT_OPTIONS: dict[str, Callable[[Case], dict | None]] = {
+    "greedy": lambda c: {},
+    "naive_greedy": lambda c: {},
+    "blockwise": lambda c: {"k": c.k},
+    # Tree verification, with a shape no deeper than the k - 1 proposal slots.
+    "tree": lambda c: {"k": c.k, "tree": tree_shape(c.tree, c.k - 1)} if c.k > 1 else None,
+    "rescored": lambda c: {"k": c.k, "rescore_beam": 2, "rescore_weight": 1.0} if c.k > 1 else None,
+    "draft": lambda c: {"k": c.k} if c.k > 1 else None,
+}
+
+
+def check_rounds(res: DecodeResult, spec: DecodeSpec) -> None:
+    """Rounds and per-position acceptance: blocks of at most k, one decoder call per round (plus the start call
+    of methods with rounds), and slot j's proposal accepted exactly in the rounds that kept more than j tokens (a
+    block cut at EOS or the length limit counts only what it kept)."""
+    assert all(bs <= spec.k for row in res.block_sizes for bs in row)
+    assert res.invocations == max(res.iterations) + (1 if spec.rounds else 0)
+    blocks = [bs for row in res.block_sizes for bs in row]
+    assert res.position_accepted == [sum(bs > j for bs in blocks) for j in range(1, len(res.position_accepted) + 1)]
+    assert all(a <= r for a, r in zip(res.position_accepted, res.position_reached))
+    assert all(r <= a for r, a in zip(res.position_reached[1:], res.position_accepted[:-1]))
+    assert not res.position_reached or res.position_reached[0] <= sum(res.iterations)
 
 
 def tree_shape(name: str, depth: int) -> TreeShape:
@@ -375,7 +399,7 @@ def test_bad_k_and_criterion_errors():
         criteria.make_criterion("fuzzy")
     with pytest.raises(ValueError, match="min_block_size"):
         criteria.Exact(min_block_size=0)
-    # A minimum block size above k used to be clamped to k without a word.
+    # A minimum block size above k is refused, not clamped to k without a word.
     with pytest.raises(ValueError, match=r"between 1 and k=3 \(got 9\)"):
         blockwise_decode(model, src, k=3, min_block_size=9)
     with pytest.raises(ValueError, match=r"between 1 and k=2 \(got 3\)"):

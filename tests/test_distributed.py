@@ -24,7 +24,8 @@ from bpd.training.distributed import (
     shard_batches,
     wrap_ddp,
 )
-from bpd.training.loop import configure_params, resume_position, train
+from bpd.training.loop import configure_params, train
+from bpd.training.resume import resume_position
 
 REPO = Path(__file__).resolve().parents[1]
 VOCAB = 20

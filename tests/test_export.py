@@ -122,3 +122,67 @@ def test_peer_bench_pairs_every_decoder(exported):
     assert by["same"]["identical_to_greedy"] == 1.0 and by["short"]["identical_to_greedy"] < 1.0
     assert by["blockwise_k2_exact"]["identical_to_greedy"] == 1.0
     assert best in ours and by["same"]["best_vs_peer"] > 0 and by["greedy"]["best_vs_peer"] is None
+
+
+def test_assisted_generation_keeps_the_assistant_cache_in_step(exported, monkeypatch):
+    """HF assisted generation with an exported draft gives our greedy's tokens, and the draft's cache stays
+    behind the output every round. transformers 5.25 re-fed an encoder-decoder assistant its whole output on
+    top of its cache when no decoder attention mask was given (the cache grew by the output's length a round
+    until the positions ran out: ``assistant_decoder_inputs``); this test fails without that workaround."""
+    from transformers import AutoModelForSeq2SeqLM
+    from transformers.generation import candidate_generator
+
+    model, tok, hf_dir, root = exported
+    hf = AutoModelForSeq2SeqLM.from_pretrained(hf_dir).eval()
+    draft_dir = export_hf(_other_model(tok.vocab_size), tok.model_path, root / "draft", max_positions=128)
+    seen: list[tuple[int, int]] = []
+    update = candidate_generator.AssistedCandidateGenerator._update_past_and_masks
+
+    def spy(self, input_ids, *args, **kwargs):
+        out = update(self, input_ids, *args, **kwargs)
+        cache = self.assistant_kwargs.get("cache")
+        if cache is not None:
+            seen.append((input_ids.shape[-1], cache.get_seq_length()))
+        return out
+
+    monkeypatch.setattr(candidate_generator.AssistedCandidateGenerator, "_update_past_and_masks", spy)
+    src = sources(tok)
+    _, greedy = greedy_identity(model, hf_generate(hf), src)
+    for assistant_dir in (hf_dir, draft_dir):  # a draft that always agrees, and one that often does not
+        assistant = AutoModelForSeq2SeqLM.from_pretrained(assistant_dir).eval()
+        seen.clear()
+        same, _ = greedy_identity(model, hf_generate(hf, assistant=assistant), src, greedy)
+        assert same.identical == 1.0, same.mismatches
+        assert seen and all(cached < length for length, cached in seen), seen
+
+
+def _other_model(vocab: int):
+    """A draft: the same micro shape as ``tiny_model``, other random weights."""
+    model = build_translation_model(vocab, 1, MICRO, seed=11)
+    with torch.no_grad():
+        model.tgt_embed.weight.mul_(3.0)
+    return model.eval()
+
+
+def test_peers_at_batch_8_give_our_batched_greedy(exported):
+    """Batch 8 (padded sources of different lengths): HF greedy and CTranslate2 float32 return the tokens our
+    greedy returns for the same batch; the bundle leaves the batch-1-only peers out of a batch-8 run."""
+    from bpd.export.bundle import BATCH_ONE_PEERS, bundle_peers, export_bundle
+
+    model, tok, hf_dir, root = exported
+    dirs = export_bundle(model, tok.model_path, root / "bundle", source="tiny")
+    assert export_bundle(model, tok.model_path, root / "bundle", source="tiny") == dirs  # reused, not redone
+    vocab = [tok.id_to_piece(i) for i in range(tok.vocab_size)]
+    src = (sources(tok) + [list(reversed(s)) for s in sources(tok)])[:8]
+    assert len(src) == 8 and len({len(s) for s in src}) > 1
+    limit = output_limit(max(len(s) for s in src))
+    ours = greedy_decode(model, pad_rows(src, 0, min_width=1), limit).tokens
+    peers = bundle_peers(dirs, vocab, tok.eos_id, threads=1, draft_hf_dir=hf_dir, batch_one=False)
+    assert set(peers) == {"hf_greedy", "ct2_float32", "ct2_int8"} and not set(BATCH_ONE_PEERS) & set(peers)
+    assert peers["hf_greedy"](src, limit) == ours
+    assert peers["ct2_float32"](src, limit) == ours
+    assert all(0 < len(t) <= limit for t in peers["ct2_int8"](src, limit))
+    at_one = bundle_peers(dirs, vocab, tok.eos_id, threads=1, draft_hf_dir=hf_dir, batch_one=True)
+    assert set(BATCH_ONE_PEERS) <= set(at_one)
+    with pytest.raises(ValueError, match="batch 1"):
+        at_one["hf_assisted"](src, limit)

@@ -156,8 +156,8 @@ def test_distillation_and_self_targets(toy):
 
 def test_paper_heads_on_a_plain_base(toy):
     """identity_p1=false (the paper's p_1 through the new layer): the base trains as a plain model, and the
-    heads stage adds the layer for all k slots on top of it (it used to build the base with a k = 1 layer
-    whose shape the heads model could not load)."""
+    heads stage adds the layer for all k slots on top of it (a base built with a k = 1 layer would have a
+    shape the heads model cannot load)."""
     _, cfg, task = toy
     paper = tweak(cfg, heads={"identity_p1": False, "loss": "sampled"})
     path = stages.ensure_heads(paper, task)
@@ -391,7 +391,7 @@ def test_a_shipped_base_is_installed_instead_of_trained(toy, tmp_path, monkeypat
 
 def test_a_corrupt_resume_state_is_set_aside_and_the_stage_retrained(toy, tmp_path, capsys):
     """The README's promise for the resume file too: a damaged .state.pt is moved aside with a warning and
-    the stage trains from the start (it used to stop the run)."""
+    the stage trains from the start instead of stopping the run."""
     _, cfg, task = toy
     cfg = tweak(cfg, paths={"cache_dir": str(tmp_path / "cache"), "results_dir": str(tmp_path / "results")})
     path = stages.base_path_for(cfg, task)

@@ -151,7 +151,8 @@ def test_sr_pipeline_rows_files_and_psnr(tmp_path):
 
 
 def test_sr_training_lowers_loss(tmp_path):
-    from bpd.training.loop import evaluate_heads, train
+    from bpd.training.evaluation import evaluate_heads
+    from bpd.training.loop import train
 
     cfg = sr_config(tmp_path)
     task = load_task(cfg)

@@ -43,7 +43,7 @@ def test_shifted_targets():
 
 
 def test_few_steps_lower_the_loss(tmp_path):
-    from bpd.training.loop import evaluate_heads
+    from bpd.training.evaluation import evaluate_heads
 
     model = fresh_model(k=1, identity_p1=True)
     dev = lambda: toy_batches(n=2)(99, 0)  # noqa: E731
@@ -242,7 +242,7 @@ def test_bad_train_config_values(tmp_path):
 
 def test_keep_best_and_patience(tmp_path):
     """Early stopping: the final checkpoint holds the best dev weights; patience ends training early."""
-    from bpd.training.loop import evaluate_heads
+    from bpd.training.evaluation import evaluate_heads
 
     model = fresh_model(k=1, identity_p1=True)
     dev = lambda: toy_batches(n=2)(99, 0)  # noqa: E731
@@ -318,6 +318,33 @@ def test_recurrent_heads_teacher_forcing_and_proposals(arch, tied):
         from bpd.models import build_translation_model
 
         build_translation_model(30, 4, MICRO, heads_arch="recurrent", identity_p1=False)
+
+
+@pytest.mark.parametrize("vocab", [None, [2, 3, 5, 7, 11, 13, 17]])
+@pytest.mark.parametrize("arch", ["recurrent", "attend"])
+def test_both_slot_steps_propose_the_same_chain(vocab, arch):
+    """``RecurrentHeads.stepper`` hands out the parameters' step outside inference mode and the decoding tables'
+    inside it; the proposal chain runs on either and gives the same tokens, also among a proposal vocabulary
+    (where a slot after the first reads the previous slot's index into it)."""
+    from bpd.models.fastpath import TableStep
+    from bpd.models.heads.recurrent import PlainStep
+
+    model = random_model(30, 5, 0, arch=arch, head_noise=0.3)
+    heads = model.heads
+    h = torch.randn(4, model.cfg.d_model, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+    source = model.head_source(model.encode(random_src(4, 6, 30, 3)))
+    first = torch.tensor([[4], [9], [2], [7]])
+    with torch.inference_mode():
+        heads.set_proposal_vocab(None if vocab is None else torch.tensor(vocab))
+        assert isinstance(heads.stepper(source), TableStep)
+        fast = heads.propose(h, first, 5, source)
+    with torch.no_grad():
+        assert isinstance(heads.stepper(source), PlainStep)
+        plain = heads.propose(h, first, 5, source)
+    heads.set_proposal_vocab(None)
+    assert plain.shape == (4, 4) and torch.equal(fast, plain)
+    if vocab is not None:
+        assert torch.isin(plain, torch.tensor(vocab)).all()
 
 
 @pytest.mark.parametrize("arch", ["recurrent", "attend"])

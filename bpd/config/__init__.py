@@ -10,13 +10,12 @@ instances; ``bpd/`` never sees Hydra. Library users build them directly::
 ``experiment_config(d)`` builds one from a plain nested dict (a resolved Hydra config, a JSON file, a test),
 filling every missing key with its default here and refusing unknown keys with the fix.
 
-Defaults that had drifted apart before this module existed, and the value kept:
+Defaults that every caller shares, and why each value:
 
-- output length ``a * source length + b``: a = 1.5, b = 10 (the value every shipped config used; the
-  library's old fallback of 1.0 / 50 was only reached by direct API calls and by the heads stage's dev
-  outputs, which used ``task.max_len`` instead). Every decoder, stage and task now uses ``output_limit``.
+- output length ``a * source length + b``: a = 1.5, b = 10 (what every shipped config uses); every decoder, stage
+  and task takes it from ``output_limit``, so the heads stage's dev outputs and direct API calls get the same limit.
 - ``identity_p1 = True`` (p_1 is exactly the base model, so a frozen base keeps its BLEU bit for bit; every
-  shipped config but the paper-scale ones used it). The paper's variant is ``identity_p1=false``.
+  shipped config but the paper-scale ones uses it). The paper's variant is ``identity_p1=false``.
 
 Modules: ``common`` (allowed values, ``keyed_fields``), ``task``, ``model`` (model, heads, training), ``decode``
 and ``experiment`` (the whole experiment, the benchmark, ``from_dict``); every name is importable from here.

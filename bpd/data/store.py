@@ -268,6 +268,29 @@ def build_store(
     n_src, n_tgt = count_lines(src_file), count_lines(tgt_file)
     if n_src != n_tgt:
         raise ValueError(f"{src_file} has {n_src} lines but {tgt_file} has {n_tgt}; they must align line by line.")
+    partial = _partial_folder(path, options)
+    dtype = _token_dtype(vocab_size)
+    n_chunks = 0
+    for src_chunk, tgt_chunk in zip(_chunks(src_file, chunk_lines), _chunks(tgt_file, chunk_lines)):
+        done = partial / f"chunk{n_chunks:05d}.npz"
+        if src_chunk and not done.is_file():
+            _write_chunk(done, *encode_pairs(src_chunk, tgt_chunk, encode, eos_id, max_len, keep_all), dtype)
+        n_chunks += bool(src_chunk)
+    staging = _staging(path)
+    kept, stats = _join_chunks(partial, n_chunks, staging)
+    manifest = {**options, "dtype": np.dtype(dtype).name, "lines": kept, "source_lines": n_src,
+                "src_file": str(src_file), "tgt_file": str(tgt_file), **stats}
+    if not _publish(staging, path, manifest):
+        return PairStore(path)
+    shutil.rmtree(partial, ignore_errors=True)
+    notes = [f"{stats[k]} {k.replace('_', ' ')}" for k in ("truncated", "dropped_empty", "empty_sources") if stats[k]]
+    log(f"token store {path.name}: {kept} of {n_src} lines" + (f" ({', '.join(notes)})" if notes else ""))
+    return PairStore(path)
+
+
+def _partial_folder(path: Path, options: dict[str, Any]) -> Path:
+    """``<path>.partial/``, where a build's finished chunks wait: kept when a killed build of the same options
+    left it, emptied when other options did."""
     partial = path.with_name(path.name + ".partial")
     partial.mkdir(parents=True, exist_ok=True)
     meta = partial / "options.json"
@@ -275,26 +298,28 @@ def build_store(
         shutil.rmtree(partial)
         partial.mkdir(parents=True)
     meta.write_text(json.dumps(options))
-    dtype = _token_dtype(vocab_size)
+    return partial
+
+
+def _write_chunk(done: Path, s: list[list[int]], t: list[list[int]], st: dict[str, int], dtype) -> None:
+    """One encoded chunk (its pairs and their statistics) as ``done``, written atomically."""
+    (s_flat, s_len), (t_flat, t_len) = _flat(s, dtype), _flat(t, dtype)
+    tmp = done.with_name(f"{done.name}.tmp{os.getpid()}")
+    with open(tmp, "wb") as f:
+        np.savez(f, src=s_flat, src_len=s_len, tgt=t_flat, tgt_len=t_len,
+                 stats=np.array([st["dropped_empty"], st["truncated"], st["empty_sources"]]))
+    os.replace(tmp, done)
+
+
+def _join_chunks(partial: Path, n_chunks: int, staging: Path) -> tuple[int, dict[str, int]]:
+    """Concatenate the chunks into the token files and their offset indexes in ``staging``; returns the number
+    of pairs kept and the summed statistics."""
     stats = {"dropped_empty": 0, "truncated": 0, "empty_sources": 0}
-    chunk_id = 0
-    for src_chunk, tgt_chunk in zip(_chunks(src_file, chunk_lines), _chunks(tgt_file, chunk_lines)):
-        done = partial / f"chunk{chunk_id:05d}.npz"
-        if src_chunk and not done.is_file():
-            s, t, st = encode_pairs(src_chunk, tgt_chunk, encode, eos_id, max_len, keep_all)
-            (s_flat, s_len), (t_flat, t_len) = _flat(s, dtype), _flat(t, dtype)
-            tmp = done.with_name(f"{done.name}.tmp{os.getpid()}")
-            with open(tmp, "wb") as f:
-                np.savez(f, src=s_flat, src_len=s_len, tgt=t_flat, tgt_len=t_len,
-                         stats=np.array([st["dropped_empty"], st["truncated"], st["empty_sources"]]))
-            os.replace(tmp, done)
-        chunk_id += bool(src_chunk)
-    staging = _staging(path)
     offsets = {"src": [np.zeros(1, np.int64)], "tgt": [np.zeros(1, np.int64)]}
     ends = {"src": 0, "tgt": 0}
     with open(staging / "src.bin", "wb") as fs, open(staging / "tgt.bin", "wb") as ft:
         files = {"src": fs, "tgt": ft}
-        for c in range(chunk_id):
+        for c in range(n_chunks):
             with np.load(partial / f"chunk{c:05d}.npz") as z:
                 for side in ("src", "tgt"):
                     files[side].write(z[side].tobytes())
@@ -304,15 +329,7 @@ def build_store(
                     stats[k] += v
     for side in ("src", "tgt"):
         _write_index(staging, side, np.concatenate(offsets[side]))
-    kept = sum(len(o) for o in offsets["src"]) - 1  # the offsets start with one 0
-    manifest = {**options, "dtype": np.dtype(dtype).name, "lines": kept, "source_lines": n_src,
-                "src_file": str(src_file), "tgt_file": str(tgt_file), **stats}
-    if not _publish(staging, path, manifest):
-        return PairStore(path)
-    shutil.rmtree(partial, ignore_errors=True)
-    notes = [f"{stats[k]} {k.replace('_', ' ')}" for k in ("truncated", "dropped_empty", "empty_sources") if stats[k]]
-    log(f"token store {path.name}: {kept} of {n_src} lines" + (f" ({', '.join(notes)})" if notes else ""))
-    return PairStore(path)
+    return sum(len(o) for o in offsets["src"]) - 1, stats  # the offsets start with one 0
 
 
 def write_store(path: str | os.PathLike, pairs: Iterator[tuple[np.ndarray, np.ndarray]], vocab_size: int,

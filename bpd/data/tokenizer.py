@@ -131,16 +131,9 @@ class Tokenizer:
         model_path = prefix.with_name(prefix.name + ".model")
         if model_path.is_file():
             return cls(model_path)
-        files = [Path(f) for f in text_files]
-        missing = [str(f) for f in files if not f.is_file()]
-        if missing:
-            raise FileNotFoundError(f"tokenizer training files missing: {', '.join(missing)}")
+        files = _training_files(text_files)
         prefix.parent.mkdir(parents=True, exist_ok=True)
         tmp_prefix = prefix.with_name(f"{prefix.name}.tmp{os.getpid()}")
-        empty = [str(f) for f in files if not _has_text(f)]
-        if empty:
-            raise ValueError(f"no text to learn a vocabulary from: {', '.join(empty)} "
-                             f"{'is' if len(empty) == 1 else 'are'} empty; check the data folder.")
         spm.set_random_generator_seed(seed)
         # sentencepiece prints nothing for minutes on a large corpus: say what is happening and how big it is.
         n_lines = sum(_count_lines(f) for f in files)
@@ -148,32 +141,49 @@ class Tokenizer:
               f"({'all of them' if n_lines <= input_sentence_size else f'a sample of {input_sentence_size:,}'}) "
               f"with {num_threads} threads ...", flush=True)
         t0 = time.perf_counter()
-        try:
-            spm.SentencePieceTrainer.train(
-                input=",".join(str(f) for f in files),
-                model_prefix=str(tmp_prefix),
-                vocab_size=vocab_size,
-                model_type=model_type,
-                character_coverage=character_coverage,
-                pad_id=PAD_ID,
-                bos_id=BOS_ID,
-                eos_id=EOS_ID,
-                unk_id=UNK_ID,
-                hard_vocab_limit=False,
-                input_sentence_size=input_sentence_size,
-                shuffle_input_sentence=True,
-                num_threads=num_threads,
-                minloglevel=2,
-            )
-        except RuntimeError as e:  # sentencepiece's own checks (e.g. fewer pieces than characters)
-            raise ValueError(f"sentencepiece could not learn a {vocab_size}-piece vocabulary from "
-                             f"{', '.join(str(f) for f in files)} ({str(e).split('] ')[-1].strip()}); "
-                             "change task.vocab_size.") from e
+        _learn(files, tmp_prefix, vocab_size, model_type=model_type, character_coverage=character_coverage,
+               input_sentence_size=input_sentence_size, num_threads=num_threads)
         print(f"tokenizer: done in {time.perf_counter() - t0:.0f} s -> {model_path}", flush=True)
         vocab_path = prefix.with_name(prefix.name + ".vocab")
         os.replace(tmp_prefix.with_name(tmp_prefix.name + ".vocab"), vocab_path)
         os.replace(tmp_prefix.with_name(tmp_prefix.name + ".model"), model_path)
         return cls(model_path)
+
+
+def _training_files(text_files: Sequence[str | Path]) -> list[Path]:
+    """The files to learn a vocabulary from, refused in one sentence when one is missing or empty."""
+    files = [Path(f) for f in text_files]
+    missing = [str(f) for f in files if not f.is_file()]
+    if missing:
+        raise FileNotFoundError(f"tokenizer training files missing: {', '.join(missing)}")
+    empty = [str(f) for f in files if not _has_text(f)]
+    if empty:
+        raise ValueError(f"no text to learn a vocabulary from: {', '.join(empty)} "
+                         f"{'is' if len(empty) == 1 else 'are'} empty; check the data folder.")
+    return files
+
+
+def _learn(files: list[Path], prefix: Path, vocab_size: int, **options) -> None:
+    """Run sentencepiece's trainer (``options``: model_type, character_coverage, input_sentence_size,
+    num_threads), writing ``<prefix>.model`` and ``<prefix>.vocab``, with the special ids bpd uses."""
+    try:
+        spm.SentencePieceTrainer.train(
+            input=",".join(str(f) for f in files),
+            model_prefix=str(prefix),
+            vocab_size=vocab_size,
+            pad_id=PAD_ID,
+            bos_id=BOS_ID,
+            eos_id=EOS_ID,
+            unk_id=UNK_ID,
+            hard_vocab_limit=False,
+            shuffle_input_sentence=True,
+            minloglevel=2,
+            **options,
+        )
+    except RuntimeError as e:  # sentencepiece's own checks (e.g. fewer pieces than characters)
+        raise ValueError(f"sentencepiece could not learn a {vocab_size}-piece vocabulary from "
+                         f"{', '.join(str(f) for f in files)} ({str(e).split('] ')[-1].strip()}); "
+                         "change task.vocab_size.") from e
 
 
 def _count_lines(path: Path) -> int:

@@ -1,5 +1,6 @@
-"""Decoders (greedy, beam, blockwise), acceptance criteria, the common result type, and the timed
-side-by-side runner that evaluation and the benchmark share."""
+"""Decoders, one module per method behind a registry (``registry.METHODS``: greedy, naive greedy, beam, blockwise
+chain, tree verification, rescored chain, draft model), the decode loop they share (``loop``), acceptance
+criteria, the common result type, and the timed side-by-side runner that evaluation and the benchmark share."""
 
 from bpd.decoding import criteria
 from bpd.decoding.beam import beam_decode

@@ -9,14 +9,87 @@ greedy decoding.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Any
+
 import torch
 
-from bpd.decoding.common import checked_max_len
+from bpd.decoding.loop import begin
+from bpd.decoding.method import DecodeAux, Decoder, Method, Options, Sweep
 from bpd.decoding.result import DecodeResult
 
 
 def length_penalty(length: int, alpha: float) -> float:
     return ((5.0 + length) / 6.0) ** alpha
+
+
+@dataclass
+class Beams:
+    """Every row's ``w`` live hypotheses (scores (b, w) on the host's float64 and their tokens) and the
+    hypotheses set aside as finished, with their length-penalised scores."""
+
+    w: int
+    alpha: float
+    scores: torch.Tensor
+    seqs: list[list[list[int]]]
+    finished: list[list[tuple[float, list[int]]]]
+    done: list[bool]
+    # Filled by each step for the next decoder call: which beam each new hypothesis extends, and its token.
+    src_beam: torch.Tensor = field(init=False)
+    new_tok: torch.Tensor = field(init=False)
+
+
+def start_beams(b: int, w: int, alpha: float, max_len: int, dev: torch.device) -> Beams:
+    # Only the first beam of each row is live at the start, so the first step does not pick duplicates.
+    scores = torch.full((b, w), float("-inf"), dtype=torch.float64, device=dev)
+    scores[:, 0] = 0.0
+    return Beams(w, alpha, scores, [[[] for _ in range(w)] for _ in range(b)], [[] for _ in range(b)],
+                 [max_len <= 0] * b)
+
+
+def extend_row(beams: Beams, r: int, top_s: list[float], top_i: list[int], v: int, eos: int, last: bool,
+               new_scores: torch.Tensor) -> list[list[int]]:
+    """Row ``r``'s next hypotheses from its best candidates (score, beam * V + token), best first: one that
+    ends in EOS within the top ``w`` is set aside as finished; the first ``w`` others live on. With ``last``
+    (out of length) the live ones compete as they are."""
+    w, eos_seen, row_seqs = beams.w, beams.finished[r], []
+    for rank, (s, idx) in enumerate(zip(top_s, top_i)):
+        if s == float("-inf"):
+            break
+        beam, tok = divmod(idx, v)
+        if tok == eos:
+            if rank < w:
+                hyp = beams.seqs[r][beam] + [tok]
+                eos_seen.append((s / length_penalty(len(hyp), beams.alpha), hyp))
+            continue
+        if len(row_seqs) < w:
+            j = len(row_seqs)
+            row_seqs.append(beams.seqs[r][beam] + [tok])
+            new_scores[r, j], beams.src_beam[r, j], beams.new_tok[r, j] = s, beam, tok
+    if len(eos_seen) >= w:
+        beams.done[r] = True
+    elif last:
+        for j, hyp in enumerate(row_seqs):
+            eos_seen.append((float(new_scores[r, j]) / length_penalty(len(hyp), beams.alpha), hyp))
+        beams.done[r] = True
+    return row_seqs
+
+
+def beam_step(beams: Beams, logp: torch.Tensor, eos: int, last: bool) -> None:
+    """Extend every row's beams by the log-probabilities ``logp`` (b * w, V) of their next tokens."""
+    b, w, v = len(beams.seqs), beams.w, logp.shape[-1]
+    cand = (beams.scores.view(b * w, 1) + logp).view(b, w * v)
+    top_s, top_i = cand.topk(min(2 * w, w * v), dim=-1)
+    top_s_h, top_i_h = top_s.tolist(), top_i.tolist()
+    new_scores = torch.full((b, w), float("-inf"), dtype=torch.float64)
+    beams.src_beam = torch.zeros((b, w), dtype=torch.long)
+    beams.new_tok = torch.full((b, w), eos, dtype=torch.long)
+    new_seqs: list[list[list[int]]] = []
+    for r in range(b):
+        row_seqs = [] if beams.done[r] else extend_row(beams, r, top_s_h[r], top_i_h[r], v, eos, last, new_scores)
+        new_seqs.append(row_seqs + [[] for _ in range(w - len(row_seqs))])
+    beams.seqs = new_seqs
+    beams.scores = new_scores.to(logp.device)
 
 
 @torch.inference_mode()
@@ -25,69 +98,47 @@ def beam_decode(
 ) -> DecodeResult:
     if beam_size < 1:
         raise ValueError(f"beam_size must be >= 1 (got {beam_size}).")
-    max_len = checked_max_len(model, src, max_len)
-    b, w, dev = src.shape[0], beam_size, src.device
-    eos = model.eos_id
-    enc = model.encode(src)
-    enc = enc.select(torch.arange(b, device=dev).repeat_interleave(w))
-    cache = model.new_cache(b * w, max_len + 1)
-    # Only the first beam of each row is live at the start, so the first step does not pick duplicates.
-    scores = torch.full((b, w), float("-inf"), dtype=torch.float64, device=dev)
-    scores[:, 0] = 0.0
-    seqs: list[list[list[int]]] = [[[] for _ in range(w)] for _ in range(b)]
-    finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(b)]
-    done = [max_len <= 0] * b
-    inp = torch.full((b * w, 1), model.bos_id, dtype=torch.long, device=dev)
-    invocations = 0
+    batch = begin(model, src, max_len, room=1, beams=beam_size)
+    b, w, max_len = src.shape[0], beam_size, batch.max_len
+    beams = start_beams(b, w, alpha, max_len, src.device)
+    inp, invocations = batch.bos, 0
     for t in range(max_len):
-        if all(done):
+        if all(beams.done):
             break
-        h = model.decode(inp, enc, cache)
+        h = model.decode(inp, batch.enc, batch.cache)
         invocations += 1
-        logp = torch.log_softmax(model.heads.base_logits(h[:, 0]).double(), dim=-1)  # (b*w, V)
-        v = logp.shape[-1]
-        cand = (scores.view(b * w, 1) + logp).view(b, w * v)
-        top_s, top_i = cand.topk(min(2 * w, w * v), dim=-1)
-        top_s_h, top_i_h = top_s.tolist(), top_i.tolist()
-        new_scores = torch.full((b, w), float("-inf"), dtype=torch.float64)
-        src_beam = torch.zeros((b, w), dtype=torch.long)
-        new_tok = torch.full((b, w), eos, dtype=torch.long)
-        new_seqs: list[list[list[int]]] = []
-        for r in range(b):
-            row_seqs: list[list[int]] = []
-            if not done[r]:
-                for rank, (s, idx) in enumerate(zip(top_s_h[r], top_i_h[r])):
-                    if s == float("-inf"):
-                        break
-                    beam, tok = divmod(idx, v)
-                    if tok == eos:
-                        if rank < w:
-                            hyp = seqs[r][beam] + [tok]
-                            finished[r].append((s / length_penalty(len(hyp), alpha), hyp))
-                        continue
-                    if len(row_seqs) < w:
-                        j = len(row_seqs)
-                        row_seqs.append(seqs[r][beam] + [tok])
-                        new_scores[r, j], src_beam[r, j], new_tok[r, j] = s, beam, tok
-                if len(finished[r]) >= w:
-                    done[r] = True
-                elif t == max_len - 1:  # out of length: live hypotheses compete as they are
-                    for j, hyp in enumerate(row_seqs):
-                        finished[r].append((float(new_scores[r, j]) / length_penalty(len(hyp), alpha), hyp))
-                    done[r] = True
-            row_seqs += [[] for _ in range(w - len(row_seqs))]
-            new_seqs.append(row_seqs)
-        seqs = new_seqs
-        scores = new_scores.to(dev)
-        cache.select((torch.arange(b)[:, None] * w + src_beam).view(-1).tolist())
-        inp = new_tok.view(-1, 1).to(dev)
-    tokens = []
-    for r in range(b):
-        best = max(finished[r], key=lambda x: x[0])[1] if finished[r] else []
-        tokens.append(best)
-    return DecodeResult(
-        tokens=tokens,
-        iterations=[len(t) for t in tokens],
-        block_sizes=[[1] * len(t) for t in tokens],
-        invocations=invocations,
-    )
+        beam_step(beams, torch.log_softmax(model.heads.base_logits(h[:, 0]).double(), dim=-1), model.eos_id,
+                  last=t == max_len - 1)
+        batch.cache.select((torch.arange(b)[:, None] * w + beams.src_beam).view(-1).tolist())
+        inp = beams.new_tok.view(-1, 1).to(src.device)
+    tokens = [max(f, key=lambda x: x[0])[1] if f else [] for f in beams.finished]
+    return DecodeResult(tokens=tokens, iterations=[len(t) for t in tokens], block_sizes=[[1] * len(t) for t in tokens],
+                        invocations=invocations)
+
+
+@dataclass(frozen=True)
+class BeamOptions(Options):
+    beam_size: int = 4
+    alpha: float = 0.6  # the length penalty's exponent
+
+    def __post_init__(self) -> None:
+        if self.beam_size < 1:
+            raise ValueError(f"beam_size must be >= 1 (got {self.beam_size}).")
+
+    def columns(self) -> dict[str, Any]:
+        return {"beam_size": self.beam_size}
+
+
+class Beam(Method):
+    name = "beam"
+    options = BeamOptions
+    own_columns = ("beam_size",)
+
+    def decoder_name(self, o: BeamOptions) -> str:
+        return f"beam{o.beam_size}_a{o.alpha:g}"
+
+    def sweep(self, s: Sweep) -> list[Options]:
+        return [BeamOptions(s.beam_size, s.alpha)] if s.beam_size else []
+
+    def decoder(self, o: BeamOptions, criterion_kwargs: dict[str, Any] | None, aux: DecodeAux) -> Decoder:
+        return lambda m, s, n: beam_decode(m, s, beam_size=o.beam_size, alpha=o.alpha, max_len=n)

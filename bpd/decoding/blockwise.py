@@ -11,18 +11,27 @@ A round has four phases, each a function below (named as in Medusa's propose / v
 * **update**: each row's cache rolls back to its accepted length, and the decoder state and p_1's argmax
   at the last accepted position are what the next propose reads.
 
-That is one decoder invocation per round plus one initial propose-only call (``start``).
+That is one decoder invocation per round plus one initial propose-only call (``start``). The loop around the
+rounds (dropping finished rows, bookkeeping) is ``bpd.decoding.loop.decode_rounds``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
-from bpd.decoding.common import RowTracker, checked_max_len, count_positions, drop_finished, top1
-from bpd.decoding.criteria import Criterion, Exact, Verdict
+from bpd.decoding.common import top1
+from bpd.decoding.criteria import Criterion, Verdict
+from bpd.decoding.loop import Accepted, Batch, Rounds, RowState, block_floor, checked_criterion, decode_rounds
+from bpd.decoding.method import DecodeAux, Decoder, Method, Options, RoundOptions, Sweep
 from bpd.decoding.result import DecodeResult
+
+#: ``proposer(model, h_last, first, k, prev, enc) -> (B, k)``: a block chosen otherwise than by the heads' argmax
+#: (``prev``: the token before ``first``; ``enc``: the rows' encoder state).
+Proposer = Callable[..., torch.Tensor]
 
 
 def propose(model, h_last: torch.Tensor, first: torch.Tensor, k: int, enc=None) -> torch.Tensor:
@@ -95,15 +104,45 @@ def run_round(model, props: torch.Tensor, enc, cache, criterion: Criterion, k: i
     return Round(verdict, khat, *update(cache, verified, k, khat))
 
 
-def keep_blocks(rows: RowTracker, r: Round, reached: list[int], accepted: list[int]) -> list[int]:
-    """Append each row's accepted block to its output and count the per-slot acceptance of the kept tokens;
-    returns the batch slots that finished (EOS or the length limit)."""
-    finished = []
-    for s, (row, n) in enumerate(zip(r.verdict.proposals, r.verdict.runs)):
-        if rows.accept(s, row[: r.khat[s]]):
-            finished.append(s)
-        count_positions(reached, accepted, n, r.khat[s], rows.blocks[rows.active[s]][-1])
-    return finished
+@dataclass
+class ChainState(RowState):
+    """What the next round proposes from: the decoder state (B, d) and p_1's argmax (B, 1) at the last accepted
+    position and, for a custom proposer, the token before it (B, 1); or the block itself, when the start call
+    has proposed it already."""
+
+    h_last: torch.Tensor | None = None
+    first: torch.Tensor | None = None
+    prev: torch.Tensor | None = None
+    props: torch.Tensor | None = None
+
+
+class ChainRounds(Rounds):
+    """Propose (after the finished rows are gone), verify, accept, update."""
+
+    def __init__(self, k: int, criterion: Criterion, floor: int, proposer: Proposer | None = None) -> None:
+        self.k, self.criterion, self.floor, self.proposer = k, criterion, floor, proposer
+        self.slots, self.room, self.start_calls = k - 1, k + 1, 1
+
+    def start(self, model, batch: Batch) -> ChainState:
+        if self.proposer is None:
+            return ChainState(props=start(model, batch.bos, batch.enc, batch.cache, self.k))
+        h0 = model.decode(batch.bos, batch.enc, batch.cache)[:, 0]
+        first = top1(model.heads.base_logits(h0))[:, None]
+        return ChainState(props=self.proposer(model, h0, first, self.k, batch.bos, batch.enc))
+
+    def propose(self, model, state: ChainState, enc) -> torch.Tensor:
+        if self.proposer is None:
+            return propose(model, state.h_last, state.first, self.k, enc)
+        return self.proposer(model, state.h_last, state.first, self.k, state.prev, enc)
+
+    def round(self, model, batch: Batch, state: ChainState) -> tuple[ChainState, Accepted]:
+        props = state.props if state.props is not None else self.propose(model, state, batch.enc)
+        r = run_round(model, props, batch.enc, batch.cache, self.criterion, self.k, self.floor)
+        # A custom proposer also reads the last accepted token: the context of the next block's first token.
+        prev = None if self.proposer is None else \
+            props.gather(1, torch.tensor(r.khat, device=props.device)[:, None] - 1)
+        blocks = [row[:n] for row, n in zip(r.verdict.proposals, r.khat)]
+        return ChainState(r.h_last, r.first, prev), (blocks, r.verdict.runs)
 
 
 @torch.inference_mode()
@@ -114,7 +153,7 @@ def blockwise_decode(
     criterion: Criterion | None = None,
     min_block_size: int = 1,
     max_len: int | None = None,
-    proposer=None,
+    proposer: Proposer | None = None,
 ) -> DecodeResult:
     """Blockwise parallel decoding at any batch size; exact criterion == greedy output.
 
@@ -130,41 +169,40 @@ def blockwise_decode(
             f"decode-time k must be between 1 and the model's trained k={model.k} (got {k}); "
             "train more heads or lower k."
         )
-    criterion = criterion or Exact()
-    if not isinstance(criterion, Criterion):
-        hint = f"criteria.{criterion.__name__}()" if isinstance(criterion, type) else \
-            f"criteria.make_criterion({criterion!r})" if isinstance(criterion, str) else "criteria.Exact()"
-        raise TypeError(f"criterion must be an acceptance criterion instance, e.g. {hint} (got {criterion!r}).")
-    floor = max(int(min_block_size), criterion.min_block_size)
-    if not 1 <= floor <= k:
-        raise ValueError(f"min_block_size must be between 1 and k={k} (got {floor}): a round accepts at most k "
-                         "tokens; lower the minimum block size or raise k.")
-    max_len = checked_max_len(model, src, max_len)
-    b, dev = src.shape[0], src.device
-    enc = model.encode(src)
-    cache = model.new_cache(b, max_len + k + 1)
-    rows = RowTracker(b, model.eos_id, max_len)
-    if max_len <= 0:
-        return rows.result(0, position_reached=[0] * (k - 1), position_accepted=[0] * (k - 1))
+    criterion = checked_criterion(criterion)
+    floor = block_floor(criterion, k, min_block_size)
+    return decode_rounds(model, src, max_len, ChainRounds(k, criterion, floor, proposer))
 
-    bos = torch.full((b, 1), model.bos_id, dtype=torch.long, device=dev)
-    if proposer is None:
-        props = start(model, bos, enc, cache, k)
-    else:
-        h0 = model.decode(bos, enc, cache)[:, 0]
-        props = proposer(model, h0, top1(model.heads.base_logits(h0))[:, None], k, bos, enc)
-    invocations = 1
-    reached, accepted = [0] * (k - 1), [0] * (k - 1)  # per proposal slot 1..k-1
-    while rows.active:
-        r = run_round(model, props, enc, cache, criterion, k, floor)
-        invocations += 1
-        finished = keep_blocks(rows, r, reached, accepted)
-        # A custom proposer also reads the last accepted token: the context of the next block's first token.
-        prev = () if proposer is None else (props.gather(1, torch.tensor(r.khat, device=dev)[:, None] - 1),)
-        live = drop_finished(rows, finished, (cache,), enc, r.h_last, r.first, *prev)
-        if live is None:
-            break
-        enc, h_last, first, *prev = live
-        props = propose(model, h_last, first, k, enc) if proposer is None else \
-            proposer(model, h_last, first, k, *prev, enc)
-    return rows.result(invocations, position_reached=reached, position_accepted=accepted)
+
+class Blockwise(Method):
+    """The paper's chain: one proposal per slot, verified in one parallel call."""
+
+    name = "blockwise"
+    options = RoundOptions
+    exact = True
+
+    def decoder_name(self, o: RoundOptions) -> str:
+        floor = "" if o.min_block_size == 1 else f"_l{o.min_block_size}"
+        return f"blockwise_k{o.k}_{o.criterion_suffix}{floor}"
+
+    def sweep(self, s: Sweep) -> list[Options]:
+        """Every criterion x minimum block size x k (the bench: l = 1); in the evaluation k = 1 only with plain
+        exact acceptance (there it is greedy) and no l above k (a block of k tokens cannot hold it)."""
+        out: list[Options] = []
+        for crit in s.criteria:
+            for floor in crit.min_block_sizes if s.floors else [1]:
+                for k in s.ks:
+                    if s.floors and ((k == 1 and (crit.name != "exact" or floor != 1)) or floor > k):
+                        continue
+                    out.append(RoundOptions(k, crit.name, crit.param, int(floor)))
+        return out
+
+    def decoder(self, o: RoundOptions, criterion_kwargs: dict[str, Any] | None, aux: DecodeAux) -> Decoder:
+        crit = o.criterion_for(criterion_kwargs)
+        return lambda m, s, n: blockwise_decode(m, s, k=o.k, criterion=crit, max_len=n)
+
+    def step_cost_key(self, o: RoundOptions) -> str:
+        return f"t{o.k}"
+
+    def start_cost_key(self, o: RoundOptions) -> str:
+        return f"s{o.k}"

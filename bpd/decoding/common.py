@@ -8,7 +8,7 @@ from bpd.config import output_limit
 from bpd.decoding.result import DecodeResult
 from bpd.models.fastpath import top1
 
-__all__ = ["RowTracker", "checked_max_len", "count_positions", "default_max_len", "drop_finished", "top1"]
+__all__ = ["RowTracker", "checked_max_len", "count_positions", "default_max_len", "top1"]
 
 
 class RowTracker:
@@ -48,21 +48,6 @@ class RowTracker:
             invocations=invocations,
             **extra,
         )
-
-
-def drop_finished(rows: RowTracker, finished: list[int], caches: tuple, *states) -> tuple | None:
-    """Forget the finished batch slots everywhere a round's state lives: the row tracker, each KV cache of
-    ``caches`` (the base model's, and a draft model's) and each of ``states`` (encoder states and batch-first
-    tensors). Returns ``states`` for the live rows, or None when no row is left."""
-    keep = rows.drop(finished)
-    if keep is None:
-        return states
-    if not rows.active:
-        return None
-    idx = torch.tensor(keep, device=next(s for s in states if isinstance(s, torch.Tensor)).device)
-    for cache in caches:
-        cache.select(keep)
-    return tuple(s.index_select(0, idx) if isinstance(s, torch.Tensor) else s.select(idx) for s in states)
 
 
 def count_positions(reached: list[int], accepted: list[int], run: int, proposed: int, kept: int) -> None:

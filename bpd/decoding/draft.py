@@ -17,12 +17,18 @@ output is greedy's, whatever the draft proposes.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import torch
 
-from bpd.decoding.blockwise import keep_blocks, run_round
-from bpd.decoding.common import RowTracker, checked_max_len, drop_finished, top1
-from bpd.decoding.criteria import Criterion, Exact
+from bpd.decoding.blockwise import run_round
+from bpd.decoding.common import top1
+from bpd.decoding.criteria import Criterion
+from bpd.decoding.loop import Accepted, Batch, Rounds, RowState, block_floor, checked_criterion, decode_rounds
+from bpd.decoding.method import DecodeAux, Decoder, Method, Options, RoundOptions, Sweep
 from bpd.decoding.result import DecodeResult
+from bpd.models.transformer import KVCache
 
 
 def check_draft(model, draft) -> None:
@@ -46,6 +52,42 @@ def draft_chain(draft, feed: torch.Tensor, enc, cache, n: int) -> torch.Tensor:
     return torch.cat(out, dim=1)
 
 
+@dataclass
+class DraftState(RowState):
+    """The draft's own encoder state and cache, p_1's argmax at the last accepted position (the next block's
+    slot 0), and the tokens the draft has not read yet."""
+
+    d_enc: Any
+    d_cache: KVCache
+    first: torch.Tensor
+    feed: torch.Tensor
+
+
+class DraftRounds(Rounds):
+    """Propose with the draft's k - 1 greedy steps, verify with the base as the chain does."""
+
+    def __init__(self, draft, k: int, criterion: Criterion, floor: int) -> None:
+        self.draft, self.k, self.criterion, self.floor = draft, k, criterion, floor
+        self.slots, self.room, self.start_calls = k - 1, k + 1, 1
+
+    def start(self, model, batch: Batch) -> DraftState:
+        d_enc = self.draft.encode(batch.src)
+        d_cache = self.draft.new_cache(batch.src.shape[0], batch.max_len + self.k + 2)
+        first = top1(model.heads.base_logits(model.decode(batch.bos, batch.enc, batch.cache)[:, 0]))[:, None]
+        return DraftState(d_enc, d_cache, first, torch.cat([batch.bos, first], dim=1))
+
+    def round(self, model, batch: Batch, state: DraftState) -> tuple[DraftState, Accepted]:
+        k, feed = self.k, state.feed
+        props = torch.cat([state.first, draft_chain(self.draft, feed, state.d_enc, state.d_cache, k - 1)], dim=1)
+        r = run_round(model, props, batch.enc, batch.cache, self.criterion, k, self.floor)
+        # The draft read ``feed`` and props[:, 1:k-1]; keep what was accepted but the last accepted token.
+        state.d_cache.rollback(feed.shape[1] + k - 2, [feed.shape[1] - 1 + n - 1 for n in r.khat])
+        khat = torch.tensor(r.khat, device=props.device)[:, None] - 1
+        feed = torch.cat([props.gather(1, khat), r.first], dim=1)
+        blocks = [row[:n] for row, n in zip(r.verdict.proposals, r.khat)]
+        return DraftState(state.d_enc, state.d_cache, r.first, feed), (blocks, r.verdict.runs)
+
+
 @torch.inference_mode()
 def draft_decode(
     model,
@@ -64,38 +106,24 @@ def draft_decode(
     if k < 2:
         raise ValueError(f"draft-model decoding needs k >= 2 (got {k}): k = 1 is greedy.")
     check_draft(model, draft)
-    criterion = criterion or Exact()
-    if not isinstance(criterion, Criterion):
-        raise TypeError(f"criterion must be an acceptance criterion instance, e.g. criteria.Exact() "
-                        f"(got {criterion!r}).")
-    floor = criterion.min_block_size
-    if not 1 <= floor <= k:
-        raise ValueError(f"min_block_size must be between 1 and k={k} (got {floor}).")
-    max_len = checked_max_len(model, src, max_len)
-    b, dev = src.shape[0], src.device
-    enc, d_enc = model.encode(src), draft.encode(src)
-    cache, d_cache = model.new_cache(b, max_len + k + 1), draft.new_cache(b, max_len + k + 2)
-    rows = RowTracker(b, model.eos_id, max_len)
-    if max_len <= 0:
-        return rows.result(0, position_reached=[0] * (k - 1), position_accepted=[0] * (k - 1))
-    bos = torch.full((b, 1), model.bos_id, dtype=torch.long, device=dev)
-    first = top1(model.heads.base_logits(model.decode(bos, enc, cache)[:, 0]))[:, None]
-    invocations = 1
-    feed = torch.cat([bos, first], dim=1)  # what the draft has not read yet
-    reached, accepted = [0] * (k - 1), [0] * (k - 1)
-    while rows.active:
-        props = torch.cat([first, draft_chain(draft, feed, d_enc, d_cache, k - 1)], dim=1)
-        r = run_round(model, props, enc, cache, criterion, k, floor)
-        invocations += 1
-        # The draft read ``feed`` and props[:, 1:k-1]; keep what was accepted but the last accepted token.
-        read = feed.shape[1] + k - 2
-        keep_read = [feed.shape[1] - 1 + n - 1 for n in r.khat]
-        d_cache.rollback(read, keep_read)
-        khat = torch.tensor(r.khat, device=dev)[:, None] - 1
-        feed = torch.cat([props.gather(1, khat), r.first], dim=1)
-        finished = keep_blocks(rows, r, reached, accepted)
-        live = drop_finished(rows, finished, (cache, d_cache), enc, d_enc, r.first, feed)
-        if live is None:
-            break
-        enc, d_enc, first, feed = live
-    return rows.result(invocations, position_reached=reached, position_accepted=accepted)
+    criterion = checked_criterion(criterion)
+    return decode_rounds(model, src, max_len, DraftRounds(draft, k, criterion, block_floor(criterion, k)))
+
+
+class Draft(Method):
+    name = "draft"
+    exact = True
+    options = RoundOptions
+
+    def decoder_name(self, o: RoundOptions) -> str:
+        return f"draft_k{o.k}_{o.criterion_suffix}"
+
+    def sweep(self, s: Sweep) -> list[Options]:
+        """With a draft model at hand: every criterion x k >= 2 (no minimum block sizes)."""
+        return [RoundOptions(k, c.name, c.param) for c in s.criteria for k in s.round_ks] if s.draft else []
+
+    def decoder(self, o: RoundOptions, criterion_kwargs: dict[str, Any] | None, aux: DecodeAux) -> Decoder:
+        crit = o.criterion_for(criterion_kwargs)
+        if aux.draft is None:
+            raise ValueError(f"{self.decoder_name(o)} needs a draft model; set draft.model (e.g. draft=tiny).")
+        return lambda m, s, n: draft_decode(m, aux.draft, s, k=o.k, criterion=crit, max_len=n)

@@ -39,22 +39,42 @@ def padded(sources: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor,
     return ids, (ids != pad_id).long()
 
 
+def assistant_decoder_inputs(start: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The decoder's start token and its attention mask, passed explicitly to an assisted ``generate``.
+
+    Why: transformers 5 (5.25.0 here) re-runs an encoder-decoder assistant's ``generate`` each round on the
+    whole output so far, with its cache, and ``_prefill`` feeds only the uncached tail when the decoder's
+    attention mask is as long as the output (``mask_length == input_ids.shape[1]``). Without a
+    ``decoder_attention_mask`` there is no such mask (``_mask_length`` is set for decoder-only models only),
+    so the assistant re-reads the whole output on top of its cache every round: its cache grows by the
+    output's length per round (465 entries for a 32-token output), its positions run past the sinusoid
+    table (``IndexError`` in ``embed_positions`` at 1,024 positions; test sentence 63, a 53-token output)
+    and, before that, it drafts from shifted positions. With the mask passed, the candidate generator
+    crops and extends it every round (``_prepare_attention_mask``) and the assistant's cache stays one
+    token behind the output, as it should."""
+    return {"decoder_input_ids": start.clone(), "decoder_attention_mask": torch.ones_like(start)}
+
+
 def hf_generate(model, assistant=None, prompt_lookup: int | None = None) -> Peer:
     """Greedy ``generate`` of an exported model (``bpd.export.to_pegasus`` or ``from_pretrained``); with an
     exported ``assistant`` it is assisted generation, with ``prompt_lookup`` tokens prompt-lookup decoding
-    (HF's defaults for everything else: its own draft-length schedule)."""
+    (HF's defaults for everything else: in transformers 5, 20 draft tokens a round at most, a constant
+    schedule, drafting stopped early where the draft's probability falls below 0.4)."""
     cfg = model.generation_config
     extra = {}
     if assistant is not None:
         extra["assistant_model"] = assistant
     if prompt_lookup:
         extra["prompt_lookup_num_tokens"] = int(prompt_lookup)
+    start = torch.tensor([[cfg.decoder_start_token_id]])
 
     @torch.inference_mode()
     def decode(sources: Sequence[Sequence[int]], max_len: int) -> list[list[int]]:
         if extra and len(sources) != 1:
             raise ValueError("assisted and prompt-lookup generation decode one sentence at a time (batch 1).")
         ids, mask = padded(sources, cfg.pad_token_id)
+        if assistant is not None:
+            extra.update(assistant_decoder_inputs(start))
         out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_len, min_new_tokens=0,
                              do_sample=False, num_beams=1, **extra)
         return [as_ours(row[1:].tolist(), cfg.eos_token_id, max_len) for row in out]  # row[0]: the start token

@@ -19,11 +19,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
-from bpd.decoding.tree import TreeShape, build_tree
+from bpd.decoding.blockwise import blockwise_decode
+from bpd.decoding.method import DecodeAux, Decoder, Method, Options, RoundOptions, Sweep
+from bpd.decoding.tree_build import build_tree
+from bpd.decoding.tree_shape import TreeShape
 
 
 class NgramLM:
@@ -108,3 +112,43 @@ class Rescorer:
             path.append(tree.parent.gather(1, path[-1][:, None])[:, 0])
         path.reverse()
         return torch.cat([first, tree.tokens.gather(1, torch.stack(path, dim=1))], dim=1)
+
+
+@dataclass(frozen=True)
+class RescoredOptions(RoundOptions):
+    rescore_beam: int = 0  # candidates per depth of the lattice
+    rescore_weight: float = 0.0  # the n-gram model's weight beside the heads' log-probability
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.rescore_beam < 1 or self.rescore_weight < 0:
+            raise ValueError(f"a rescored chain needs rescore_beam >= 1 and rescore_weight >= 0 (got "
+                             f"{self.rescore_beam} and {self.rescore_weight}).")
+
+    def columns(self) -> dict[str, Any]:
+        return super().columns() | {"rescore_beam": self.rescore_beam, "rescore_weight": self.rescore_weight}
+
+
+class Rescored(Method):
+    """The chain, with its block chosen from the heads' lattice by the n-gram model (``Rescorer``)."""
+
+    name = "rescored"
+    exact = True
+    options = RescoredOptions
+    own_columns = ("rescore_beam", "rescore_weight")
+
+    def decoder_name(self, o: RescoredOptions) -> str:
+        return f"rescored_b{o.rescore_beam}_w{o.rescore_weight:g}_k{o.k}_{o.criterion_suffix}"
+
+    def sweep(self, s: Sweep) -> list[Options]:
+        """Every ``RescoreConfig`` x criterion x k >= 2."""
+        return [RescoredOptions(k, c.name, c.param, rescore_beam=r.beam, rescore_weight=r.weight)
+                for r in s.rescore for c in s.criteria for k in s.round_ks]
+
+    def decoder(self, o: RescoredOptions, criterion_kwargs: dict[str, Any] | None, aux: DecodeAux) -> Decoder:
+        crit = o.criterion_for(criterion_kwargs)
+        if aux.lm is None:
+            raise ValueError(f"{self.decoder_name(o)} needs an n-gram model of the training targets "
+                             "(bpd.decoding.rescore).")
+        rescorer = Rescorer(aux.lm, o.rescore_beam, o.rescore_weight)
+        return lambda m, s, n: blockwise_decode(m, s, k=o.k, criterion=crit, max_len=n, proposer=rescorer)

@@ -12,6 +12,9 @@ from bpd.export.hf import export_hf
 
 #: What a finished bundle holds; written last, so an interrupted export is redone rather than half read.
 DONE = "export.json"
+#: The peers transformers' ``generate`` runs at batch size 1 only ("assisted generate is only supported for
+#: batch_size = 1"; prompt lookup is assisted generation with an n-gram candidate generator).
+BATCH_ONE_PEERS = ("hf_assisted", "hf_prompt_lookup")
 
 
 def export_bundle(model, spm_model: str | Path, out_dir: str | Path, source: str = "") -> dict[str, Path]:

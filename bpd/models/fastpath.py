@@ -1,18 +1,19 @@
 """Decoding fast paths, in one place.
 
 A small model's decoding step is dominated by per-op overhead and by small matrix products against the
-(V, d) vocabulary projection, so three things are done differently when decoding (every fast path returns
-what the plain path returns; training always takes the plain path):
+(V, d) vocabulary projection, so two things are done differently when decoding (each returns what the plain
+path returns; training always takes the plain path):
 
-* ``top1``: ``max(-1).indices`` instead of ``argmax`` (faster on a CPU for the few rows of a step; same ties).
 * ``project`` (inference on a CPU): the projection multiplies by a cached contiguous (d, V) transpose of the
   weight instead of the (V, d) weight (the CPU GEMM is faster that way for a handful of rows).
-* ``recurrent_propose`` (inference, any device): the recurrent heads' proposal chain in fewer, larger ops
-  (per-vocabulary tables of the token half of each slot's first layer, biases folded into matrix products):
-  fewer ops is fewer kernel launches on a GPU too. ``recurrent_step`` is one such slot for a tree's frontier,
-  and ``recurrent_tree`` a whole fixed-shape tree with the chain's op count per depth.
+* ``TableStep`` (inference, any device): the recurrent heads' slot step (``RecurrentHeads.step`` and the
+  proposal projection) in fewer, larger ops: per-vocabulary tables of the token half of each slot's first
+  layer, biases folded into matrix products. Fewer ops is fewer kernel launches on a GPU too. It is one
+  implementation of the step ``RecurrentHeads.stepper`` hands out; the heads' proposal chain and
+  ``recurrent_tree`` (a fixed-shape tree, a level at a time) run on whichever step they are given.
 
-The benchmark (``make bench``, docs/benchmark.md) measures what each buys.
+``top1`` is the argmax every decoder uses: ``max(-1).indices``, faster than ``argmax`` on a CPU for the few
+rows of a step, with the same ties. The benchmark (``make bench``, docs/benchmark.md) measures what each buys.
 
 Derived tensors (transposes, tables) are cached per module and rebuilt when a source tensor changes. The
 only reliable signal of an in-place change (an optimizer step, ``load_state_dict``, a user's ``p.add_``) is
@@ -76,12 +77,6 @@ def proposal_projection(heads) -> tuple[torch.Tensor, torch.Tensor | None]:
     return wt, None if b is None else heads.derived.get("b_proposal", [b, ids], lambda: b[ids])
 
 
-def propose_top1(heads, x: torch.Tensor) -> torch.Tensor:
-    """Argmax of the projection restricted to the proposal vocabulary (indices into it)."""
-    wt, b = proposal_projection(heads)
-    return top1(x @ wt if b is None else torch.addmm(b, x, wt))
-
-
 def recurrent_tables(heads) -> list[tuple[torch.Tensor, ...]]:
     """Per recurrent slot: the token table over the whole vocabulary (V, d_ff + 1), the same table over the
     proposal vocabulary, the state half of the first layer (d, d_ff + 1) and the second layer with its bias
@@ -135,66 +130,63 @@ def recurrent_slots(heads) -> list[tuple[torch.Tensor, ...]]:
     return heads.derived.get("recurrent", sources + ([] if ids is None else [ids]), lambda: recurrent_tables(heads))
 
 
-def recurrent_step(heads, s: torch.Tensor, tok: torch.Tensor, i: int, source=None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Recurrent slot ``i`` (1-based) for any number of states ``s`` (B, ..., d) each reading token id ``tok``
-    (B, ...): the slot's states and their logits over the proposal vocabulary, with ``recurrent_propose``'s
-    tables (a tree's frontier takes one such step per depth)."""
-    slot = recurrent_slots(heads)[i - 1]
-    flat = s.reshape(-1, s.shape[-1])
-    hidden = slot_hidden(slot[0][tok.reshape(-1)], flat, slot, source, s.shape[0])
-    flat = torch.addmm(flat, hidden, slot[3])
-    wt, bias = proposal_projection(heads)
-    logits = flat @ wt if bias is None else torch.addmm(bias, flat, wt)
-    return flat.view(s.shape), logits.view(*s.shape[:-1], -1)
+class TableStep:
+    """Recurrent slot ``i``'s step from the decoding tables: the states after the slot and their logits over the
+    proposal vocabulary, what ``RecurrentHeads.step`` and ``proposal_logits`` give, in a table lookup, addmm,
+    relu, addmm and the projection. The token a slot reads is a token id, or (``from_proposal``) an index into
+    the proposal vocabulary, as the previous slot's argmax gives it: its table is then gathered to those rows
+    once, and indices become token ids once, at the end (``token_ids``)."""
 
+    def __init__(self, heads, source=None) -> None:
+        self.slots = recurrent_slots(heads)
+        self.wt, self.bias = proposal_projection(heads)
+        self.ids: torch.Tensor | None = heads.proposal_ids
+        self.source = source
 
-def recurrent_propose(heads, h: torch.Tensor, first: torch.Tensor, k: int, source=None) -> torch.Tensor:
-    """The recurrent proposal chain (B, k-1) at one position ``h`` (B, d): per slot a table lookup, addmm,
-    relu, addmm, the projection and an argmax. Slots after the first read proposal-vocabulary indices (their
-    tables are gathered to those rows once); indices become token ids once, at the end."""
-    ids = heads.proposal_ids
-    slots = recurrent_slots(heads)
-    wt, bias = proposal_projection(heads)
-    out, s, tok = [], h, first[:, 0]
-    for i, slot in enumerate(slots[: min(k, heads.k) - 1]):
-        hidden = slot_hidden(slot[0 if i == 0 else 1][tok], s, slot, source, s.shape[0])
+    def __call__(self, s: torch.Tensor, tok: torch.Tensor, i: int, from_proposal: bool = False
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Slot ``i`` (1-based) for states ``s`` (B, ..., d) reading tokens ``tok`` (B, ...)."""
+        if s.dim() == 2:
+            return self.flat(s, tok, i, s.shape[0], from_proposal)
+        flat, logits = self.flat(s.reshape(-1, s.shape[-1]), tok.reshape(-1), i, s.shape[0], from_proposal)
+        return flat.view(s.shape), logits.view(*s.shape[:-1], -1)
+
+    def flat(self, s: torch.Tensor, tok: torch.Tensor, i: int, batch: int, from_proposal: bool = False
+             ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The step for flat states ``s`` (n, d) of ``batch`` rows (n / batch each, batch-first) reading ``tok``
+        (n,)."""
+        slot = self.slots[i - 1]
+        hidden = slot_hidden(slot[1 if from_proposal else 0][tok], s, slot, self.source, batch)
         s = torch.addmm(s, hidden, slot[3])
-        tok = top1(s @ wt if bias is None else torch.addmm(bias, s, wt))
-        out.append(tok)
-    toks = torch.stack(out, dim=-1)
-    return toks if ids is None else ids[toks]
+        return s, (s @ self.wt if self.bias is None else torch.addmm(self.bias, s, self.wt))
+
+    def token_ids(self, idx: torch.Tensor) -> torch.Tensor:
+        """Token ids of proposal-vocabulary indices."""
+        return idx if self.ids is None else self.ids[idx]
 
 
 def recurrent_tree(heads, h: torch.Tensor, first: torch.Tensor, plan, source=None) -> torch.Tensor:
     """The token ids (B, N - 1) of a fixed-shape candidate tree's levels below its root ``first`` (B, 1), at
-    one position ``h`` (B, d), in ``recurrent_propose``'s ops: per depth one table lookup, addmm, relu,
-    addmm, projection and argmax (a top-n where a node has several children) over the frontier's nodes.
+    one position ``h`` (B, d): per depth one ``TableStep`` over the frontier's nodes and an argmax (a top-n
+    where a node has several children).
 
     ``plan`` has per depth ``(state_sel, tok_sel, order, need)`` (``bpd.decoding.tree`` works it out once per
     shape): the frontier (the previous level's nodes that have children) is ``states[:, state_sel]`` of the
     previous step's states and ``level[:, tok_sel]`` of the previous level's tokens; each frontier node's
     ``need`` best children are ranked; the level is their (frontier, rank) grid in order (``order`` None) or
     the nodes ``cand[:, order[0], order[1]]``. Selectors are slices where they pick a leading run (a view)."""
-    ids = heads.proposal_ids
-    slots = recurrent_slots(heads)
-    wt, bias = proposal_projection(heads)
+    step = TableStep(heads, source)
     b, d = h.shape
     states, level, levels = h[:, None], first, []
     for i, (state_sel, tok_sel, order, need) in enumerate(plan):
-        slot = slots[i]
         s, tok = states[:, state_sel], level[:, tok_sel]
         f = s.shape[1]
-        flat = s.reshape(-1, d)
-        hidden = slot_hidden(slot[0 if i == 0 else 1][tok.reshape(-1)], flat, slot, source, b)
-        flat = torch.addmm(flat, hidden, slot[3])
-        logits = flat @ wt if bias is None else torch.addmm(bias, flat, wt)
+        flat, logits = step.flat(s.reshape(-1, d), tok.reshape(-1), i + 1, b, from_proposal=i > 0)
         cand = (top1(logits) if need == 1 else logits.topk(need, dim=-1).indices).view(b, f, need)
         level = cand.view(b, f * need) if order is None else cand[:, order[0], order[1]]
         states = flat.view(b, f, d)
         levels.append(level)
-    toks = torch.cat(levels, dim=1)
-    return toks if ids is None else ids[toks]
+    return step.token_ids(torch.cat(levels, dim=1))
 
 
-__all__ = ["DerivedCache", "applies", "project", "propose_top1", "recurrent_propose", "recurrent_step",
-           "recurrent_tree", "top1"]
+__all__ = ["DerivedCache", "TableStep", "applies", "project", "recurrent_tree", "top1"]

@@ -13,8 +13,9 @@ Teacher-forced call: ``model(src, tgt_in) -> (B, T, k, V)``; ``[..., t, i, :]`` 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
-from functools import cached_property
+from functools import cached_property, partial
 
 import torch
 import torch.nn.functional as F
@@ -114,6 +115,10 @@ class EncoderLayer(nn.Module):
         return x + self.drop(self.ff(self.ln2(x)))
 
 
+#: ``store(k, v) -> (k_all, v_all)``: what a decoder layer hands its new self-attention keys and values to.
+StoreKV = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+
+
 class DecoderLayer(nn.Module):
     def __init__(self, c: TransformerConfig) -> None:
         super().__init__()
@@ -122,6 +127,20 @@ class DecoderLayer(nn.Module):
         self.cross_attn = Attention(c.d_model, c.n_heads, c.dropout)
         self.ff = FeedForward(c.d_model, c.d_ff, c.dropout)
         self.drop = Dropout(c.dropout)
+
+    def forward(self, x: torch.Tensor, cross_kv: tuple[torch.Tensor, torch.Tensor], src_mask: torch.Tensor,
+                self_mask: torch.Tensor, store: StoreKV | None = None) -> torch.Tensor:
+        """The layer over the new positions ``x`` (B, n, d): masked self-attention, attention to the source's
+        keys and values ``cross_kv`` (projected once per input), feed-forward. ``store`` puts the new positions'
+        self-attention keys and values into a cache and returns all those they attend to (the cached prefix
+        and the new ones); without it they attend to each other alone (a whole teacher-forced prefix)."""
+        h = self.ln1(x)
+        k, v = self.self_attn.project_kv(h)
+        if store is not None:
+            k, v = store(k, v)
+        x = x + self.drop(self.self_attn.attend(h, k, v, self_mask))
+        x = x + self.drop(self.cross_attn.attend(self.ln2(x), *cross_kv, src_mask))
+        return x + self.drop(self.ff(self.ln3(x)))
 
 
 class KVCache:
@@ -187,6 +206,15 @@ class KVCache:
             for t in (*self.k, *self.v):
                 t[rows, :, dst] = t[rows, :, src]  # the gather reads all sources before the scatter writes
         self.rollback(appended, kept)
+
+    def write(self, layer: int, at: tuple[torch.Tensor, torch.Tensor], upto: int, k: torch.Tensor, v: torch.Tensor
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Store a decoder call's new keys and values (B, H, n, dh) of layer ``layer`` at each row's own slots
+        (``at``: row and slot indices, (B, n) each) and return the layer's first ``upto`` entries."""
+        (rows, slots), ck, cv = at, self.k[layer], self.v[layer]
+        ck[rows, :, slots] = k.transpose(1, 2).to(ck.dtype)  # (B,H,n,dh) -> cache[b, :, slot[b, j]]
+        cv[rows, :, slots] = v.transpose(1, 2).to(cv.dtype)
+        return ck[:, :, :upto], cv[:, :, :upto]
 
     def mark(self) -> tuple[torch.Tensor, list[int]]:
         """The current lengths, to ``rewind`` to (the benchmark times many steps from one cache state)."""
@@ -348,45 +376,39 @@ class Transformer(nn.Module):
             pos = torch.arange(n, device=dev).expand(b, n)
             self_mask = torch.ones(n, n, dtype=torch.bool, device=dev).tril()[None, None]
         else:
-            t_total = cache.host_max + n
-            if t_total > cache.capacity:
-                raise RuntimeError("KV cache capacity exceeded; allocate it with max_len + k + 1 entries.")
-            slots = cache.lengths[:, None] + torch.arange(n, device=dev)  # (B, n) where the entries are written
-            keys = torch.arange(t_total, device=dev)
-            if tree is None:
-                pos = slots  # a chain: slot = absolute position
-                self_mask = (keys[None, None, :] <= pos[:, :, None])[:, None]  # (B,1,n,T)
-            else:
-                depth, anc = tree
-                pos = cache.lengths[:, None] + depth
-                if len(set(cache.host_lengths)) == 1:  # every row at one length (batch 1): prefix, then the tree
-                    self_mask = torch.cat([anc.new_ones(b, n, cache.host_max), anc], dim=2)[:, None]
-                else:
-                    prefix = keys[None, None, :] < cache.lengths[:, None, None]  # (B,1,T)
-                    rel = keys[None, :] - cache.lengths[:, None]  # (B,T): tree slot of each key, if in the tree
-                    in_tree = (rel >= 0) & (rel < n)
-                    tree_keys = anc.gather(2, rel.clamp(0, n - 1)[:, None, :].expand(b, n, t_total))  # (B,n,T)
-                    self_mask = (prefix | (tree_keys & in_tree[:, None, :]))[:, None]
-            rows = torch.arange(b, device=dev)[:, None].expand(b, n)
+            t_total, slots, pos, self_mask = self._cached_layout(cache, b, n, dev, tree)
+            at = (torch.arange(b, device=dev)[:, None].expand(b, n), slots)
         x = self.embed_tgt(tgt, pos, t_total, enc)
         for li, layer in enumerate(self.dec_layers):
-            h = layer.ln1(x)
-            k_new, v_new = layer.self_attn.project_kv(h)
-            if cache is None:
-                k_all, v_all = k_new, v_new
-            else:
-                # Scatter each row's new entries at its own offset: (B,H,n,dh) -> cache[b,:,pos[b,j]].
-                ck, cv = cache.k[li], cache.v[li]
-                ck[rows, :, slots] = k_new.transpose(1, 2).to(ck.dtype)
-                cv[rows, :, slots] = v_new.transpose(1, 2).to(cv.dtype)
-                k_all, v_all = ck[:, :, :t_total], cv[:, :, :t_total]
-            x = x + layer.drop(layer.self_attn.attend(h, k_all, v_all, self_mask))
-            ck_x, cv_x = enc.cross_kv[li]
-            x = x + layer.drop(layer.cross_attn.attend(layer.ln2(x), ck_x, cv_x, enc.src_mask))
-            x = x + layer.drop(layer.ff(layer.ln3(x)))
+            store = None if cache is None else partial(cache.write, li, at, t_total)
+            x = layer(x, enc.cross_kv[li], enc.src_mask, self_mask, store)
         if cache is not None:
             cache.advance(n)
         return self.dec_ln(x)
+
+    @staticmethod
+    def _cached_layout(
+        cache: KVCache, b: int, n: int, dev: torch.device, tree: tuple[torch.Tensor, torch.Tensor] | None
+    ) -> tuple[int, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Where a cached call's n new tokens go: the keys they see (``t_total``, a host-side bound), their cache
+        slots and positions (B, n), and their self-attention mask (B, 1, n, t_total)."""
+        t_total = cache.host_max + n
+        if t_total > cache.capacity:
+            raise RuntimeError("KV cache capacity exceeded; allocate it with max_len + k + 1 entries.")
+        slots = cache.lengths[:, None] + torch.arange(n, device=dev)  # (B, n) where the entries are written
+        keys = torch.arange(t_total, device=dev)
+        if tree is None:
+            pos = slots  # a chain: slot = absolute position
+            return t_total, slots, pos, (keys[None, None, :] <= pos[:, :, None])[:, None]  # (B,1,n,T)
+        depth, anc = tree
+        pos = cache.lengths[:, None] + depth
+        if len(set(cache.host_lengths)) == 1:  # every row at one length (batch 1): prefix, then the tree
+            return t_total, slots, pos, torch.cat([anc.new_ones(b, n, cache.host_max), anc], dim=2)[:, None]
+        prefix = keys[None, None, :] < cache.lengths[:, None, None]  # (B,1,T)
+        rel = keys[None, :] - cache.lengths[:, None]  # (B,T): tree slot of each key, if in the tree
+        in_tree = (rel >= 0) & (rel < n)
+        tree_keys = anc.gather(2, rel.clamp(0, n - 1)[:, None, :].expand(b, n, t_total))  # (B,n,T)
+        return t_total, slots, pos, (prefix | (tree_keys & in_tree[:, None, :]))[:, None]
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, hidden_only: bool = False) -> torch.Tensor:
         """Teacher-forced logits of all k heads: (B, T, k, V) (or the decoder states with ``hidden_only``).

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from bpd.config import SPLITS, DecodeConfig, HeadsConfig, ImageTaskConfig, ModelConfig
+from bpd.config.methods import Role
 from bpd.data import images as im
 from bpd.data.celeba import prepare_celeba
 from bpd.data.faces import load_sr_npz, prepare_embedded_sr
@@ -139,7 +140,7 @@ class ImageTask(Task):
             ("greedy", scorer.images(outs["greedy"].tokens)),
         ]
         captions = [label for label, _ in cols]
-        bw = [s for s in specs if s.method == "blockwise"]
+        bw = [s for s in specs if s.role is Role.CHAIN]
         for crit in ("exact", "distance"):
             cands = [s for s in bw if s.criterion == crit and s.min_block_size == 1]
             if cands:
@@ -156,7 +157,7 @@ class ImageTask(Task):
                     pairs: Pairs, out_dir: Path) -> None:
         tracker.image("grid", out_dir / "grid.png", caption="LR | greedy | blockwise exact | blockwise eps | truth")
         for s in specs:
-            if s.method == "blockwise":
+            if s.role is Role.CHAIN:
                 o = outs[s.name]
                 tracker.histogram(f"{s.name}/block_size_per_image",
                                   [len(t) / max(1, i) for t, i in zip(o.tokens, o.iterations)])

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from bpd.config import SPLITS, DecodeConfig, HeadsConfig, ModelConfig, TranslationTaskConfig, keyed_fields
+from bpd.config.methods import Role
 from bpd.data.debian.build import SOURCE_ORDER, DebianOptions, prepare_debian
 from bpd.data.ding import prepare_ding
 from bpd.data.store import build_store, file_hash
@@ -157,7 +158,7 @@ class TranslationTask(Task):
         """A table of sample translations with accepted blocks marked like the paper's figure: a|b c|d."""
         if tracker.run is None:
             return
-        blockwise = [s for s in specs if s.method == "blockwise"]
+        blockwise = [s for s in specs if s.role is Role.CHAIN]
         if not blockwise:
             return
         best = max(blockwise, key=lambda s: sum(len(t) for t in outs[s.name].tokens)

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import multiprocessing
 import os
 import random
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -30,18 +32,25 @@ from tqdm.auto import tqdm
 from bpd.data.debian import sources as _sources  # noqa: F401  (registers every source)
 from bpd.data.debian.archive import DISK_NEEDED_GB, Archive, ArchiveError, DebInfo, check_disk, sha256_file
 from bpd.data.debian.clean import Pair, clean_pairs
-from bpd.data.debian.sources.base import SOURCES, Document
+from bpd.data.debian.sources.base import SOURCES, Document, members_to_unpack
 from bpd.data.translation import SPLITS, atomic_write_lines, check_direction, count_lines
 
 #: The order sources are read in (fixed: the first occurrence of a duplicate pair wins).
-SOURCE_ORDER = ("docbooks", "ddtp", "libreoffice_help", "manpages", "gnome_help", "kde_doc", "gettext", "qt",
+SOURCE_ORDER = ("docbooks", "ddtp", "libreoffice_help", "manpages", "gnome_help", "kde_doc", "lyx", "gettext", "qt",
                 "mozilla")
 TEST_DOCS = "debian-handbook/"
 DEV_DOCS = "debian-reference/"
 #: The committed manifest of the reference build: a build of the same options is compared against it.
 REFERENCE_MANIFEST = Path(__file__).resolve().parents[3] / "results" / "data" / "debian_manifest.json"
-#: Bumped when extraction or cleaning changes what a source yields from the same packages.
-FORMAT_VERSION = 1
+#: Bumped when extraction or cleaning changes the corpus made from the same packages (2: the sentence splitter
+#: knows abbreviations and German ordinals; more packages).
+FORMAT_VERSION = 2
+#: Bumped when an extractor changes what it yields from the same packages (keys the per-source cache; 2: gettext
+#: takes freeciv's "?qualifier:" prefixes off).
+EXTRACT_VERSION = 2
+#: The order sources are aligned in when several run at once: the slowest first.
+_ALIGN_COST_ORDER = ("docbooks", "gnome_help", "kde_doc", "libreoffice_help", "manpages", "lyx", "gettext", "ddtp",
+                     "mozilla", "qt")
 
 
 @dataclass(frozen=True)
@@ -91,21 +100,70 @@ def corpus_folder(cache_dir: Path, opts: DebianOptions) -> Path:
 # ---- aligning each source (cached per source and package versions) ---------------------------------------
 
 
-def _aligned(archive: Archive, name: str, roots: dict[str, Path], infos: dict[str, DebInfo],
-             extra: dict[str, str]) -> list[Document]:
+def _aligned_path(archive: Archive, name: str, infos: dict[str, DebInfo], extra: dict[str, str]) -> Path:
+    """Where a source's aligned documents are cached: keyed by the extractor version and the exact .deb files."""
     src = SOURCES[name]
-    key_blob = json.dumps({"format": FORMAT_VERSION, "source": name, "extra": extra,
+    key_blob = json.dumps({"format": EXTRACT_VERSION, "source": name, "extra": extra,
                            "debs": sorted(infos[p].filename for p in src.packages() if p in infos)})
-    key = hashlib.sha1(key_blob.encode()).hexdigest()[:12]
-    path = archive.root / "aligned" / f"{name}_{key}.jsonl"
-    if path.is_file():
-        with open(path, encoding="utf-8") as f:
-            return [Document(d["id"], [tuple(p) for p in d["pairs"]], d["kind"]) for d in map(json.loads, f)]
-    docs = list(src.extract(roots))
+    return archive.root / "aligned" / f"{name}_{hashlib.sha1(key_blob.encode()).hexdigest()[:12]}.jsonl"
+
+
+def _align_source(name: str, roots: dict[str, Path], path: Path) -> float:
+    """Run one source's extractor and write its documents to ``path`` (renamed into place when complete);
+    the seconds it took."""
+    t0 = time.perf_counter()
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_lines(path, (json.dumps({"id": d.doc_id, "kind": d.kind, "pairs": d.pairs}, ensure_ascii=False)
-                              for d in docs))
-    return docs
+                              for d in SOURCES[name].extract(roots)))
+    return time.perf_counter() - t0
+
+
+def _read_aligned(path: Path) -> Iterator[Document]:
+    with open(path, encoding="utf-8") as f:
+        for d in map(json.loads, f):
+            yield Document(d["id"], [tuple(p) for p in d["pairs"]], d["kind"])
+
+
+class _Aligner:
+    """Aligns the sources ``todo`` into their cache files, ``workers`` at a time in forked processes (the
+    slowest first), while the caller reads and cleans the sources that are done, in corpus order."""
+
+    def __init__(self, todo: Sequence[str], roots: dict[str, Path], paths: dict[str, Path], workers: int,
+                 progress: bool) -> None:
+        self.todo, self.roots, self.paths = set(todo), roots, paths
+        self.seconds: dict[str, float] = {}
+        self.bar = tqdm(total=len(self.todo), desc="align", unit="source", disable=not progress or not self.todo)
+        self.futures: dict[str, Future[float]] = {}
+        self.pool: ProcessPoolExecutor | None = None
+        if len(self.todo) > 1 and workers > 1 and "fork" in multiprocessing.get_all_start_methods():
+            order = sorted(self.todo, key=lambda n: _ALIGN_COST_ORDER.index(n) if n in _ALIGN_COST_ORDER else -1)
+            ctx = multiprocessing.get_context("fork")  # the workers inherit the registered sources as they are
+            self.pool = ProcessPoolExecutor(max_workers=min(workers, len(self.todo)), mp_context=ctx)
+            self.futures = {n: self.pool.submit(_align_source, n, roots, paths[n]) for n in order}
+
+    def wait(self, name: str) -> Path:
+        """The source's cache file, once it is complete (aligned here when no worker does it)."""
+        if name in self.todo and name not in self.seconds:
+            self.bar.set_postfix_str(name)
+            future = self.futures.get(name)
+            self.seconds[name] = round(future.result() if future else _align_source(name, self.roots,
+                                                                                     self.paths[name]), 1)
+            self.bar.update(1)
+        return self.paths[name]
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+        self.bar.close()
+
+
+def worker_count() -> int:
+    """Processes to unpack and align with: the cores this process may use, at most 4."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(4, cores))
 
 
 def _package_of(doc_id: str) -> str:
@@ -211,29 +269,32 @@ def prepare_debian(cache_dir: Path, opts: DebianOptions, deb_dir: Path | None = 
         print(f"debian: {len(missing)} pinned package(s) are not in this release and are skipped: "
               f"{', '.join(missing[:12])}{' ...' if len(missing) > 12 else ''}")
     todo_bytes = sum(size for p, (_, size) in available.items() if archive._complete_deb(p) is None)
-    check_disk(archive.root, min(DISK_NEEDED_GB, 2.2 * todo_bytes / 1e9 + 0.2))
-    infos = archive.download(available)
-    t_download = time.perf_counter()
-    roots = archive.extract(infos)
+    check_disk(archive.root, min(DISK_NEEDED_GB, 1.3 * todo_bytes / 1e9 + 0.3))
+    workers = worker_count()
+    # each package is unpacked (only the files its extractors read) as soon as it is downloaded
+    t_fetch = time.perf_counter()
+    infos, roots = archive.download_and_extract(available, members_to_unpack(available, SOURCES.values()), workers)
+    t_fetched = t_fetch + archive.download_seconds  # the index and the downloads; unpacking ran alongside
     extra: dict[str, str] = {}
     if "ddtp" in opts.sources:
         i18n, extra = archive.translations()
         roots = {**roots, "ddtp": i18n}
     t_extract = time.perf_counter()
-
+    paths = {name: _aligned_path(archive, name, infos, extra if name == "ddtp" else {}) for name in opts.sources}
     report = BuildReport()
-
-    def documents() -> Iterator[tuple[str, Document]]:
-        bar = tqdm(total=len(opts.sources), desc="align", unit="source", disable=not progress)
-        for name in opts.sources:
-            bar.set_postfix_str(name)
-            for doc in _aligned(archive, name, roots, infos, extra if name == "ddtp" else {}):
-                yield name, doc
-            bar.update(1)
-        bar.close()
-
     ding = _ding_test(cache_dir)
-    train, dev, test, per_pkg = _split(documents(), opts, set(ding[0]) if ding else set(), report)
+    aligner = _Aligner([n for n in opts.sources if not paths[n].is_file()], roots, paths, workers, progress)
+    try:
+
+        def documents() -> Iterator[tuple[str, Document]]:
+            for name in opts.sources:  # cleaned in corpus order while later sources still align
+                for doc in _read_aligned(aligner.wait(name)):
+                    yield name, doc
+
+        train, dev, test, per_pkg = _split(documents(), opts, set(ding[0]) if ding else set(), report)
+    finally:
+        aligner.close()
+    t_align = time.perf_counter()
     if len(test) < opts.n_test:
         raise ArchiveError(f"the held-out test book gave {len(test)} pairs, fewer than task.n_test={opts.n_test}: "
                            "lower task.n_test, or check that debian-handbook was downloaded.")
@@ -257,8 +318,9 @@ def prepare_debian(cache_dir: Path, opts: DebianOptions, deb_dir: Path | None = 
         "missing_packages": missing,
         "indexes": extra,
         "train_by_package": per_pkg,
-        "seconds": {"download": round(t_download - t0, 1), "extract": round(t_extract - t_download, 1),
-                    "align_clean_write": round(time.perf_counter() - t_extract, 1)},
+        "seconds": {"download": round(t_fetched - t0, 1), "extract_after_download": round(t_extract - t_fetched, 1),
+                    "align_clean": round(t_align - t_extract, 1), "write": round(time.perf_counter() - t_align, 1),
+                    "workers": workers, "align_per_source": aligner.seconds},
     }
     tmp = folder / "manifest.json.tmp"
     tmp.write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

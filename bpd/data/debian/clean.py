@@ -5,6 +5,8 @@ placeholders (stripping them leaves fragments such as "She died in at the age of
 (untranslated strings), identifiers and paths, pairs whose lengths cannot be translations of each other,
 German sides that are still English, and translator credits. Paragraphs whose two sides split into the same
 number of sentences are cut into sentence pairs, so that long manual-page paragraphs fit ``task.max_len``.
+The splitter knows the abbreviations of each language ("z. B.", "bzw.", "e.g.", "Dr.") and German ordinals
+("am 18. Januar", "im 18. Jh."), so a sentence is not cut inside them.
 """
 
 from __future__ import annotations
@@ -33,7 +35,49 @@ _EN_WORDS = frozenset("the a an of to and is are was were be this that with for 
                       "can will which have has".split())
 _DE_WORDS = frozenset("der die das den dem des ein eine einen einem einer und ist sind war nicht mit für von "
                       "auf zu im in sie es ich wird werden kann können auch oder wenn bei als aus an".split())
-_SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-ZÄÖÜ\"„(])")
+#: Where a sentence may end: after ``.``, ``!`` or ``?`` and space, before a capital, a quote or a bracket (a
+#: boundary after ``.`` is then checked against the abbreviations below).
+_BOUNDARY = re.compile(r"(?<=[.!?])\s+(?=[A-ZÄÖÜ\"„(])")
+#: Abbreviations a sentence does not end at, per language, as the token before the boundary. Besides these, any
+#: run of letter-period pairs is one: ``S.``, ``z.B.``, ``U.S.``, initials (``J. R. R.``) and so every part of
+#: the spaced forms ``z. B.``, ``d. h.``, ``u. a.``, ``e. g.``.
+ABBREVIATIONS: dict[str, frozenset[str]] = {
+    "de": frozenset(
+        "Abb. Abs. Abschn. allg. Anm. Aufl. Bd. Bde. bspw. bzgl. bzw. ca. Chr. Dr. evtl. exkl. etc. ff. Fr. ggf. "
+        "gegr. Hr. Hrsg. inkl. insb. Jh. Jhd. Jhdt. Kap. max. min. Mio. Mrd. Nr. Prof. sog. St. Std. Str. Tab. "
+        "usw. vgl. zzgl. zz. zzt. Zt.".split()
+    ),
+    "en": frozenset(
+        "e.g. i.e. etc. vs. cf. approx. Mr. Mrs. Ms. Dr. Prof. St. Jr. Sr. Inc. Ltd. Co. Corp. Fig. Figs. No. "
+        "Nos. Vol. Ch. Sec. Eq. Ref. pp. al. ca. resp. viz. min. max. Jan. Feb. Mar. Apr. Aug. Sept. Sep. Oct. "
+        "Nov. Dec.".split()
+    ),
+}
+#: Month names: a number before one is a German date ("am 18. Januar"), not a sentence end.
+MONTHS = frozenset(
+    "Januar Jänner Februar März April Mai Juni Juli August September Oktober November Dezember "
+    "January February March May June July October December".split()
+)
+_OPENERS = "([{\"'„“‚‘«»"
+_DOTTED = re.compile(r"(?:[^\W\d_]\.)+")  # S. / z.B. / U.S. / e.g.
+_ORDINAL_DE = re.compile(r"\d{1,2}\.")  # German ordinals: "18. Jh.", "3. Auflage", "am 1. Mai"
+_NUMBER = re.compile(r"\d+\.")
+
+
+def abbreviation_before(head: str, tail: str, lang: str) -> bool:
+    """Whether the period that ends ``head`` belongs to an abbreviation or an ordinal (so a sentence does not
+    end there); ``tail`` is the text after the space, ``lang`` "en" or "de"."""
+    tokens = head.split()
+    if not tokens:
+        return False
+    last = tokens[-1].lstrip(_OPENERS)
+    if last in ABBREVIATIONS.get(lang, ()) or _DOTTED.fullmatch(last):
+        return True
+    if _NUMBER.fullmatch(last):
+        following = tail.split(maxsplit=1)[0].strip(_OPENERS + ".,;:") if tail.split() else ""
+        if following in MONTHS or (lang == "de" and (_ORDINAL_DE.fullmatch(last) or following.startswith("Jh"))):
+            return True
+    return False
 
 
 def normalize(text: str) -> str:
@@ -80,13 +124,22 @@ def reject_reason(en: str, de: str) -> str | None:
     return None
 
 
-def split_sentences(text: str) -> list[str]:
-    return [s for s in _SENTENCE_SPLIT.split(text) if s]
+def split_sentences(text: str, lang: str = "en") -> list[str]:
+    """``text`` cut into sentences at ``.``/``!``/``?`` + space + a capital, a quote or a bracket, but not after
+    an abbreviation or ordinal of ``lang`` (:func:`abbreviation_before`)."""
+    out, start = [], 0
+    for m in _BOUNDARY.finditer(text):
+        if text[m.start() - 1] == "." and abbreviation_before(text[start : m.start()], text[m.end() :], lang):
+            continue
+        out.append(text[start : m.start()])
+        start = m.end()
+    out.append(text[start:])
+    return [s for s in out if s]
 
 
 def sentence_pairs(en: str, de: str) -> list[Pair]:
     """The pair cut into sentence pairs when both sides have the same number (> 1) of sentences, else whole."""
-    es, ds = split_sentences(en), split_sentences(de)
+    es, ds = split_sentences(en, "en"), split_sentences(de, "de")
     if len(es) > 1 and len(es) == len(ds):
         return list(zip(es, ds))
     return [(en, de)]

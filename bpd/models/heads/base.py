@@ -176,11 +176,7 @@ class ProposalHeads(nn.Module):
 
     def proposal_top1(self, x: torch.Tensor) -> torch.Tensor:
         """Proposed token ids: argmax over the allowed proposal vocabulary."""
-        ids = self.proposal_ids
-        if fastpath.applies(self.output.weight):
-            best = fastpath.propose_top1(self, x)
-        else:
-            best = top1(self.project_among(x, ids))
+        best, ids = top1(self.proposal_logits(x)), self.proposal_ids
         return best if ids is None else ids[best]
 
     def proposal_logits(self, x: torch.Tensor) -> torch.Tensor:

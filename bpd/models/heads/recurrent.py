@@ -6,7 +6,8 @@ inside a round (k - 1 small steps, still no extra decoder call)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -16,6 +17,34 @@ from bpd.models import fastpath
 from bpd.models.fastpath import top1
 from bpd.models.heads.base import ProposalHeads
 from bpd.models.heads.source import Source
+
+
+class SlotStep(Protocol):
+    """One recurrent slot's step as decoding runs it: the states after slot ``i`` (1-based) and their logits over
+    the proposal vocabulary, the read token being a token id or (``from_proposal``) a proposal-vocabulary index
+    as the previous slot's argmax gives it. ``RecurrentHeads.stepper`` picks the implementation:
+    ``PlainStep`` (the parameters, as training computes the slot) or ``fastpath.TableStep`` (inference)."""
+
+    def __call__(self, s: torch.Tensor, tok: torch.Tensor, i: int, from_proposal: bool = False
+                 ) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+    def token_ids(self, idx: torch.Tensor) -> torch.Tensor: ...
+
+
+class PlainStep:
+    """``RecurrentHeads.step`` and ``proposal_logits``: the slot computed from the parameters."""
+
+    def __init__(self, heads: RecurrentHeads, source: Source | None = None) -> None:
+        self.heads, self.source = heads, source
+
+    def __call__(self, s: torch.Tensor, tok: torch.Tensor, i: int, from_proposal: bool = False
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        s = self.heads.step(s, self.token_ids(tok) if from_proposal else tok, i, self.source)
+        return s, self.heads.proposal_logits(s)
+
+    def token_ids(self, idx: torch.Tensor) -> torch.Tensor:
+        ids = self.heads.proposal_ids
+        return idx if ids is None else ids[idx]
 
 
 class RecurrentHeads(ProposalHeads):
@@ -60,37 +89,29 @@ class RecurrentHeads(ProposalHeads):
         hidden = F.relu(x @ self.w_r_in[j] + self.b_r_in[i - 1])
         return s + hidden @ self.w_r_out[j] + self.b_r_out[j]
 
+    def stepper(self, source: Source | None = None) -> SlotStep:
+        """The slot step decoding runs, chosen once per call: the decoding tables under inference mode (no
+        autograd to serve; ``fastpath.TableStep``), else the parameters (``PlainStep``)."""
+        if torch.is_inference_mode_enabled() and self.n_learned:
+            return fastpath.TableStep(self, source)
+        return PlainStep(self, source)
+
     def step_logits(self, s: torch.Tensor, tok: torch.Tensor, i: int,
                     source: Source | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """``step`` and the new states' logits over the proposal vocabulary (a tree's frontier, one depth)."""
-        if torch.is_inference_mode_enabled() and self.n_learned >= i:
-            return fastpath.recurrent_step(self, s, tok, i, source)
-        s = self.step(s, tok, i, source)
-        return s, self.proposal_logits(s)
+        return self.stepper(source)(s, tok, i)
 
-    def chain(
-        self,
-        h: torch.Tensor,
-        tok: torch.Tensor | None,
-        stop: int,
-        tokens: torch.Tensor | None = None,
-        pick: Callable[[torch.Tensor], torch.Tensor] | None = None,
-        last_token: bool = False,
-        source: Source | None = None,
-    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        """States of slots 1..stop-1 and the tokens chosen from them. Slot 1 reads ``tok`` and slot i the
-        token slot i-1 chose with ``pick`` (default: argmax over the whole vocabulary), unless teacher
-        ``tokens`` are given. The last slot's token is only chosen with ``last_token`` (decoding needs it,
-        teacher-forced logits do not)."""
-        pick = pick or (lambda s: top1(self.output(s)))
-        states, chosen, s = [], [], h
+    def chain(self, h: torch.Tensor, tok: torch.Tensor | None, stop: int, tokens: torch.Tensor | None = None,
+              source: Source | None = None) -> list[torch.Tensor]:
+        """States of slots 1..stop-1 (training, analysis). Slot 1 reads ``tok`` and slot i the argmax of slot
+        i-1 over the whole vocabulary, unless teacher ``tokens`` are given."""
+        states, s = [], h
         for i in range(1, stop):
             s = self.step(s, tokens[..., i - 1] if tokens is not None else tok, i, source)
             states.append(s)
-            if tokens is None and (i < stop - 1 or last_token):
-                tok = pick(s)
-                chosen.append(tok)
-        return states, chosen
+            if tokens is None and i < stop - 1:
+                tok = top1(self.output(s))
+        return states
 
     def states(self, h: torch.Tensor, stop: int, start: int = 0, tokens: torch.Tensor | None = None,
                source: Source | None = None) -> torch.Tensor:
@@ -98,7 +119,7 @@ class RecurrentHeads(ProposalHeads):
         if self.n_learned == 0:
             return h.unsqueeze(-2)
         first = None if tokens is not None else top1(self.output(h))
-        slots = [h] + self.chain(h, first, stop, tokens, source=source)[0]
+        slots = [h] + self.chain(h, first, stop, tokens, source=source)
         return torch.stack(slots[start:stop], dim=-2)
 
     def slot_states(
@@ -129,10 +150,14 @@ class RecurrentHeads(ProposalHeads):
                 yield i, s, rows
 
     def propose(self, h: torch.Tensor, first: torch.Tensor, k: int, source: Source | None = None) -> torch.Tensor:
+        """The chain of slots 1..k-1 at one position ``h`` (B, d), each reading the previous slot's argmax over
+        the proposal vocabulary (slot 1: p_1's ``first``), one ``stepper`` step per slot."""
         if self.n_learned == 0:
             return self.proposal_top1(self.states(h, k, start=1))
-        if torch.is_inference_mode_enabled() and h.dim() == 2:
-            return fastpath.recurrent_propose(self, h, first, k, source)
-        chosen = self.chain(h, first[:, 0], min(k, self.k), pick=self.proposal_top1, last_token=True,
-                            source=source)[1]
-        return torch.stack(chosen, dim=-1)
+        step = self.stepper(source)
+        s, tok, chosen = h, first[:, 0], []
+        for i in range(1, min(k, self.k)):
+            s, logits = step(s, tok, i, from_proposal=i > 1)
+            tok = top1(logits)
+            chosen.append(tok)
+        return step.token_ids(torch.stack(chosen, dim=-1))

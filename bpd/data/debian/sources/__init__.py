@@ -5,6 +5,7 @@ from bpd.data.debian.sources import (  # noqa: F401  (each registers itself)
     ddtp,
     gettext,
     libreoffice_help,
+    lyx,
     manpages,
     mozilla,
     qt,

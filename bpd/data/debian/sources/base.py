@@ -8,7 +8,7 @@ package it came from.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,9 +41,20 @@ class Source:
 
     name: str = ""
     kind: str = "sentences"
+    #: The files of its packages the extractor reads, as ``tar`` wildcards over the member names ``dpkg-deb``
+    #: lists (``./usr/share/help/C/*``; ``*`` also matches ``/``, and a folder brings everything under it).
+    #: Only these are unpacked; empty means the whole package.
+    members: tuple[str, ...] = ()
+    #: Files it reads from every package of a build, not only its own (English manual pages: a page may
+    #: lie in any package).
+    shared_members: tuple[str, ...] = ()
 
     def packages(self) -> list[str]:
         return read_package_list(self.name)
+
+    def package_members(self, package: str) -> tuple[str, ...]:
+        """The wildcards of the files it reads from ``package`` (one of its packages)."""
+        return self.members
 
     def extract(self, roots: Mapping[str, Path]) -> Iterator[Document]:
         """Every pinned package's documents, package by package (a source whose documents pair across
@@ -78,3 +89,26 @@ SOURCES: dict[str, Source] = {}
 def register(source: Source) -> Source:
     SOURCES[source.name] = source
     return source
+
+
+def members_to_unpack(packages: Iterable[str], sources: Iterable[Source]) -> dict[str, tuple[str, ...] | None]:
+    """package -> the sorted wildcards of every file any of ``sources`` reads from it, or None for "all of it"
+    (a source that declares no members). Independent of which sources a build chooses, so one unpacked
+    folder serves every option set."""
+    sources = list(sources)
+    shared = {m for src in sources for m in src.shared_members}
+    owners: dict[str, list[Source]] = {}
+    for src in sources:
+        for package in src.packages():
+            owners.setdefault(package, []).append(src)
+    out: dict[str, tuple[str, ...] | None] = {}
+    for package in packages:
+        wanted: set[str] | None = set(shared)
+        for src in owners.get(package, []):
+            globs = src.package_members(package)
+            if not globs:
+                wanted = None
+                break
+            wanted.update(globs)
+        out[package] = tuple(sorted(wanted)) if wanted is not None else None
+    return out

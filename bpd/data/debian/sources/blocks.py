@@ -261,13 +261,15 @@ def align_blocks(en: list[Block], de: list[Block], min_ratio: float = 0.9) -> li
     ]
 
 
-def _match_score(a: Block, b: Block) -> float:
+def _match_score(a: Block, b: Block, x: frozenset[str] | None = None, y: frozenset[str] | None = None) -> float:
     """How much a German block looks like the translation of an English one: same type, a length ratio
-    near German's usual 1.15, the same numbers and identifiers. Negative for a mere type match."""
+    near German's usual 1.15, the same numbers and identifiers (``x``, ``y``: the blocks' anchors, when the
+    caller has them already). Negative for a mere type match."""
     if a[0] != b[0]:
         return -math.inf
     score = 1.0 - 1.5 * abs(math.log((len(b[1]) + 10) / (len(a[1]) + 10) / 1.15))
-    x, y = set(_ANCHOR.findall(a[1])), set(_ANCHOR.findall(b[1]))
+    x = frozenset(_ANCHOR.findall(a[1])) if x is None else x
+    y = frozenset(_ANCHOR.findall(b[1])) if y is None else y
     if x and y:
         score += 0.5 if x & y else -1.0
     elif x or y:
@@ -280,6 +282,8 @@ def _dp_align(en: list[Block], de: list[Block], gap: float = -0.2, keep: float =
     so a paragraph missing on one side is placed where the lengths of its neighbours fit, rather than
     where ``difflib`` happens to put it; matches scoring below ``keep`` are dropped."""
     n, m = len(en), len(de)
+    en_anchors = [frozenset(_ANCHOR.findall(t)) for _, t in en]  # once per block, not once per cell
+    de_anchors = [frozenset(_ANCHOR.findall(t)) for _, t in de]
     score = [[0.0] * (m + 1) for _ in range(n + 1)]
     move = [[0] * (m + 1) for _ in range(n + 1)]  # 0 match, 1 skip English, 2 skip German
     for i in range(1, n + 1):
@@ -289,7 +293,7 @@ def _dp_align(en: list[Block], de: list[Block], gap: float = -0.2, keep: float =
     for i in range(1, n + 1):
         row, prev = score[i], score[i - 1]
         for j in range(1, m + 1):
-            best, mv = prev[j - 1] + _match_score(en[i - 1], de[j - 1]), 0
+            best, mv = prev[j - 1] + _match_score(en[i - 1], de[j - 1], en_anchors[i - 1], de_anchors[j - 1]), 0
             if prev[j] + gap > best:
                 best, mv = prev[j] + gap, 1
             if row[j - 1] + gap > best:
@@ -349,6 +353,7 @@ class GnomeHelp(Source):
 
     name = "gnome_help"
     kind = "sentences"
+    members = ("./usr/share/help/C/*", "./usr/share/help/de/*")
 
     def extract_package(self, pkg: str, root: Path) -> Iterator[Document]:
         c_dir = root / "usr/share/help/C"
@@ -386,6 +391,7 @@ class KdeDoc(Source):
 
     name = "kde_doc"
     kind = "sentences"
+    members = ("./usr/share/doc/HTML/en/*", "./usr/share/doc/HTML/de/*")
 
     def extract_package(self, pkg: str, root: Path) -> Iterator[Document]:
         en_base = root / "usr/share/doc/HTML/en"
@@ -501,6 +507,11 @@ class DocbookManuals(Source):
     name = "docbooks"
     kind = "sentences"
     manuals: tuple[Manual, ...] = MANUALS
+
+    def package_members(self, package: str) -> tuple[str, ...]:
+        """The folders of the manuals' English or German pages that ``package`` holds."""
+        return tuple(sorted({f"./{folder}/*" for m in self.manuals for pkg, folder in (m.en, m.de)
+                             if pkg == package}))
 
     def extract(self, roots: Mapping[str, Path]) -> Iterator[Document]:
         for m in self.manuals:

@@ -294,6 +294,16 @@ def wesnoth_text(text: str) -> str:
     return _WML_ELEMENT.sub(element, text)
 
 
+# A qualified msgid (freeciv's ``Q_("?tech:None")``): the program shows only the text after the colon, and
+# translators write only that.
+_QUALIFIER = re.compile(r"^\?[\w.-]+:(?=\S)")
+
+
+def strip_qualifier(english: str, german: str) -> Pair:
+    """A pair with a ``?qualifier:`` prefix taken off the msgid (and off the msgstr, where it was copied)."""
+    return _QUALIFIER.sub("", english, count=1), _QUALIFIER.sub("", german, count=1)
+
+
 def find_catalogues(root: Path) -> list[Path]:
     """The German ``.mo`` files under an unpacked package, ``de`` preferred over ``de_DE`` per domain.
 
@@ -332,6 +342,7 @@ class GettextSource(Source):
 
     name = "gettext"
     kind = "strings"
+    members = tuple(f"*/{loc}/LC_MESSAGES/*.mo" for loc in LOCALE_DIRS)
 
     def extract_package(self, package: str, root: Path) -> Iterator[Document]:
         seen: set[str] = set()
@@ -346,6 +357,7 @@ class GettextSource(Source):
                 continue
             if package.startswith("wesnoth-"):
                 entries = [(wesnoth_text(en), wesnoth_text(de)) for en, de in entries]
+            entries = [strip_qualifier(en, de) for en, de in entries]
             # "~" marks accelerators only in LibreOffice's catalogues; elsewhere it is a Lisp format (~a) or "about"
             strict = (
                 "~" if "libreoffice/program/resource/" in path.as_posix() else DOMAIN_ACCELERATORS.get(path.stem, "")

@@ -96,6 +96,7 @@ class LibreOfficeHelp(Source):
 
     name = "libreoffice_help"
     kind = "sentences"
+    members = ("./usr/share/libreoffice/help/en-US/text/*", "./usr/share/libreoffice/help/de/text/*")
     english = "libreoffice-help-en-us"
     german = "libreoffice-help-de"
 

@@ -782,39 +782,61 @@ def _english_page(roots: Mapping[str, Path], owner: str | None, name: str, sec: 
     return None
 
 
+def german_pages(root: Path) -> Iterator[tuple[str, str, Path]]:
+    """(name, section, path) of the German pages under ``root/usr/share/man/de`` (links to other pages left out)."""
+    man_de = root / "usr/share/man/de"
+    if not man_de.is_dir():
+        return
+    for sec_dir in sorted(man_de.iterdir()):
+        if not sec_dir.is_dir():
+            continue
+        for path in sorted(sec_dir.iterdir()):
+            m = re.fullmatch(r"(.+)\.(\d\w*?)(?:\.gz)?", path.name)
+            if not m or path.is_symlink() or not path.is_file() or f"{m.group(1)}.{m.group(2)}" in SKIP_PAGES:
+                continue
+            yield m.group(1), m.group(2), path
+
+
 class ManpagesSource(Source):
-    """manpages-de pages paired block by block with the English pages of the same name and section."""
+    """German manual pages paired block by block with the English pages of the same name and section.
+
+    First the pages of manpages-de (``manpages/<name>.<sec>``), then those other pinned packages ship beside
+    their English ones (dpkg, apt, debhelper, devscripts: po4a inside the package), each paired with its own
+    package's English page, else the one another package ships (debconf-i18n's German pages translate
+    debconf's), as ``<package>/man/<name>.<sec>``, unless manpages-de already gave that page.
+    """
 
     name = "manpages"
     kind = "sentences"
+    members = ("./usr/share/man/de/*", "./usr/share/man/man*")
+    shared_members = ("./usr/share/man/man*",)  # an English page without a pinned owner is looked for anywhere
 
     def __init__(self, owners_file: Path = OWNERS_FILE) -> None:
         self.owners_file = owners_file
 
     def extract(self, roots: Mapping[str, Path]) -> Iterator[Document]:
-        german_root = roots.get(GERMAN_PACKAGE)
-        if german_root is None:
-            return
         owners = read_owners(self.owners_file)
-        man_de = german_root / "usr/share/man/de"
-        if not man_de.is_dir():
-            return
-        for sec_dir in sorted(man_de.iterdir()):
-            if not sec_dir.is_dir():
+        done: set[str] = set()
+        german_root = roots.get(GERMAN_PACKAGE)
+        for name, sec, path in german_pages(german_root) if german_root is not None else ():
+            english_path = _english_page(roots, owners.get((name, sec)), name, sec)
+            if english_path is None:
                 continue
-            for path in sorted(sec_dir.iterdir()):
-                m = re.fullmatch(r"(.+)\.(\d\w*?)(?:\.gz)?", path.name)
-                if not m or path.is_symlink() or not path.is_file():
-                    continue
-                name, sec = m.group(1), m.group(2)
-                if f"{name}.{sec}" in SKIP_PAGES:
-                    continue
-                english_path = _english_page(roots, owners.get((name, sec)), name, sec)
-                if english_path is None:
+            pairs = align_page(read_page(english_path), read_page(path), name)
+            if pairs:
+                done.add(f"{name}.{sec}")
+                yield Document(doc_id=f"manpages/{name}.{sec}", pairs=pairs, kind=self.kind)
+        for package in dict.fromkeys(self.packages()):
+            if package == GERMAN_PACKAGE or package not in roots:
+                continue
+            for name, sec, path in german_pages(roots[package]):
+                english_path = _english_page(roots, package, name, sec)
+                if f"{name}.{sec}" in done or english_path is None:
                     continue
                 pairs = align_page(read_page(english_path), read_page(path), name)
                 if pairs:
-                    yield Document(doc_id=f"manpages/{name}.{sec}", pairs=pairs, kind=self.kind)
+                    done.add(f"{name}.{sec}")
+                    yield Document(doc_id=f"{package}/man/{name}.{sec}", pairs=pairs, kind=self.kind)
 
 
 def align_page(english: str, german: str, name: str = "") -> list[Pair]:

@@ -254,6 +254,7 @@ class MozillaSource(Source):
 
     name = "mozilla"
     kind = "strings"
+    members = ("*/langpack-de@*.xpi", "*/omni.ja")  # omni.ja may be a link to another omni.ja of the package
 
     def extract(self, roots: Mapping[str, Path]) -> Iterator[Document]:
         wanted = set(self.packages())

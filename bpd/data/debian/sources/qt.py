@@ -126,6 +126,7 @@ class QtSource(Source):
 
     name = "qt"
     kind = "strings"
+    members = ("*de.qm", "*de_DE.qm", "*/de/LC_MESSAGES/*.qm", "*/de_DE/LC_MESSAGES/*.qm")
 
     def extract_package(self, package: str, root: Path) -> Iterator[Document]:
         seen: set[str] = set()

@@ -1,0 +1,154 @@
+"""What a decoding method is to the rest of the harness: its options, its decoders' names and row columns, which
+configurations an evaluation or benchmark runs, and how to build its decoder. One subclass of ``Method`` per
+method, registered in ``bpd.decoding.registry``; ``bpd.decoding.spec.DecodeSpec`` pairs a method with its options.
+
+Rows, tables and the benchmark ask a method what it is (``role``, ``rounds``; the role and label live with the
+name in ``bpd.config.methods``, where the report reads them without torch) rather than testing its name.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
+
+from bpd.config import CriterionConfig, RescoreConfig
+from bpd.config.methods import DECODE_METHODS, Role
+from bpd.decoding.criteria import make_criterion
+
+#: ``fn(model, src, max_len) -> DecodeResult``: a method's decoder with its options bound.
+Decoder = Callable[[Any, Any, int], Any]
+
+
+@dataclass(frozen=True)
+class Options:
+    """A method's options (none for greedy). One-token-a-step methods decode k = 1 and carry no criterion."""
+
+    k: ClassVar[int] = 1
+
+    def columns(self) -> dict[str, Any]:
+        """The row columns these options fill (the others keep ``DecodeSpec.columns``' defaults: k = 1, None)."""
+        return {}
+
+
+@dataclass(frozen=True)
+class RoundOptions(Options):
+    """Options of methods that verify proposals in rounds: decode-time k, the acceptance criterion and the
+    minimum block size (the row columns every round method fills)."""
+
+    k: int = 1
+    criterion: str = "exact"
+    criterion_param: float | None = None
+    min_block_size: int = 1
+
+    def __post_init__(self) -> None:
+        make_criterion(self.criterion, self.criterion_param, self.min_block_size)  # refused before any decoding
+
+    @property
+    def criterion_label(self) -> str:
+        """What the rule really is: a minimum block size > 1 overrides acceptance, so such "exact" rows are
+        approximate (their outputs need not equal greedy's)."""
+        base = self.criterion if self.criterion == "exact" else f"{self.criterion} {self.criterion_param:g}"
+        return base if self.min_block_size == 1 else f"{base}, min block {self.min_block_size} (approximate)"
+
+    @property
+    def criterion_suffix(self) -> str:
+        """The criterion as decoder names spell it: ``exact``, ``topk2``."""
+        return self.criterion + ("" if self.criterion == "exact" else f"{self.criterion_param:g}")
+
+    @property
+    def exact(self) -> bool:
+        """Exact acceptance without a forced block: the output is greedy's."""
+        return self.criterion == "exact" and self.min_block_size == 1
+
+    def criterion_for(self, criterion_kwargs: dict[str, Any] | None = None):
+        """The acceptance criterion, with a task's options (e.g. the pixel vocabulary of a distance rule)."""
+        return make_criterion(self.criterion, self.criterion_param, self.min_block_size, **(criterion_kwargs or {}))
+
+    def columns(self) -> dict[str, Any]:
+        return {"k": self.k, "criterion": self.criterion, "criterion_param": self.criterion_param,
+                "min_block_size": self.min_block_size, "criterion_label": self.criterion_label}
+
+
+@dataclass
+class DecodeAux:
+    """What some decoders need beside the model: a draft model (``draft``) and the n-gram model that rescores
+    the heads' lattice (``lm``)."""
+
+    draft: Any = None
+    lm: Any = None
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """What an evaluation or a benchmark asks to decode; each method picks its configurations from it.
+
+    ``floors``: the evaluation decodes every minimum block size of each criterion, and k = 1 only where it is
+    plain greedy (exact, l = 1); the benchmark times l = 1 at every k."""
+
+    ks: tuple[int, ...]
+    criteria: tuple[CriterionConfig, ...]
+    naive_greedy: bool = False
+    beam_size: int = 0  # 0: no beam search
+    alpha: float = 0.6
+    trees: tuple[str, ...] = ()
+    rescore: tuple[RescoreConfig, ...] = ()
+    draft: bool = False  # a draft model is at hand
+    floors: bool = True
+
+    @property
+    def round_ks(self) -> tuple[int, ...]:
+        """The ks with proposal slots to verify (k >= 2): below that, methods beyond the chain are greedy."""
+        return tuple(k for k in self.ks if k >= 2)
+
+
+class Method(ABC):
+    """One decoding method (subclass per method; the registry holds one instance of each)."""
+
+    name: ClassVar[str]  # a key of ``bpd.config.methods.DECODE_METHODS``
+    options: ClassVar[type[Options]] = Options
+    #: With exact acceptance its output is greedy's, token for token: the property test runs it against greedy.
+    exact: ClassVar[bool] = False
+    #: Row columns of its own beyond the common ones (``RoundOptions.columns``), filled by its options.
+    own_columns: ClassVar[tuple[str, ...]] = ()
+    #: Recomputes the whole prefix at every step (cost quadratic in length): the bench times it at batch 1 only.
+    quadratic: ClassVar[bool] = False
+
+    @property
+    def role(self) -> Role:
+        return DECODE_METHODS[self.name].role
+
+    @property
+    def rounds(self) -> bool:
+        """Verifies proposals in rounds: its rows carry k, the criterion and k̂ (mean accepted block size)."""
+        return issubclass(self.options, RoundOptions)
+
+    def make_options(self, **values: Any) -> Options:
+        try:
+            return self.options(**values)
+        except TypeError as e:
+            known = ", ".join(f.name for f in fields(self.options)) or "none"
+            raise ValueError(f"decoding method {self.name!r} takes the options {known} (got {sorted(values)}): "
+                             f"{e}.") from None
+
+    def decoder_name(self, o: Options) -> str:
+        """The decoder's name in rows, output folders and tables (unique per configuration)."""
+        return self.name
+
+    def sweep(self, s: Sweep) -> list[Options]:
+        """The configurations of this method that ``s`` asks for (none by default)."""
+        return []
+
+    @abstractmethod
+    def decoder(self, o: Options, criterion_kwargs: dict[str, Any] | None, aux: DecodeAux) -> Decoder:
+        """``fn(model, src, max_len)`` with ``o`` bound; ``criterion_kwargs``: the task's criterion options;
+        ``aux``: what the method needs beside the model (refused with the fix when it is missing)."""
+
+    def step_cost_key(self, o: Options) -> str | None:
+        """The key of one step's (or round's) isolated cost in ``bpd.step_costs.step_costs``, if it is timed."""
+        return None
+
+    def start_cost_key(self, o: Options) -> str | None:
+        """The key of the propose-only start call's cost in ``bpd.step_costs.step_costs``, if it is timed."""
+        return None

@@ -1,0 +1,135 @@
+"""The report's peers table (analysis/peers.py): `make bench-peers` rows rebuilt by `make figures` beside our
+decoders, kept out of the benchmark table, one run per (model, machine, threads, batch size)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from analysis import make_report, peers  # noqa: E402
+from analysis.load import load_rows  # noqa: E402
+
+
+def peer_row(decoder: str, batch: int, time: str, speedup: float, **extra) -> dict:
+    is_peer = not (decoder == "greedy" or decoder.startswith("blockwise"))
+    return {
+        "experiment": "bench-peers",
+        "source_experiment": "demo",
+        "task": "translation",
+        "dataset": "ding_en_de",
+        "split": "test",
+        "model": "heads.pt",
+        "device": "cpu:test x2 threads",
+        "threads": 2,
+        "batch_size": batch,
+        "time": time,
+        "command": "python experiments/bench_peers.py experiment=demo",
+        "git_sha": "abc",
+        "decoder": decoder,
+        "library": "x",
+        "n_examples": 16,
+        "repeats": 3,
+        "tokens_per_s": 100 * speedup,
+        "speedup": speedup,
+        "speedup_ci_low": speedup - 0.01,
+        "speedup_ci_high": speedup + 0.01,
+        "bleu": 5.0,
+        "identical_to_greedy": 1.0,
+        "best_exact": "blockwise_k4_exact",
+        "prompt_lookup_num_tokens": 10,
+        "best_vs_peer": 1.2 / speedup if is_peer else None,
+        "best_vs_peer_ci_low": 1.1 / speedup if is_peer else None,
+        "best_vs_peer_ci_high": 1.3 / speedup if is_peer else None,
+        "draft_model": "draft.pt",
+        "load_other_cores": 0.1,
+        "timing_busy": False,
+        **extra,
+    }
+
+
+def write(path: Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_peers_table_in_the_report(tmp_path) -> None:
+    res = tmp_path / "results"
+    old = "2026-12-01T10:00:00"
+    new = "2026-12-04T10:00:00"
+    write(
+        res / "bench-peers" / "rows.jsonl",
+        [
+            # an older batch-1 run with a CTranslate2 row the newer run does not have: not carried over
+            peer_row("greedy", 1, old, 1.0),
+            peer_row("ct2_int8", 1, old, 3.0),
+            peer_row("greedy", 1, new, 1.0),
+            peer_row("blockwise_k4_exact", 1, new, 1.2),
+            peer_row("hf_greedy", 1, new, 0.7),
+            peer_row("hf_assisted", 1, new, 0.5),
+            peer_row("hf_prompt_lookup", 1, new, 0.65),
+            peer_row("ct2_float32", 1, new, 1.6),
+            peer_row("greedy", 8, new, 1.0, peers_batch_one_only="hf_assisted, hf_prompt_lookup"),
+            peer_row("hf_greedy", 8, new, 0.8, timing_busy=True, load_other_cores=0.9),
+        ],
+    )
+    write(
+        res / "bench" / "rows.jsonl",
+        [
+            {
+                "experiment": "bench",
+                "source_experiment": "demo",
+                "task": "translation",
+                "dataset": "ding_en_de",
+                "split": "test",
+                "model": "heads.pt",
+                "batch_size": 1,
+                "decoder": "greedy",
+                "method": "greedy",
+                "k": 1,
+                "speedup": 1.0,
+                "time": new,
+                "device": "cpu:test x2 threads",
+                "t1_ms": 1.0,
+                "n_examples": 16,
+            }
+        ],
+    )
+    rc = make_report.main(["--results", str(res), "--out", str(res / "figures"), "--report", str(res / "REPORT.md")])
+    assert rc == 0
+    md = (res / "REPORT.md").read_text()
+    section = md[md.index("## Peers") : md.index("## Inputs")]
+    assert "| demo | cpu:test x2 threads | 2 | 1 | ours: greedy | 100.0 | 1.00x |" in section
+    assert "| HF prompt lookup (10) |" in section and "| HF assisted generation |" in section
+    assert (
+        "| CTranslate2 greedy float32 | 160.0 | 1.60x | [1.59, 1.61] | 5.00 | 100.0% | 0.75x | [0.69, 0.81] |"
+        in section
+    )
+    assert "CTranslate2 greedy int8" not in section  # the older run's row does not come back
+    assert "batch size 1 only" in section and "`draft.pt`" in section and "timed while other processes" in section
+    # our decoders come first in each group, then the peers in a fixed order
+    order = [line.split(" | ")[4] for line in section.splitlines() if line.startswith("| demo |")]
+    assert order == [
+        "ours: greedy",
+        "ours: blockwise k=4 exact",
+        "HF generate greedy",
+        "HF assisted generation",
+        "HF prompt lookup (10)",
+        "CTranslate2 greedy float32",
+        "ours: greedy",
+        "HF generate greedy",
+    ]
+    # the ordinary benchmark table keeps only make bench's rows
+    bench = md[md.index("## Wall-clock benchmark") : md.index("## Beyond the paper")]
+    assert "hf_greedy" not in bench and "ct2_float32" not in bench
+
+
+def test_no_peer_rows_says_what_to_run(tmp_path) -> None:
+    res = tmp_path / "results"
+    res.mkdir()
+    t = peers.peers_table(peers.split_rows(load_rows(res))[1])
+    assert t.data.empty and t.missing is None and "make bench-peers" in t.notes[0]

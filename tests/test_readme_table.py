@@ -1,0 +1,40 @@
+"""The README's demo table is the newest run of the rows it names, printed as the demo prints it."""
+
+from __future__ import annotations
+
+import json
+
+from analysis import readme_table
+
+
+def test_readme_table_matches_its_rows():
+    text = readme_table.README.read_text(encoding="utf-8")
+    assert readme_table.updated(text) == text, "run: python analysis/readme_table.py"
+
+
+def test_block_is_rewritten_from_the_newest_run(tmp_path, monkeypatch):
+    rows = tmp_path / "rows.jsonl"
+    base = {"time": "2026-01-01T00:00:00", "device": "cpu", "command": "python experiments/run.py experiment=demo",
+            "method": "greedy", "decoder": "greedy", "bleu": 1.0, "mean_block_size": 1.0, "identical_to_greedy": 1.0,
+            "iterations": 10, "wallclock_s": 1.0, "speedup": 1.0}
+    rows.write_text("\n".join(json.dumps({**base, "run_id": r, "bleu": b}) for r, b in (("a", 1.0), ("b", 2.5))) + "\n")
+    monkeypatch.setattr(readme_table, "REPO_ROOT", tmp_path)
+    readme = "intro\n<!-- demo-table: rows.jsonl -->\nstale\n<!-- /demo-table -->\nend\n"
+    out = readme_table.updated(readme)
+    assert "stale" not in out and out.startswith("intro\n") and out.endswith("<!-- /demo-table -->\nend\n")
+    assert "Run `b`" in out and " 2.50 " in out and " 1.00 " not in out.split("Run `b`")[0]
+    assert readme_table.updated(out) == out
+
+
+def test_timing_study_verdicts():
+    from analysis.timing_study import compare, verdict
+
+    assert verdict(1.00, 1.08, None, 0.10)[1] == "ok"
+    assert verdict(1.00, 1.30, "busy", 0.10)[1] == "flagged"
+    assert verdict(1.00, 0.80, None, 0.10)[1] == "SILENT"
+    quiet = [{"decoder": "greedy", "method": "greedy", "speedup": 1.0},
+             {"decoder": "b4", "method": "blockwise", "speedup": 1.2}]
+    busy = [{"decoder": "greedy", "method": "greedy", "speedup": 1.0},
+            {"decoder": "b4", "method": "blockwise", "speedup": 1.5, "timing_note": "busy"}]
+    (row,) = compare(quiet, busy, 0.10)
+    assert row["decoder"] == "b4" and row["verdict"] == "flagged" and abs(row["rel"] - 0.25) < 1e-9
