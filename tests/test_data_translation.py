@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import gzip
 import io
+import json
 import random
+import shutil
 from pathlib import Path
 
 import pytest
@@ -347,3 +349,21 @@ def test_tokenizer_rejects_foreign_id_layout(tokenizer_and_folder, tmp_path: Pat
         Tokenizer(tmp_path / "default.model")
     with pytest.raises(FileNotFoundError):
         Tokenizer(tmp_path / "absent.model")
+
+
+def test_a_rebuilt_debian_corpus_keys_new_models(ding_file: Path, tmp_path: Path, monkeypatch) -> None:
+    """The same task options over another Debian corpus (a new format, a point release) give another task key,
+    so stores and models (whose cache names hash the task key) never resume on a different corpus."""
+    from bpd.config import TranslationTaskConfig
+    from bpd.tasks import translation
+
+    ding = prepare_ding(tmp_path / "ding", ding_path=ding_file, n_dev=5, n_test=10)
+    keys = []
+    for corpus_hash in ("aaaa", "bbbb"):
+        folder = tmp_path / f"debian_{corpus_hash}"
+        shutil.copytree(ding, folder)
+        (folder / "manifest.json").write_text(json.dumps({"corpus_hash": corpus_hash}), encoding="utf-8")
+        monkeypatch.setitem(translation.SOURCES, "debian", lambda cfg, cache, f=folder: f)
+        cfg = TranslationTaskConfig(source="debian", name="debian_en_de", vocab_size=100, n_dev=5, n_test=10)
+        keys.append(translation.TranslationTask(cfg, tmp_path / f"cache_{corpus_hash}").key)
+    assert keys[0] != keys[1]

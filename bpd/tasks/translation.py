@@ -4,6 +4,7 @@ sentencepiece vocabulary, scored by detokenized sacreBLEU."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -99,7 +100,12 @@ class TranslationTask(Task):
         # The tokenizer learns from a fixed-seed sample of the training text (sentencepiece's own sampling).
         tok = Tokenizer.train([folder / "train.src", folder / "train.tgt"], folder / f"spm{cfg.vocab_size}",
                               cfg.vocab_size, seed=0)
-        key = config_hash(keyed_fields(cfg, drop=("ding_path", "debian_deb_dir")))
+        key_parts: list[Any] = [keyed_fields(cfg, drop=("ding_path", "debian_deb_dir"))]
+        if cfg.source == "debian":
+            # The same options build another corpus after a format change or a point release: the corpus's own
+            # hash keys the stores and every model trained on them, so no run resumes on a different corpus.
+            key_parts.append(json.loads((folder / "manifest.json").read_text(encoding="utf-8"))["corpus_hash"])
+        key = config_hash(*key_parts)
         tok_hash = tok.content_hash()
         splits = {}
         for split in SPLITS:
