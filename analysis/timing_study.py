@@ -20,6 +20,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from analysis.readme_table import newest_run  # noqa: E402
+from bpd.config.methods import Role, role_of  # noqa: E402
 
 
 def verdict(quiet: float, busy: float, note: str | None, tolerance: float) -> tuple[float, str]:
@@ -34,7 +35,8 @@ def compare(quiet_rows: list[dict[str, Any]], busy_rows: list[dict[str, Any]], t
     out = []
     for b in busy_rows:
         q = quiet.get(b["decoder"])
-        if q is None or b.get("method") in ("greedy", "reference") or b.get("speedup") is None:
+        # greedy is every speedup's reference, and rows of no decoding method (upsampling baselines) have none
+        if q is None or role_of(b.get("method")) in (None, Role.REFERENCE) or b.get("speedup") is None:
             continue
         rel, v = verdict(q["speedup"], b["speedup"], b.get("timing_note"), tolerance)
         out.append({"decoder": b["decoder"], "quiet": q["speedup"], "quiet_note": q.get("timing_note"),

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
-from analysis import readme_table
+REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:  # analysis/ is not a package of the install: alone, this file needs the root
+    sys.path.insert(0, str(REPO_ROOT))
+
+from analysis import readme_table  # noqa: E402
 
 
 def test_readme_table_matches_its_rows():

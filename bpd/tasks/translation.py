@@ -4,7 +4,6 @@ sentencepiece vocabulary, scored by detokenized sacreBLEU."""
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ import torch
 
 from bpd.config import SPLITS, DecodeConfig, HeadsConfig, ModelConfig, TranslationTaskConfig, keyed_fields
 from bpd.config.methods import Role
-from bpd.data.debian.build import SOURCE_ORDER, DebianOptions, prepare_debian
+from bpd.data.debian.build import SOURCE_ORDER, DebianOptions, corpus_hash, prepare_debian
 from bpd.data.ding import prepare_ding
 from bpd.data.store import build_store, file_hash
 from bpd.data.tokenizer import Tokenizer
@@ -104,7 +103,7 @@ class TranslationTask(Task):
         if cfg.source == "debian":
             # The same options build another corpus after a format change or a point release: the corpus's own
             # hash keys the stores and every model trained on them, so no run resumes on a different corpus.
-            key_parts.append(json.loads((folder / "manifest.json").read_text(encoding="utf-8"))["corpus_hash"])
+            key_parts.append(corpus_hash(folder))
         key = config_hash(*key_parts)
         tok_hash = tok.content_hash()
         splits = {}

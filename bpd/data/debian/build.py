@@ -248,6 +248,11 @@ def _corpus_hash(file_hashes: dict[str, str]) -> str:
     return hashlib.sha256("".join(f"{k}={v}\n" for k, v in sorted(file_hashes.items())).encode()).hexdigest()[:16]
 
 
+def corpus_hash(folder: Path) -> str:
+    """The hash of a built corpus folder's split files, as its manifest records it."""
+    return json.loads((Path(folder) / "manifest.json").read_text(encoding="utf-8"))["corpus_hash"]
+
+
 def prepare_debian(cache_dir: Path, opts: DebianOptions, deb_dir: Path | None = None,
                    progress: bool = True) -> Path:
     """Build (or reuse) the corpus folder for ``opts`` under ``cache_dir`` and return it."""
