@@ -512,6 +512,43 @@ def test_ctrl_c_names_the_step_and_the_checkpoint_to_resume_from(tmp_path):
               progress=False)
 
 
+@pytest.mark.skipif(not hasattr(__import__("signal"), "SIGUSR1"), reason="no SIGUSR1 on this system")
+def test_sigusr1_writes_the_resume_state_at_the_next_step_and_training_goes_on(tmp_path, capsys):
+    """SIGUSR1 (``kill -USR1``, or a batch system before its time limit) asks for a resume checkpoint between
+    ``ckpt_every`` steps: it is written after the step under way, training goes on, and a run stopped after it
+    resumes from it to the same weights as a run never stopped."""
+    import os
+    import signal
+
+    from bpd.training.loop import TrainingInterrupted
+
+    cfg = TrainConfig(lr=3e-3, warmup_steps=3, max_steps=12, max_minutes=None, ckpt_every=1000,
+                      label_smoothing=0.0, log_every=1000, eval_every=1000)
+    make = toy_batches(n=5)
+
+    def asked_then_stopped(epoch: int, start: int = 0):  # 5 batches an epoch
+        for i, b in enumerate(make(epoch, start)):
+            if epoch == 1 and i == 1:  # while fetching the 7th batch (6 steps done): ask for a checkpoint
+                os.kill(os.getpid(), signal.SIGUSR1)
+            if epoch == 1 and i == 4:  # Ctrl-C while fetching the 10th: 9 steps done
+                raise KeyboardInterrupt
+            yield b
+
+    previous = signal.getsignal(signal.SIGUSR1)
+    with pytest.raises(TrainingInterrupted) as e:
+        train(fresh_model(k=1, identity_p1=True), asked_then_stopped, cfg, tmp_path / "m.pt", progress=False)
+    assert f"last checkpoint {tmp_path / 'm.state.pt'} (step 7)" in str(e.value)
+    assert signal.getsignal(signal.SIGUSR1) == previous  # the handler lives as long as training
+    assert "step 7: resume state written on request (SIGUSR1)" in capsys.readouterr().out
+    assert load_checkpoint(tmp_path / "m.state.pt")["step"] == 7
+    resumed = fresh_model(k=1, identity_p1=True)
+    assert train(resumed, make, cfg, tmp_path / "m.pt", progress=False)["step"] == 12
+    straight = fresh_model(k=1, identity_p1=True)
+    train(straight, make, cfg, tmp_path / "s.pt", progress=False)
+    for (name, a), b in zip(resumed.state_dict().items(), straight.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
+
+
 def _interrupt_now(epoch: int, start: int = 0):
     raise KeyboardInterrupt
     yield  # a generator, like every batch factory

@@ -27,6 +27,7 @@ import torch
 
 from bpd.config import HeadsConfig, TrainConfig
 from bpd.training.evaluation import DevEvaluation, DevScore, DevSets, kept_best
+from bpd.training.on_request import CheckpointRequests
 from bpd.training.ranks import Ranks
 from bpd.training.report import Reporter
 from bpd.training.resume import resumed_state, save
@@ -144,8 +145,9 @@ def train(
     run.ranks.seed_dropout(seed, state.step)
     reporter = Reporter(cfg, run.stage, state.step, log, is_main, progress)
     try:  # Ctrl-C: one line saying where training stopped and how to resume, not a traceback
-        while stopped_by(run, state) is None:
-            _train_epoch(run, state, batches, reporter)
+        with CheckpointRequests() as requests:
+            while stopped_by(run, state) is None:
+                _train_epoch(run, state, batches, reporter, requests)
     except KeyboardInterrupt:
         reporter.close()
         raise _interrupted(run, state) from None
@@ -153,7 +155,8 @@ def train(
     return _finish(run, state)
 
 
-def _train_epoch(run: Run, state: RunState, batches: Callable[[int, int], Iterator[Batch]], reporter: Reporter) -> None:
+def _train_epoch(run: Run, state: RunState, batches: Callable[[int, int], Iterator[Batch]], reporter: Reporter,
+                 requests: CheckpointRequests) -> None:
     """Steps over the rest of the current epoch (on resume: from where the checkpoint stopped inside it), until
     the epoch ends or the stage does."""
     exhausted = True
@@ -169,7 +172,7 @@ def _train_epoch(run: Run, state: RunState, batches: Callable[[int, int], Iterat
         state.step += 1
         state.elapsed += run.ranks.mean_seconds(time.perf_counter() - t0)
         state.last_loss = losses.total
-        _after_step(run, state, losses, reporter)
+        _after_step(run, state, losses, reporter, requests)
         if stopped_by(run, state) is not None:
             exhausted = False
             break
@@ -179,9 +182,10 @@ def _train_epoch(run: Run, state: RunState, batches: Callable[[int, int], Iterat
         raise RuntimeError("the training set produced no batches; check the data folder and max_tokens.")
 
 
-def _after_step(run: Run, state: RunState, losses: StepLosses, reporter: Reporter) -> None:
+def _after_step(run: Run, state: RunState, losses: StepLosses, reporter: Reporter,
+                requests: CheckpointRequests) -> None:
     """Report the step, evaluate on dev when due (rank 0; not counted as training time), keep the best weights,
-    and write the resume state every ``ckpt_every`` steps."""
+    and write the resume state every ``ckpt_every`` steps and when asked (SIGUSR1)."""
     cfg = run.cfg
     reporter.stepped(state.step, state.elapsed, run.budget_s)
     reporter.train_row(state.step, losses, run.opt.param_groups[0]["lr"], state.elapsed)
@@ -191,8 +195,11 @@ def _after_step(run: Run, state: RunState, losses: StepLosses, reporter: Reporte
         if cfg.keep_best:
             state.best = kept_best(state.best, row, run.model, cfg)
         reporter.dev_row(row)
-    if state.step % cfg.ckpt_every == 0:
+    asked = requests.take()
+    if asked or state.step % cfg.ckpt_every == 0:
         save(run, state)
+    if asked:
+        reporter.note(f"step {state.step}: resume state written on request (SIGUSR1) to {run.state_path}")
 
 
 def _interrupted(run: Run, state: RunState) -> TrainingInterrupted:

@@ -51,5 +51,10 @@ class Reporter:
         if self.log and self.is_main:
             self.log(row)
 
+    def note(self, line: str) -> None:
+        """A line beside the bar (rank 0)."""
+        if self.is_main:
+            tqdm.write(line)
+
     def close(self) -> None:
         self.bar.close()
