@@ -104,6 +104,8 @@ def test_same_packages_same_corpus_hash_and_drift_report(fake, tmp_path):
     ref = tmp_path / "ref.json"
     ref.write_text(json.dumps(ma))
     assert "identical to the reference" in drift_report(mb, ref)
+    in_memory = dict(mb, options={k: tuple(v) if isinstance(v, list) else v for k, v in mb["options"].items()})
+    assert "identical to the reference" in drift_report(in_memory, ref)  # the build's own manifest holds tuples
     changed = dict(mb, corpus_hash="x", train_by_package={"fakedoc": [3, "other"]})
     line = drift_report(changed, ref)
     assert "differs" in line and "about 3 training pairs" in line and "dev/test the same" in line

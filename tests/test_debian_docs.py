@@ -6,19 +6,11 @@ from __future__ import annotations
 import bz2
 from pathlib import Path
 
-from bpd.data.debian.sources import blocks
-from bpd.data.debian.sources.blocks import (
-    DOCBOOK,
-    HTML,
-    MALLARD,
-    DocbookManuals,
-    GnomeHelp,
-    KdeDoc,
-    Manual,
-    align_blocks,
-    kde_cache_pages,
-    parse_blocks,
-)
+from bpd.data.debian.sources import docbooks
+from bpd.data.debian.sources.blocks import DOCBOOK, HTML, MALLARD, align_blocks, parse_blocks
+from bpd.data.debian.sources.docbooks import DocbookManuals, Manual
+from bpd.data.debian.sources.gnome_help import GnomeHelp
+from bpd.data.debian.sources.kde_doc import KdeDoc, kde_cache_pages
 from bpd.data.debian.sources.libreoffice_help import LibreOfficeHelp, pair_pages
 
 
@@ -275,7 +267,7 @@ def test_docbook_manuals_doc_ids(tmp_path: Path, monkeypatch) -> None:
     _write(tmp_path / f"hb/{hb}/en-US/sect.intro.html", en_page)
     _write(tmp_path / f"hb/{hb}/de-DE/sect.intro.html", de_page)
     src = DocbookManuals()
-    manuals = tuple(m for m in blocks.MANUALS if m.doc in ("debian-handbook", "debian-reference"))
+    manuals = tuple(m for m in docbooks.MANUALS if m.doc in ("debian-handbook", "debian-reference"))
     monkeypatch.setattr(src, "manuals", manuals)
     roots = {
         "debian-reference-en": tmp_path / "ref-en",

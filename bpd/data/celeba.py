@@ -30,7 +30,8 @@ def split_names(data_dir: str | os.PathLike, split: str, limit: int | None = Non
     if split not in CELEBA_SPLITS:
         raise ValueError(f"unknown split {split!r}; expected one of {sorted(CELEBA_SPLITS)}")
     want = CELEBA_SPLITS[split]
-    names = [f[0] for f in (line.split() for line in part.read_text().splitlines()) if len(f) == 2 and int(f[1]) == want]
+    fields = (line.split() for line in part.read_text().splitlines())
+    names = [f[0] for f in fields if len(f) == 2 and int(f[1]) == want]
     if not names:
         raise ValueError(f"{part} lists no image for the {split} split (partition {want}); use the standard "
                          "list_eval_partition.txt (lines '<file>.jpg <0|1|2>').")

@@ -258,13 +258,55 @@ def prepare_debian(cache_dir: Path, opts: DebianOptions, deb_dir: Path | None = 
     """Build (or reuse) the corpus folder for ``opts`` under ``cache_dir`` and return it."""
     opts.validate()
     folder = corpus_folder(cache_dir, opts)
-    if (folder / "manifest.json").is_file() and all((folder / f"{s}.{x}").is_file()
-                                                     for s in SPLITS for x in ("src", "tgt")):
-        counts = {s: count_lines(folder / f"{s}.src") for s in SPLITS}
-        print(f"debian {opts.direction}: reusing {folder} (train {counts['train']}, dev {counts['dev']}, "
-              f"test {counts['test']})")
+    if _reuse(folder, opts):
         return folder
     t0 = time.perf_counter()
+    fetched = _fetch(cache_dir, opts, deb_dir, progress)
+    t_extract = time.perf_counter()
+    splits, per_pkg, report, align_seconds = _align_and_split(cache_dir, opts, fetched, progress)
+    t_align = time.perf_counter()
+    hashes = _write_splits(folder, opts.direction, splits)
+    seconds = {"download": round(fetched.fetched_at - t0, 1),
+               "extract_after_download": round(t_extract - fetched.fetched_at, 1),
+               "align_clean": round(t_align - t_extract, 1), "write": round(time.perf_counter() - t_align, 1),
+               "workers": fetched.workers, "align_per_source": align_seconds}
+    manifest = _manifest(opts, splits, hashes, report, per_pkg, fetched, seconds)
+    _write_manifest(folder, manifest)
+    words = manifest["english_words"]
+    print(f"debian {opts.direction}: {len(splits['train'])} train / {len(splits['dev'])} dev / "
+          f"{len(splits['test'])} test pairs ({words['train']:,} English words in train) in {folder} "
+          f"[{time.perf_counter() - t0:.0f} s]")
+    print(drift_report(manifest))
+    return folder
+
+
+def _reuse(folder: Path, opts: DebianOptions) -> bool:
+    """Whether ``folder`` holds a complete build (the manifest is written last), which is then reused."""
+    if not ((folder / "manifest.json").is_file() and all((folder / f"{s}.{x}").is_file()
+                                                          for s in SPLITS for x in ("src", "tgt"))):
+        return False
+    counts = {s: count_lines(folder / f"{s}.src") for s in SPLITS}
+    print(f"debian {opts.direction}: reusing {folder} (train {counts['train']}, dev {counts['dev']}, "
+          f"test {counts['test']})")
+    return True
+
+
+@dataclass
+class _Fetched:
+    """The packages of a build, downloaded and unpacked."""
+
+    archive: Archive
+    infos: dict[str, DebInfo]
+    roots: dict[str, Path]  # package (and "ddtp": the Translation indexes) -> its unpacked folder
+    extra: dict[str, str]  # what identifies the Translation indexes (ddtp's cache key)
+    missing: list[str]  # pinned packages this release does not have
+    workers: int
+    fetched_at: float  # perf_counter when the index and the downloads were done (unpacking ran alongside)
+
+
+def _fetch(cache_dir: Path, opts: DebianOptions, deb_dir: Path | None, progress: bool) -> _Fetched:
+    """Download the pinned packages of ``opts.sources`` (or take them from ``deb_dir``) and unpack what the
+    extractors read, after checking the disk; the Translation indexes too when ddtp is chosen."""
     archive = Archive(Path(cache_dir) / "debian", deb_dir=deb_dir, progress=progress)
     archive.update()
     wanted_names = sorted({p for s in opts.sources for p in SOURCES[s].packages()})
@@ -279,16 +321,26 @@ def prepare_debian(cache_dir: Path, opts: DebianOptions, deb_dir: Path | None = 
     # each package is unpacked (only the files its extractors read) as soon as it is downloaded
     t_fetch = time.perf_counter()
     infos, roots = archive.download_and_extract(available, members_to_unpack(available, SOURCES.values()), workers)
-    t_fetched = t_fetch + archive.download_seconds  # the index and the downloads; unpacking ran alongside
+    fetched_at = t_fetch + archive.download_seconds
     extra: dict[str, str] = {}
     if "ddtp" in opts.sources:
         i18n, extra = archive.translations()
         roots = {**roots, "ddtp": i18n}
-    t_extract = time.perf_counter()
-    paths = {name: _aligned_path(archive, name, infos, extra if name == "ddtp" else {}) for name in opts.sources}
+    return _Fetched(archive, infos, roots, extra, missing, workers, fetched_at)
+
+
+def _align_and_split(
+    cache_dir: Path, opts: DebianOptions, fetched: _Fetched, progress: bool
+) -> tuple[dict[str, Sequence[Pair]], dict[str, list], BuildReport, dict[str, float]]:
+    """The splits (with the ding test set when it can be prepared), the per-package training hashes, the
+    build report and each aligned source's seconds: sources not cached yet are aligned while the ones that
+    are done are cleaned and split, in corpus order."""
+    paths = {name: _aligned_path(fetched.archive, name, fetched.infos, fetched.extra if name == "ddtp" else {})
+             for name in opts.sources}
     report = BuildReport()
     ding = _ding_test(cache_dir)
-    aligner = _Aligner([n for n in opts.sources if not paths[n].is_file()], roots, paths, workers, progress)
+    aligner = _Aligner([n for n in opts.sources if not paths[n].is_file()], fetched.roots, paths, fetched.workers,
+                       progress)
     try:
 
         def documents() -> Iterator[tuple[str, Document]]:
@@ -299,15 +351,20 @@ def prepare_debian(cache_dir: Path, opts: DebianOptions, deb_dir: Path | None = 
         train, dev, test, per_pkg = _split(documents(), opts, set(ding[0]) if ding else set(), report)
     finally:
         aligner.close()
-    t_align = time.perf_counter()
     if len(test) < opts.n_test:
         raise ArchiveError(f"the held-out test book gave {len(test)} pairs, fewer than task.n_test={opts.n_test}: "
                            "lower task.n_test, or check that debian-handbook was downloaded.")
     splits: dict[str, Sequence[Pair]] = {"train": train, "dev": dev, "test": test}
     if ding:
         splits["test_ding"] = list(zip(*ding))
-    hashes = _write_splits(folder, opts.direction, splits)
-    manifest = {
+    return splits, per_pkg, report, aligner.seconds
+
+
+def _manifest(opts: DebianOptions, splits: dict[str, Sequence[Pair]], hashes: dict[str, str], report: BuildReport,
+              per_pkg: dict[str, list], fetched: _Fetched, seconds: dict) -> dict:
+    """What ``manifest.json`` records: options, hashes (the corpus's without the ding test set, and the held-out
+    sets' on their own), counts, what cleaning dropped, every package's version and sha256, and timings."""
+    return {
         "options": asdict(opts),
         "format": FORMAT_VERSION,
         "corpus_hash": _corpus_hash({k: v for k, v in hashes.items() if not k.startswith("test_ding")}),
@@ -319,22 +376,20 @@ def prepare_debian(cache_dir: Path, opts: DebianOptions, deb_dir: Path | None = 
         "clean": dict(report.clean),
         "held_out_dropped_from_train": report.held_out_dropped,
         "duplicates": report.duplicates,
-        "packages": {p: {"version": i.version, "deb": i.filename, "sha256": i.sha256} for p, i in infos.items()},
-        "missing_packages": missing,
-        "indexes": extra,
+        "packages": {p: {"version": i.version, "deb": i.filename, "sha256": i.sha256}
+                     for p, i in fetched.infos.items()},
+        "missing_packages": fetched.missing,
+        "indexes": fetched.extra,
         "train_by_package": per_pkg,
-        "seconds": {"download": round(t_fetched - t0, 1), "extract_after_download": round(t_extract - t_fetched, 1),
-                    "align_clean": round(t_align - t_extract, 1), "write": round(time.perf_counter() - t_align, 1),
-                    "workers": workers, "align_per_source": aligner.seconds},
+        "seconds": seconds,
     }
+
+
+def _write_manifest(folder: Path, manifest: dict) -> None:
+    """Written last and renamed into place: a folder with a manifest is a complete build."""
     tmp = folder / "manifest.json.tmp"
     tmp.write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     os.replace(tmp, folder / "manifest.json")
-    words = manifest["english_words"]
-    print(f"debian {opts.direction}: {len(train)} train / {len(dev)} dev / {len(test)} test pairs "
-          f"({words['train']:,} English words in train) in {folder} [{time.perf_counter() - t0:.0f} s]")
-    print(drift_report(manifest))
-    return folder
 
 
 def drift_report(manifest: dict, reference: Path = REFERENCE_MANIFEST) -> str:
@@ -342,7 +397,7 @@ def drift_report(manifest: dict, reference: Path = REFERENCE_MANIFEST) -> str:
     if not reference.is_file():
         return f"debian: no reference manifest at {reference}; corpus hash {manifest['corpus_hash']}"
     ref = json.loads(reference.read_text(encoding="utf-8"))
-    if ref.get("options") != manifest["options"]:
+    if ref.get("options") != json.loads(json.dumps(manifest["options"])):  # as JSON: tuples read back as lists
         return f"debian: other options than the reference build; corpus hash {manifest['corpus_hash']}"
     if ref["corpus_hash"] == manifest["corpus_hash"]:
         return f"debian: corpus hash {manifest['corpus_hash']}, identical to the reference build"

@@ -1,9 +1,13 @@
-"""One module per kind of source; importing this package registers them all in ``base.SOURCES``."""
+"""One module (``manpages``: one package) per kind of source; importing this package registers them all in
+``base.SOURCES``. ``blocks`` is the block parser and aligner that ``docbooks``, ``gnome_help``, ``kde_doc`` and
+``lyx`` share."""
 
 from bpd.data.debian.sources import (  # noqa: F401  (each registers itself)
-    blocks,
     ddtp,
+    docbooks,
     gettext,
+    gnome_help,
+    kde_doc,
     libreoffice_help,
     lyx,
     manpages,

@@ -1,4 +1,6 @@
-"""Documentation whose German files mirror the English ones block for block: GNOME/MATE help, KDE, DocBook HTML.
+"""Block sequences of structured documentation: HTML, Mallard and DocBook pages parsed into typed blocks,
+and two sequences aligned. The ``gnome_help``, ``kde_doc`` and ``docbooks`` sources pair pages with it; ``lyx``
+aligns its own blocks with ``dp_align``.
 
 These translations are made by tools (itstool, po4a, po2xml, publican) that rewrite each paragraph of the
 English source in place, so a translated page has the same sequence of blocks (paragraphs, titles, list
@@ -13,17 +15,16 @@ some are verbatim (code, screens) and are dropped, and the rest are inline marku
 
 from __future__ import annotations
 
-import bz2
 import difflib
 import html
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
 
-from bpd.data.debian.sources.base import Document, Pair, Source, register
+from bpd.data.debian.sources.base import Pair
 
 Block = tuple[str, str]  # (block type, text)
 
@@ -216,12 +217,12 @@ def parse_blocks(text: str, grammar: Grammar) -> list[Block]:
     return [(t, html.unescape(s) if "&" in s else s) for t, s in p.blocks]
 
 
-def _letters(text: str) -> str:
+def letters(text: str) -> str:
     """The word characters of a text: an untranslated block may differ from its original only in spacing."""
     return re.sub(r"\W+", "", text)
 
 
-def _length_ok(en: str, de: str) -> bool:
+def length_ok(en: str, de: str) -> bool:
     """German runs ~0.8-1.6x the English length; far outside that a pair of longer blocks is suspect."""
     a, b = len(en), len(de)
     if max(a, b) < 30:
@@ -235,7 +236,7 @@ def align_blocks(en: list[Block], de: list[Block], min_ratio: float = 0.9) -> li
     Blocks that read the same on both sides (untranslated) and blocks with an unresolved entity reference
     (``&mc.ed.pref;``, text the build would have filled in from another file) are left out.
     Equal type sequences pair position by position. Otherwise a page whose type sequences match below
-    ``min_ratio`` (``difflib``) is skipped, and the rest are aligned by ``_dp_align`` on types, lengths and
+    ``min_ratio`` (``difflib``) is skipped, and the rest are aligned by ``dp_align`` on types, lengths and
     non-translatable tokens (numbers, identifiers), keeping only confident matches. A page where many
     pairs have implausible length ratios is skipped too: that is the sign of a shifted alignment.
     """
@@ -250,15 +251,19 @@ def align_blocks(en: list[Block], de: list[Block], min_ratio: float = 0.9) -> li
             return None
         if len(en) * len(de) > 4_000_000:
             return None
-        candidates = _dp_align(en, de)
+        candidates = dp_align(en, de)
     long_pairs = [(a, b) for a, b in candidates if max(len(a[1]), len(b[1])) >= 30]
-    if long_pairs and sum(not _length_ok(a[1], b[1]) for a, b in long_pairs) > 0.2 * len(long_pairs):
+    if long_pairs and sum(not length_ok(a[1], b[1]) for a, b in long_pairs) > 0.2 * len(long_pairs):
         return None
     return [
         (a[1], b[1])
         for a, b in candidates
-        if _letters(a[1]) != _letters(b[1]) and _length_ok(a[1], b[1]) and not _ENTITY_REF.search(a[1] + b[1])
+        if letters(a[1]) != letters(b[1]) and length_ok(a[1], b[1]) and not _ENTITY_REF.search(a[1] + b[1])
     ]
+
+
+#: Numbers, URLs and identifiers: they survive translation, so matching blocks share them.
+_ANCHOR = re.compile(r"\d+|https?://\S+|\b\w*[_/]\w+\b")
 
 
 def _match_score(a: Block, b: Block, x: frozenset[str] | None = None, y: frozenset[str] | None = None) -> float:
@@ -277,7 +282,7 @@ def _match_score(a: Block, b: Block, x: frozenset[str] | None = None, y: frozens
     return score
 
 
-def _dp_align(en: list[Block], de: list[Block], gap: float = -0.2, keep: float = 0.4) -> list[tuple[Block, Block]]:
+def dp_align(en: list[Block], de: list[Block], gap: float = -0.2, keep: float = 0.4) -> list[tuple[Block, Block]]:
     """Global alignment (insertions and deletions, no reordering) maximizing the summed match scores,
     so a paragraph missing on one side is placed where the lengths of its neighbours fit, rather than
     where ``difflib`` happens to put it; matches scoring below ``keep`` are dropped."""
@@ -324,216 +329,11 @@ def _dp_align(en: list[Block], de: list[Block], gap: float = -0.2, keep: float =
     return out
 
 
-_ANCHOR = re.compile(r"\d+|https?://\S+|\b\w*[_/]\w+\b")
-
-
-def _anchors_agree(en: str, de: str) -> bool:
-    """Numbers, URLs and identifiers survive translation; if both sides have some they must overlap."""
-    a, b = set(_ANCHOR.findall(en)), set(_ANCHOR.findall(de))
-    return not (a or b) or bool(a & b)
-
-
 def align_files(en_text: str, de_text: str, grammar: Grammar) -> list[Pair] | None:
+    """The pairs of two pages in ``grammar`` (``align_blocks`` of their block sequences)."""
     return align_blocks(parse_blocks(en_text, grammar), parse_blocks(de_text, grammar))
 
 
-def _read(path: Path) -> str:
+def read_text(path: Path) -> str:
+    """A page's text; a stray undecodable byte must not cost the page."""
     return path.read_text(encoding="utf-8", errors="replace")
-
-
-# ---------------------------------------------------------------- GNOME / MATE help
-
-
-class GnomeHelp(Source):
-    """Mallard ``.page`` and DocBook ``.xml``/``.docbook`` files under ``usr/share/help/{C,de}/<doc>/``.
-
-    itstool writes each German page from its English one, so the block sequences agree; one document
-    per page, ``<package>/<doc>/<page>``.
-    """
-
-    name = "gnome_help"
-    kind = "sentences"
-    members = ("./usr/share/help/C/*", "./usr/share/help/de/*")
-
-    def extract_package(self, pkg: str, root: Path) -> Iterator[Document]:
-        c_dir = root / "usr/share/help/C"
-        de_dir = root / "usr/share/help/de"
-        if not c_dir.is_dir() or not de_dir.is_dir():
-            return
-        for en_path in sorted(c_dir.rglob("*")):
-            if en_path.suffix not in (".page", ".xml", ".docbook") or not en_path.is_file():
-                continue
-            rel = en_path.relative_to(c_dir)
-            de_path = de_dir / rel
-            if not de_path.is_file():
-                continue
-            grammar = MALLARD if en_path.suffix == ".page" else DOCBOOK
-            pairs = align_files(_read(en_path), _read(de_path), grammar)
-            if pairs:
-                yield Document(f"{pkg}/{rel.with_suffix('').as_posix()}", pairs, self.kind)
-
-
-# ---------------------------------------------------------------- KDE handbooks
-
-_KDE_FILE = re.compile(r'<FILENAME filename="([^"]+)">(.*?)</FILENAME>', re.S)
-
-
-def kde_cache_pages(data: bytes) -> dict[str, str]:
-    """The HTML pages packed into a KDE ``index.cache.bz2`` (``<FILENAME filename="...">`` sections)."""
-    text = bz2.decompress(data).decode("utf-8", errors="replace")
-    return {m.group(1): m.group(2) for m in _KDE_FILE.finditer(text)}
-
-
-class KdeDoc(Source):
-    """KDE handbooks: ``usr/share/doc/HTML/{en,de}/<app>/`` as ``index.cache.bz2`` (the generated HTML
-    pages concatenated), or the ``index.docbook`` source when no cache exists. Pages pair by file name,
-    one document per handbook, ``<package>/<app>``."""
-
-    name = "kde_doc"
-    kind = "sentences"
-    members = ("./usr/share/doc/HTML/en/*", "./usr/share/doc/HTML/de/*")
-
-    def extract_package(self, pkg: str, root: Path) -> Iterator[Document]:
-        en_base = root / "usr/share/doc/HTML/en"
-        de_base = root / "usr/share/doc/HTML/de"
-        if not en_base.is_dir() or not de_base.is_dir():
-            return
-        for en_dir in sorted({p.parent for p in en_base.rglob("index.*")}):
-            rel = en_dir.relative_to(en_base)
-            pairs = self._handbook(en_dir, de_base / rel)
-            if pairs:
-                yield Document(f"{pkg}/{rel.as_posix()}", pairs, self.kind)
-
-    @staticmethod
-    def _handbook(en_dir: Path, de_dir: Path) -> list[Pair]:
-        pairs: list[Pair] = []
-        if (en_dir / "index.cache.bz2").is_file() and (de_dir / "index.cache.bz2").is_file():
-            en_pages = kde_cache_pages((en_dir / "index.cache.bz2").read_bytes())
-            de_pages = kde_cache_pages((de_dir / "index.cache.bz2").read_bytes())
-            for name, en_html in en_pages.items():
-                if name in de_pages:
-                    pairs.extend(align_files(en_html, de_pages[name], HTML) or [])
-        elif (en_dir / "index.docbook").is_file() and (de_dir / "index.docbook").is_file():
-            pairs.extend(align_files(_read(en_dir / "index.docbook"), _read(de_dir / "index.docbook"), DOCBOOK) or [])
-        return pairs
-
-
-# ---------------------------------------------------------------- DocBook HTML manuals
-
-
-@dataclass(frozen=True)
-class Manual:
-    """One manual: where its English and German HTML live, and the document id prefix of its pages.
-
-    ``en``/``de`` are ``(package, folder)``; both may be in one package (debian-handbook). ``pattern``
-    selects the English pages (a glob relative to the folder) and ``to_de`` rewrites an English page's
-    relative path into the German one (``ch01.en.html`` -> ``ch01.de.html``).
-    """
-
-    doc: str
-    en: tuple[str, str]
-    de: tuple[str, str]
-    pattern: str = "*.html"
-    to_de: tuple[str, str] = (r"\.en\.html$", ".de.html")
-    exclude: tuple[str, ...] = ()  # pages that repeat others (a single-page edition beside the chapters)
-
-
-_HB = "usr/share/doc/debian-handbook/html"
-_IG = "usr/share/doc/installation-guide-amd64"
-_SAME = (r"$", "")
-
-MANUALS: tuple[Manual, ...] = (
-    Manual("debian-handbook", ("debian-handbook", f"{_HB}/en-US"), ("debian-handbook", f"{_HB}/de-DE"), to_de=_SAME),
-    Manual(
-        "debian-reference",
-        ("debian-reference-en", "usr/share/debian-reference"),
-        ("debian-reference-de", "usr/share/debian-reference"),
-    ),
-    Manual(
-        "developers-reference",
-        ("developers-reference", "usr/share/developers-reference"),
-        ("developers-reference-de", "usr/share/developers-reference/de"),
-        to_de=_SAME,
-        exclude=("developers-reference.html",),
-    ),
-    Manual("debian-faq", ("debian-faq", "usr/share/doc/debian/FAQ"), ("debian-faq-de", "usr/share/doc/debian/FAQ/de")),
-    Manual(
-        "maint-guide",
-        ("maint-guide", "usr/share/doc/maint-guide/html"),
-        ("maint-guide-de", "usr/share/doc/maint-guide-de/html"),
-    ),
-    Manual(
-        "debian-edu-doc",
-        ("debian-edu-doc-en", "usr/share/doc/debian-edu-doc-en"),
-        ("debian-edu-doc-de", "usr/share/doc/debian-edu-doc-de"),
-        pattern="debian-edu-bookworm-manual.html",
-        to_de=_SAME,
-    ),
-    Manual(
-        "installation-guide",
-        ("installation-guide-amd64", f"{_IG}/en"),
-        ("installation-guide-amd64", f"{_IG}/de"),
-        to_de=_SAME,
-    ),
-    Manual(
-        "kicad-doc",
-        ("kicad-doc-en", "usr/share/doc/kicad/help/en"),
-        ("kicad-doc-de", "usr/share/doc/kicad/help/de"),
-        to_de=_SAME,
-    ),
-    Manual(
-        "gimp-help",
-        ("gimp-help-en", "usr/share/gimp/2.0/help/en"),
-        ("gimp-help-de", "usr/share/gimp/2.0/help/de"),
-        pattern="**/*.html",
-        to_de=_SAME,
-    ),
-    Manual(
-        "ubuntu-packaging-guide",
-        ("ubuntu-packaging-guide-html", "usr/share/doc/ubuntu-packaging-guide-html"),
-        ("ubuntu-packaging-guide-html-de", "usr/share/doc/ubuntu-packaging-guide-html-de"),
-        to_de=_SAME,
-    ),
-)
-
-
-class DocbookManuals(Source):
-    """HTML manuals with German translations made by po4a/publican/gettext: pages pair by relative path.
-
-    Document ids are ``<manual>/<page>``: ``debian-handbook/...`` and ``debian-reference/...`` so that the
-    corpus can hold whole manuals out (test and dev).
-    """
-
-    name = "docbooks"
-    kind = "sentences"
-    manuals: tuple[Manual, ...] = MANUALS
-
-    def package_members(self, package: str) -> tuple[str, ...]:
-        """The folders of the manuals' English or German pages that ``package`` holds."""
-        return tuple(sorted({f"./{folder}/*" for m in self.manuals for pkg, folder in (m.en, m.de)
-                             if pkg == package}))
-
-    def extract(self, roots: Mapping[str, Path]) -> Iterator[Document]:
-        for m in self.manuals:
-            if m.en[0] not in roots or m.de[0] not in roots:
-                continue
-            en_dir = roots[m.en[0]] / m.en[1]
-            de_dir = roots[m.de[0]] / m.de[1]
-            if not en_dir.is_dir() or not de_dir.is_dir():
-                continue
-            for en_path in sorted(en_dir.glob(m.pattern)):
-                rel = en_path.relative_to(en_dir).as_posix()
-                if rel in m.exclude:
-                    continue
-                de_path = de_dir / re.sub(m.to_de[0], m.to_de[1], rel, count=1)
-                if not en_path.is_file() or not de_path.is_file():
-                    continue
-                pairs = align_files(_read(en_path), _read(de_path), HTML)
-                if pairs:
-                    page = re.sub(r"(\.en)?\.html?$", "", rel)
-                    yield Document(f"{m.doc}/{page}", pairs, self.kind)
-
-
-GNOME_HELP = register(GnomeHelp())
-KDE_DOC = register(KdeDoc())
-DOCBOOKS = register(DocbookManuals())

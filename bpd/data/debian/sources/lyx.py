@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from bpd.data.debian.sources.base import Document, Pair, Source, register
-from bpd.data.debian.sources.blocks import Block, _dp_align, _length_ok, _letters
+from bpd.data.debian.sources.blocks import Block, dp_align, length_ok, letters
 
 #: Insets whose text is part of the sentence around them.
 _INLINE = ("Flex", "Quotes", "Newline", "space")
@@ -149,8 +149,8 @@ def align_part(en: list[Block], de: list[Block]) -> list[Pair]:
         return []
     return [
         (a[1], b[1])
-        for a, b in _dp_align(en, de)
-        if a[1] and b[1] and _letters(a[1]) != _letters(b[1]) and _length_ok(a[1], b[1])
+        for a, b in dp_align(en, de)
+        if a[1] and b[1] and letters(a[1]) != letters(b[1]) and length_ok(a[1], b[1])
     ]
 
 
