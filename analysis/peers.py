@@ -3,23 +3,33 @@ exact blockwise decoders beside Hugging Face transformers and CTranslate2 on the
 threads, rebuilt from the rows without rerunning anything (docs/export.md).
 
 The peers' rows are kept out of the other tables (``split_rows``): their speedups are against the greedy of
-their own paired run, and their decoder names are not ``make bench``'s.
+their own paired run, and their decoders are not all ``make bench``'s. A row says what its decoder is in columns
+(bpd/bench/peers.py): ours their ``method`` (asked for its role), ``k`` and ``criterion_label``, a peer its
+``library``, ``peer_mode`` and ``peer_quantization``; no decoder name is parsed here.
 """
 
 from __future__ import annotations
 
-import re
-
 import pandas as pd
 
 from analysis.cells import Table
+from bpd.config.methods import Role, role_of
 
 EXPERIMENT = "bench-peers"
 NO_ROWS = "No peer rows yet: run `make export` and `make bench-peers` (docs/export.md)."
 #: One run per group: a later run on the same model, machine, threads and batch size replaces the earlier one
 #: whole (a peer left out of the later run is not carried over from an older run's timings).
 RUN_KEY = ["source_experiment", "model", "device", "threads", "batch_size"]
-PEER_ORDER = ["hf_greedy", "hf_assisted", "hf_prompt_lookup", "ct2_float32", "ct2_int8"]
+#: The peers in the order the table lists them, by (library, peer_mode), each with what a reader calls it;
+#: CTranslate2's rows then by their weights.
+PEER_LABELS: dict[tuple[str, str], str] = {
+    ("transformers", "greedy"): "HF generate greedy",
+    ("transformers", "assisted"): "HF assisted generation",
+    ("transformers", "prompt_lookup"): "HF prompt lookup",
+    ("ctranslate2", "greedy"): "CTranslate2 greedy",
+}
+PEER_ORDER = list(PEER_LABELS)
+QUANTIZATION_ORDER = ["float32", "int8"]
 COLUMNS = [
     "source_experiment",
     "device",
@@ -66,36 +76,42 @@ def split_rows(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return rows[~peer], rows[peer]
 
 
-def label(decoder: str, row: pd.Series) -> str:
-    """What a reader calls the decoder."""
-    if decoder == "greedy":
+def _given(v) -> bool:
+    return v is not None and not (isinstance(v, float) and pd.isna(v))
+
+
+def label(row: pd.Series) -> str:
+    """What a reader calls the row's decoder, from the columns that say what it is."""
+    role = role_of(row.get("method"))
+    if role is Role.REFERENCE:
         return "ours: greedy"
-    m = re.fullmatch(r"blockwise_k(\d+)_(\w+)", decoder)
-    if m:
-        return f"ours: blockwise k={m[1]} {m[2]}"
-    if decoder == "hf_greedy":
-        return "HF generate greedy"
-    if decoder == "hf_assisted":
-        return "HF assisted generation"
-    if decoder == "hf_prompt_lookup":
-        n = row.get("prompt_lookup_num_tokens")
-        return f"HF prompt lookup ({int(n)})" if pd.notna(n) else "HF prompt lookup"
-    if decoder.startswith("ct2_"):
-        return f"CTranslate2 greedy {decoder[4:]}"
-    return decoder
+    if role is Role.CHAIN:
+        return f"ours: blockwise k={int(row['k'])} {row['criterion_label']}"
+    if role is not None:
+        return f"ours: {row['decoder']}"
+    name = PEER_LABELS.get((row.get("library"), row.get("peer_mode")))
+    if name is None:
+        return str(row["decoder"])
+    n = row.get("prompt_lookup_num_tokens")
+    if row.get("peer_mode") == "prompt_lookup" and _given(n):
+        name += f" ({int(n)})"
+    q = row.get("peer_quantization")
+    return f"{name} {q}" if _given(q) else name
 
 
 def _interval(lo, hi) -> str:
     return "—" if pd.isna(lo) or pd.isna(hi) else f"[{lo:.2f}, {hi:.2f}]"
 
 
-def _order(decoder: str) -> tuple[int, int]:
-    if decoder == "greedy":
-        return 0, 0
-    m = re.fullmatch(r"blockwise_k(\d+)_\w+", decoder)
-    if m:
-        return 1, int(m[1])
-    return 2, PEER_ORDER.index(decoder) if decoder in PEER_ORDER else len(PEER_ORDER)
+def _order(row: pd.Series) -> tuple[int, int, int]:
+    """Ours first, by role and k; then the peers in ``PEER_ORDER``, CTranslate2's by their weights."""
+    role = role_of(row.get("method"))
+    if role is not None:
+        return 0, int(role), int(row["k"])
+    peer = (row.get("library"), row.get("peer_mode"))
+    q = row.get("peer_quantization")
+    return (1, PEER_ORDER.index(peer) if peer in PEER_ORDER else len(PEER_ORDER),
+            QUANTIZATION_ORDER.index(q) if q in QUANTIZATION_ORDER else len(QUANTIZATION_ORDER))
 
 
 def latest_runs(peer_rows: pd.DataFrame) -> pd.DataFrame:
@@ -125,24 +141,24 @@ def peers_table(peer_rows: pd.DataFrame) -> Table:
     for c in COLUMNS + ["speedup_ci_low", "speedup_ci_high", "best_vs_peer_ci_low", "best_vs_peer_ci_high"]:
         if c not in data.columns:
             data[c] = None
-    data["decoder_label"] = [label(str(d), r) for d, (_, r) in zip(data["decoder"], data.iterrows())]
+    data["decoder_label"] = [label(r) for _, r in data.iterrows()]
     data["speedup_ci"] = [_interval(lo, hi) for lo, hi in zip(data["speedup_ci_low"], data["speedup_ci_high"])]
     data["best_vs_peer_ci"] = [
         _interval(lo, hi) for lo, hi in zip(data["best_vs_peer_ci_low"], data["best_vs_peer_ci_high"])
     ]
-    data["_o"] = [_order(str(d)) for d in data["decoder"]]
+    data["_o"] = [_order(r) for _, r in data.iterrows()]
     data = data.sort_values(["source_experiment", "device", "threads", "batch_size", "_o"], kind="mergesort")
     t = Table("peers", title, data[COLUMNS].reset_index(drop=True), src)
     t.notes.append(
         "Each group (model, machine, threads, batch size) is one paired round-robin run (`make bench-peers`, "
-        "bpd/peer_bench.py): speedup = our greedy's time over the decoder's with its 95% bootstrap interval; "
+        "bpd/bench/peers.py): speedup = our greedy's time over the decoder's with its 95% bootstrap interval; "
         "ours best / peer = our best exact decoder's paired speedup over that peer (> 1: ours is faster); "
         "= greedy: outputs token-identical to our greedy's. The peers decode the base model (p_1) exported "
         "to transformers (Pegasus layout) and converted by CTranslate2; the proposal heads stay ours."
     )
     drafts = (
-        sorted({str(d) for d in src.loc[src["decoder"].eq("hf_assisted"), "draft_model"].dropna()})
-        if "draft_model" in src.columns
+        sorted({str(d) for d in src.loc[src["peer_mode"].eq("assisted"), "draft_model"].dropna()})
+        if "draft_model" in src.columns and "peer_mode" in src.columns
         else []
     )
     if drafts:

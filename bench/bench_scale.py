@@ -1,5 +1,5 @@
 """`make bench-scale`: what a blockwise round costs against a greedy step, from the demo's size to the paper's,
-and the speedup the paper's accepted block sizes would buy at each (``bpd/cost_model.py``).
+and the speedup the paper's accepted block sizes would buy at each (``bpd/bench/cost_model.py``).
 
 For every model preset (tiny, small, transformer_base, transformer_big; random weights: timing does not
 depend on what the weights learned), batch size, dtype, proposal vocabulary (the whole vocabulary, or the
@@ -28,8 +28,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bpd.bench.cost_model import DESIGNS, predicted_speedup, repeats_for, round_costs  # noqa: E402
 from bpd.config import ModelConfig  # noqa: E402
-from bpd.cost_model import DESIGNS, predicted_speedup, repeats_for, round_costs  # noqa: E402
 from bpd.models import build_translation_model  # noqa: E402
 from bpd.tracking import append_rows, device_name, git_sha, read_rows  # noqa: E402
 

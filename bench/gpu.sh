@@ -69,7 +69,7 @@ fi
 TREES=('bench.trees=[chain+1,2x1,beam4]' 'bench.criteria=[{name: exact}]' 'bench.batch_sizes=[1,8]' bench.naive_greedy=false)
 if [ -z "${QUICK:-}" ]; then TREES+=('bench.ks=[4]' bench.max_repeats=6); fi
 run bench.dtype=float32 "${TREES[@]}"
-# The cost model across sizes (bpd/cost_model.py): t_k / t_1 from tiny to transformer_big on this GPU.
+# The cost model across sizes (bpd/bench/cost_model.py): t_k / t_1 from tiny to transformer_big on this GPU.
 SCALE=(--device "$DEVICE" --results "$RESULTS/scale" --figure "$RESULTS/scale/bench_scale.png")
 if [ -n "${QUICK:-}" ]; then SCALE+=(--quick); fi
 echo "+ bench_scale.py ${SCALE[*]}"; "$PY" bench/bench_scale.py "${SCALE[@]}"

@@ -18,17 +18,16 @@ import numpy as np
 import torch
 
 from bpd import machine_load
+from bpd.bench.speedup_ci import timing_columns
 from bpd.config import ExperimentConfig
 from bpd.config.methods import Role, role_of
 from bpd.decoding.agreement import mismatch_gaps
-from bpd.decoding.rescore import NgramLM
+from bpd.decoding.methods.rescore import NgramLM
 from bpd.decoding.spec import DecodeAux, DecodeSpec, decode_specs
 from bpd.decoding.timed import RunOutput, decode_and_time
 from bpd.locks import exclusive
 from bpd.metrics import block_histogram, mean_block_size, per_example_block_means, summarize
 from bpd.runtime import ResultsNotSaved, config_hash, ensure_writable, process, repo_relative, resolve_path
-from bpd.speedup_ci import timing_columns
-from bpd.stages import ensure_draft
 from bpd.tasks import Scorer, Task
 from bpd.tracking import append_rows, command_line, device_name, git_sha, make_tracker, read_rows
 from bpd.training import distributed as dist
@@ -54,12 +53,17 @@ def same_weights(row: dict, payload: dict) -> bool:
     )
 
 
-def evaluate(cfg: ExperimentConfig, task: Task, model_path: Path) -> list[dict]:
-    """Decode the configured split with greedy, beam and every blockwise config; write and return rows."""
+def evaluate(cfg: ExperimentConfig, task: Task, model_path: Path, draft_path: Path | None = None) -> list[dict]:
+    """Decode the configured split with greedy, beam and every blockwise config (and the draft model's, given
+    ``draft_path``); write and return rows. Trains nothing: the caller builds the models first (the draft with
+    ``bpd.stages.ensure_draft``)."""
     d = cfg.decode
+    if cfg.draft.model is not None and draft_path is None:
+        raise ValueError("draft-model decoding (draft.model) needs the trained draft model: build it with "
+                         "`python experiments/train.py stage=draft` and the same overrides (experiments/run.py "
+                         "builds it before evaluating).")
     results_dir = ensure_writable(cfg.results_dir)
     rows_path = results_dir / "rows.jsonl"
-    draft_path = ensure_draft(cfg, task)
     rid = run_id(cfg, model_path, draft_path)
     info, device = process(cfg)
     model, payload = load_model(model_path, device)
@@ -250,7 +254,7 @@ def make_rows(outputs: dict[str, RunOutput], specs: list[DecodeSpec], scorer: Sc
 
 
 def speedup_columns(greedy: RunOutput, o: RunOutput, busy: bool = False) -> dict[str, Any]:
-    """The paired speedup of ``o`` over greedy from their per-batch repeats (``bpd.speedup_ci``), flagged in
+    """The paired speedup of ``o`` over greedy from their per-batch repeats (``bpd.bench.speedup_ci``), flagged in
     ``timing_note`` when the repeats disagree or the machine was busy; outputs without per-batch times
     (hand-made ones) get greedy's total over theirs, unflagged."""
     g, m = np.asarray(greedy.repeat_wall_s, dtype=float), np.asarray(o.repeat_wall_s, dtype=float)

@@ -22,32 +22,24 @@ from bpd.config import CHAIN_ARCHS, ExperimentConfig
 
 
 def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
-    import torch
-
-    from bpd.bench import format_bench, format_breakdown, run_bench, torch_dtype
-    from bpd.decoding.rescore import NgramLM
+    from bpd.bench.rows import format_bench, format_breakdown
+    from bpd.bench.run import run_bench, torch_dtype
+    from bpd.bench.specbench import write_jsonl
+    from bpd.decoding.methods.rescore import NgramLM
     from bpd.decoding.spec import DecodeAux, bench_specs
     from bpd.runtime import pick_device, resolve_path
-    from bpd.specbench import write_jsonl
     from bpd.stages import ensure_draft, ensure_heads
     from bpd.tasks import load_task
-    from bpd.tracking import append_rows, device_name, git_sha
+    from bpd.tracking import append_rows
     from bpd.training.checkpoint import load_model
 
     b = entry.bench
     b.validate()
-    # Every architecture's heads are trained with heads.k slots: a k above it has nothing to time.
-    ks = [k for k in b.ks if k <= cfg.heads.k]
-    if not ks:
-        raise ValueError(f"bench.ks {list(b.ks)} are all above the heads' k={cfg.heads.k}, so only greedy would be "
-                         "timed; lower bench.ks or raise heads.k.")
-    if len(ks) < len(b.ks):
-        print(f"bench.ks {[k for k in b.ks if k not in ks]}: above the heads' k={cfg.heads.k}, skipped")
+    ks = bench_ks(cfg, b)
     archs = b.archs or [cfg.heads.arch]
     task = load_task(cfg)
     device = pick_device(cfg.device)
-    split = cfg.decode.split
-    sources = task.pairs(split).sources()
+    sources = task.pairs(cfg.decode.split).sources()
     out_dir = resolve_path(b.results_dir)
     all_rows = []
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -56,44 +48,11 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
     draft_path = ensure_draft(cfg, task)
     draft = load_model(draft_path, device)[0].to(torch_dtype(b.dtype)) if draft_path is not None else None
     for arch in archs:
-        c = cfg
-        if arch != cfg.heads.arch:  # another architecture's heads, trained briefly with the same recipe
-            tied = cfg.heads.tie_slots and arch in CHAIN_ARCHS  # tying applies to chained slots only
-            c = dataclasses.replace(cfg, heads=dataclasses.replace(cfg.heads, arch=arch, tie_slots=tied),
-                                    heads_train=dataclasses.replace(cfg.heads_train, max_steps=b.arch_train_steps,
-                                                                    max_minutes=b.arch_train_minutes))
+        c = arch_config(cfg, arch, b)
         path = ensure_heads(c, task)
-        model, payload = load_model(path, device)
-        if b.dtype != "float32":
-            model = model.to(torch_dtype(b.dtype))
-        model.heads.set_proposal_vocab(task.proposal_vocab(cfg.decode.proposal_vocab))  # the experiment's setting
-        if b.compile:
-            model.decode = torch.compile(model.decode, dynamic=True)
+        model, payload = bench_model(path, device, b, task.proposal_vocab(cfg.decode.proposal_vocab))
         specs = bench_specs(b, ks, draft=draft is not None)
-        common = {
-            "experiment": "bench",
-            "source_experiment": cfg.name,
-            "task": task.kind,
-            "dataset": task.name,
-            "split": split,
-            "model": path.name,
-            "heads_arch": arch,
-            "heads_tied": model.heads.tie_slots,
-            "trained_k": model.k,
-            "proposal_vocab": cfg.decode.proposal_vocab,
-            "heads_training": (payload.get("heads_config") or {}).get("training"),
-            "heads_targets": c.heads.targets,  # what the heads were trained on (gold, distilled, self)
-            "setting": cfg.setting,
-            "train_steps": payload.get("step"),
-            "device": device_name(device),
-            "dtype": b.dtype,
-            "threads": torch.get_num_threads(),
-            "compile": b.compile,
-            "draft_model": draft_path.name if draft_path is not None else None,
-            "git_sha": git_sha(),
-            "command": cfg.command,
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        }
+        common = common_columns(cfg, c, task, path, model, payload, b, device, draft_path)
         rows, records = run_bench(model, sources, specs, b.batch_sizes, task.max_len(cfg.decode), device,
                                   repeats=b.repeats, max_repeats=b.max_repeats, ci_target=b.ci_target,
                                   ci_batch_sizes=b.ci_batch_sizes,
@@ -114,6 +73,77 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
         print(f"Spec-Bench records: {Path(out_dir) / 'specbench' / stamp}_*/ "
               "(Spec-Bench's evaluation/speed.py: --file-path <decoder>.jsonl --base-path <...>-greedy.jsonl)")
     return all_rows
+
+
+def bench_ks(cfg: ExperimentConfig, b) -> list[int]:
+    """The decode-time ks to time: every architecture's heads are trained with heads.k slots, so a k above it
+    has nothing to time (said, and refused when no k is left)."""
+    ks = [k for k in b.ks if k <= cfg.heads.k]
+    if not ks:
+        raise ValueError(f"bench.ks {list(b.ks)} are all above the heads' k={cfg.heads.k}, so only greedy would be "
+                         "timed; lower bench.ks or raise heads.k.")
+    if len(ks) < len(b.ks):
+        print(f"bench.ks {[k for k in b.ks if k not in ks]}: above the heads' k={cfg.heads.k}, skipped")
+    return ks
+
+
+def arch_config(cfg: ExperimentConfig, arch: str, b) -> ExperimentConfig:
+    """The experiment, or for another architecture's heads the same recipe trained briefly."""
+    if arch == cfg.heads.arch:
+        return cfg
+    tied = cfg.heads.tie_slots and arch in CHAIN_ARCHS  # tying applies to chained slots only
+    return dataclasses.replace(cfg, heads=dataclasses.replace(cfg.heads, arch=arch, tie_slots=tied),
+                               heads_train=dataclasses.replace(cfg.heads_train, max_steps=b.arch_train_steps,
+                                                               max_minutes=b.arch_train_minutes))
+
+
+def bench_model(path: Path, device, b, proposal_vocab):
+    """The trained model in the bench's dtype, with the experiment's proposal vocabulary, compiled if asked."""
+    import torch
+
+    from bpd.bench.run import torch_dtype
+    from bpd.training.checkpoint import load_model
+
+    model, payload = load_model(path, device)
+    if b.dtype != "float32":
+        model = model.to(torch_dtype(b.dtype))
+    model.heads.set_proposal_vocab(proposal_vocab)  # the experiment's setting
+    if b.compile:
+        model.decode = torch.compile(model.decode, dynamic=True)
+    return model, payload
+
+
+def common_columns(cfg: ExperimentConfig, c: ExperimentConfig, task, path: Path, model, payload: dict, b, device,
+                   draft_path: Path | None) -> dict:
+    """What every row of one architecture's bench carries: the model and how it was trained, the machine."""
+    import torch
+
+    from bpd.tracking import device_name, git_sha
+
+    return {
+        "experiment": "bench",
+        "source_experiment": cfg.name,
+        "task": task.kind,
+        "dataset": task.name,
+        "split": cfg.decode.split,
+        "model": path.name,
+        "heads_arch": c.heads.arch,
+        "heads_tied": model.heads.tie_slots,
+        "trained_k": model.k,
+        "proposal_vocab": cfg.decode.proposal_vocab,
+        "heads_training": (payload.get("heads_config") or {}).get("training"),
+        "heads_targets": c.heads.targets,  # what the heads were trained on (gold, distilled, self)
+        "setting": cfg.setting,
+        "train_steps": payload.get("step"),
+        "device": device_name(device),
+        "dtype": b.dtype,
+        "threads": torch.get_num_threads(),
+        "compile": b.compile,
+        "draft_model": draft_path.name if draft_path is not None else None,
+        "git_sha": git_sha(),
+        "command": cfg.command,
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
 
 
 @hydra.main(config_path=CONF_DIR, config_name="bench", version_base="1.3")

@@ -24,19 +24,64 @@ def run(cfg: ExperimentConfig, entry: PeersEntry) -> list[dict]:
     import torch
 
     from bpd import machine_load
-    from bpd.export.bundle import BATCH_ONE_PEERS, bundle_peers, export_bundle
-    from bpd.peer_bench import batches_of, format_peer_rows, our_decoders, peer_rows, round_robin
+    from bpd.bench.peers import batches_of, format_peer_rows, our_decoders, our_specs, peer_rows, round_robin
+    from bpd.export.bundle import BATCH_ONE_PEERS, PEERS, bundle_peers
     from bpd.runtime import resolve_path
-    from bpd.stages import ensure_draft, ensure_heads
     from bpd.tasks import load_task
     from bpd.tracking import append_rows, device_name, git_sha
-    from bpd.training.checkpoint import load_model
 
     b = entry.bench
     b.validate()
     task = load_task(cfg)
     tok = task.tokenizer
     vocab = [tok.id_to_piece(i) for i in range(tok.vocab_size)]
+    path, model, payload, dirs, draft_path, draft_hf = exported_models(cfg, entry, task)
+    split = cfg.decode.split
+    pairs = task.pairs(split)
+    threads = torch.get_num_threads()
+    specs = our_specs(model, b.ks)
+    all_rows = []
+    for bs in b.batch_sizes:
+        n = min(len(pairs), (b.n_examples or {}).get(bs, len(pairs)))
+        sources = pairs.sources(range(n))
+        peers = bundle_peers(dirs, vocab, tok.eos_id, threads, draft_hf, entry.prompt_lookup, batch_one=bs == 1)
+        decoders = {**our_decoders(model, specs), **peers}
+        print(f"batch {bs}: {n} {split} sentences, {threads} threads, {b.repeats} repeats: {', '.join(decoders)}")
+        start = machine_load.sample()
+        times, outputs = round_robin(decoders, batches_of(sources, bs), b.repeats)
+        load = machine_load.load_columns(start, machine_load.sample(), threads)
+        left_out = [] if bs == 1 else [p for p in BATCH_ONE_PEERS
+                                       if PEERS[p]["peer_mode"] != "assisted" or draft_hf is not None]
+        scorer = task.scorer(split, n)
+        common = {**common_columns(cfg, task, path, model, payload, draft_path), "batch_size": bs,
+                  "device": device_name("cpu"), "threads": threads, "dtype": "float32", "git_sha": git_sha(),
+                  "command": cfg.command, "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                  "prompt_lookup_num_tokens": entry.prompt_lookup,
+                  # transformers' generate runs assisted and prompt-lookup decoding at batch size 1 only
+                  "peers_batch_one_only": ", ".join(left_out) or None, **load}
+        rows, best = peer_rows(times, outputs, specs, {name: PEERS[name] for name in peers},
+                               lambda t, s=scorer: s.score(t, None)["bleu"], common)
+        print(format_peer_rows(rows))
+        print(f"best/peer: our best exact decoder ({best}) over each peer, paired, 95% interval")
+        if left_out:
+            print(f"not at batch {bs}: {', '.join(left_out)} (transformers runs them at batch size 1 only)")
+        print(f"load: other processes used {load['load_other_cores']} of {load['load_cores']} cores "
+              f"(timing_busy={load['timing_busy']})")
+        append_rows(resolve_path(b.results_dir) / "rows.jsonl", rows)
+        all_rows += rows
+    return all_rows
+
+
+def exported_models(cfg: ExperimentConfig, entry: PeersEntry, task):
+    """The experiment's model (trained if missing) and its export for the peers, and the draft model's export for
+    HF assisted generation where the experiment has one: (path, model, payload, export dirs, draft path, draft's
+    HF directory or None)."""
+    from bpd.export.bundle import export_bundle
+    from bpd.runtime import resolve_path
+    from bpd.stages import ensure_draft, ensure_heads
+    from bpd.training.checkpoint import load_model
+
+    tok = task.tokenizer
     path = ensure_heads(cfg, task)
     model, payload = load_model(path)
     model.heads.set_proposal_vocab(task.proposal_vocab(cfg.decode.proposal_vocab))  # the experiment's setting
@@ -47,42 +92,16 @@ def run(cfg: ExperimentConfig, entry: PeersEntry) -> list[dict]:
     if draft_path is not None:
         draft = load_model(draft_path)[0]
         draft_hf = export_bundle(draft, tok.model_path, export_root / draft_path.stem, source=draft_path.name)["hf"]
-    split = cfg.decode.split
-    pairs = task.pairs(split)
-    threads = torch.get_num_threads()
-    all_rows = []
-    for bs in b.batch_sizes:
-        n = min(len(pairs), (b.n_examples or {}).get(bs, len(pairs)))
-        sources = pairs.sources(range(n))
-        peers = bundle_peers(dirs, vocab, tok.eos_id, threads, draft_hf, entry.prompt_lookup, batch_one=bs == 1)
-        decoders = {**our_decoders(model, b.ks), **peers}
-        print(f"batch {bs}: {n} {split} sentences, {threads} threads, {b.repeats} repeats: {', '.join(decoders)}")
-        start = machine_load.sample()
-        times, outputs = round_robin(decoders, batches_of(sources, bs), b.repeats)
-        load = machine_load.load_columns(start, machine_load.sample(), threads)
-        left_out = [] if bs == 1 else [p for p in BATCH_ONE_PEERS if p != "hf_assisted" or draft_hf is not None]
-        scorer = task.scorer(split, n)
-        common = {"experiment": "bench-peers", "source_experiment": cfg.name, "task": task.kind,
-                  "dataset": task.name, "split": split, "model": path.name, "trained_k": model.k,
-                  "proposal_vocab": cfg.decode.proposal_vocab, "train_steps": payload.get("step"),
-                  "train_stopped_by": payload.get("stopped_by"),
-                  "draft_model": draft_path.name if draft_path is not None else None,
-                  "batch_size": bs, "device": device_name("cpu"), "threads": threads, "dtype": "float32",
-                  "git_sha": git_sha(), "command": cfg.command, "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
-                  "prompt_lookup_num_tokens": entry.prompt_lookup,
-                  # transformers' generate runs assisted and prompt-lookup decoding at batch size 1 only
-                  "peers_batch_one_only": ", ".join(left_out) or None, **load}
-        rows, best = peer_rows(times, outputs, list(peers), lambda t, s=scorer: s.score(t, None)["bleu"],
-                               common)
-        print(format_peer_rows(rows))
-        print(f"best/peer: our best exact decoder ({best}) over each peer, paired, 95% interval")
-        if left_out:
-            print(f"not at batch {bs}: {', '.join(left_out)} (transformers runs them at batch size 1 only)")
-        print(f"load: other processes used {load['load_other_cores']} of {load['load_cores']} cores "
-              f"(timing_busy={load['timing_busy']})")
-        append_rows(resolve_path(b.results_dir) / "rows.jsonl", rows)
-        all_rows += rows
-    return all_rows
+    return path, model, payload, dirs, draft_path, draft_hf
+
+
+def common_columns(cfg: ExperimentConfig, task, path, model, payload: dict, draft_path) -> dict:
+    """The columns that say which model every row of the run timed, and how it was trained."""
+    return {"experiment": "bench-peers", "source_experiment": cfg.name, "task": task.kind, "dataset": task.name,
+            "split": cfg.decode.split, "model": path.name, "trained_k": model.k,
+            "proposal_vocab": cfg.decode.proposal_vocab, "train_steps": payload.get("step"),
+            "train_stopped_by": payload.get("stopped_by"),
+            "draft_model": draft_path.name if draft_path is not None else None}
 
 
 @hydra.main(config_path=CONF_DIR, config_name="bench_peers", version_base="1.3")

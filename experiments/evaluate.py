@@ -17,12 +17,12 @@ from bpd.config import ExperimentConfig
 
 def run(cfg: ExperimentConfig, entry: EvaluateEntry) -> list[dict]:
     from bpd.evaluate import evaluate
-    from bpd.stages import ensure_heads
+    from bpd.stages import ensure_draft, ensure_heads
     from bpd.tasks import load_task
 
     task = load_task(cfg)
     path = Path(entry.checkpoint) if entry.checkpoint else ensure_heads(cfg, task)
-    return evaluate(cfg, task, path)
+    return evaluate(cfg, task, path, ensure_draft(cfg, task))  # no draft unless draft.model
 
 
 @hydra.main(config_path=CONF_DIR, config_name="evaluate", version_base="1.3")

@@ -18,12 +18,12 @@ from bpd.config import ExperimentConfig
 def run(cfg: ExperimentConfig, _entry=None) -> list[dict]:
     from bpd.evaluate import evaluate
     from bpd.runtime import ensure_writable
-    from bpd.stages import ensure_heads
+    from bpd.stages import ensure_draft, ensure_heads
     from bpd.tasks import load_task
 
     ensure_writable(cfg.results_dir)  # before training, not after decoding
     task = load_task(cfg)
-    return evaluate(cfg, task, ensure_heads(cfg, task))
+    return evaluate(cfg, task, ensure_heads(cfg, task), ensure_draft(cfg, task))  # no draft unless draft.model
 
 
 @hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")

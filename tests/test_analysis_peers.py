@@ -11,12 +11,31 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+import pandas as pd  # noqa: E402
+
 from analysis import make_report, peers  # noqa: E402
 from analysis.load import load_rows  # noqa: E402
 
+#: What each decoder of these rows is, in the columns bpd/bench/peers.py writes (ours: a spec's; a peer: its
+#: library, mode and weights); the report reads these, not the names.
+NOT_OURS = {"method": None, "k": None, "criterion": None, "criterion_label": None}
+NOT_A_PEER = {"peer_mode": None, "peer_quantization": None}
+KINDS = {
+    "greedy": {"method": "greedy", "k": 1, "criterion": None, "criterion_label": None, "library": "bpd",
+               **NOT_A_PEER},
+    "blockwise_k4_exact": {"method": "blockwise", "k": 4, "criterion": "exact", "criterion_label": "exact",
+                           "library": "bpd", **NOT_A_PEER},
+    "hf_greedy": {**NOT_OURS, "library": "transformers", "peer_mode": "greedy", "peer_quantization": None},
+    "hf_assisted": {**NOT_OURS, "library": "transformers", "peer_mode": "assisted", "peer_quantization": None},
+    "hf_prompt_lookup": {**NOT_OURS, "library": "transformers", "peer_mode": "prompt_lookup",
+                         "peer_quantization": None},
+    "ct2_float32": {**NOT_OURS, "library": "ctranslate2", "peer_mode": "greedy", "peer_quantization": "float32"},
+    "ct2_int8": {**NOT_OURS, "library": "ctranslate2", "peer_mode": "greedy", "peer_quantization": "int8"},
+}
+
 
 def peer_row(decoder: str, batch: int, time: str, speedup: float, **extra) -> dict:
-    is_peer = not (decoder == "greedy" or decoder.startswith("blockwise"))
+    is_peer = KINDS[decoder]["method"] is None
     return {
         "experiment": "bench-peers",
         "source_experiment": "demo",
@@ -31,7 +50,7 @@ def peer_row(decoder: str, batch: int, time: str, speedup: float, **extra) -> di
         "command": "python experiments/bench_peers.py experiment=demo",
         "git_sha": "abc",
         "decoder": decoder,
-        "library": "x",
+        **KINDS[decoder],
         "n_examples": 16,
         "repeats": 3,
         "tokens_per_s": 100 * speedup,
@@ -126,6 +145,18 @@ def test_peers_table_in_the_report(tmp_path) -> None:
     # the ordinary benchmark table keeps only make bench's rows
     bench = md[md.index("## Wall-clock benchmark") : md.index("## Beyond the paper")]
     assert "hf_greedy" not in bench and "ct2_float32" not in bench
+
+
+def test_labels_and_order_come_from_columns_not_names() -> None:
+    """A row is labelled and placed by what its columns say it is, whatever its decoder is called."""
+    ours = pd.Series({"decoder": "renamed", "method": "blockwise", "k": 6, "criterion_label": "topk 2"})
+    peer = pd.Series({"decoder": "renamed", "method": None, "library": "ctranslate2", "peer_mode": "greedy",
+                      "peer_quantization": "int8"})
+    lookup = pd.Series({"decoder": "renamed", "method": None, "library": "transformers", "peer_mode": "prompt_lookup",
+                        "peer_quantization": None, "prompt_lookup_num_tokens": 3})
+    assert peers.label(ours) == "ours: blockwise k=6 topk 2"
+    assert peers.label(peer) == "CTranslate2 greedy int8" and peers.label(lookup) == "HF prompt lookup (3)"
+    assert peers._order(ours) < peers._order(lookup) < peers._order(peer)
 
 
 def test_no_peer_rows_says_what_to_run(tmp_path) -> None:

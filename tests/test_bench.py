@@ -9,21 +9,15 @@ import pytest
 import torch
 from conftest import random_model, random_src
 
-from bpd.bench import (
-    bench_rows,
-    format_bench,
-    format_breakdown,
-    median_run,
-    run_bench,
-    settle,
-)
+from bpd.bench.rows import bench_rows, format_bench, format_breakdown
+from bpd.bench.run import median_run, run_bench, settle
+from bpd.bench.specbench import specbench_records
+from bpd.bench.speedup_ci import SpeedupEstimate, paired_speedup
+from bpd.bench.step_costs import step_costs, warm_up
 from bpd.config import BenchConfig, from_dict
 from bpd.decoding import criteria
 from bpd.decoding.spec import DecodeSpec
 from bpd.decoding.timed import RunOutput
-from bpd.specbench import specbench_records
-from bpd.speedup_ci import SpeedupEstimate, paired_speedup
-from bpd.step_costs import step_costs, warm_up
 
 
 @pytest.fixture(scope="module")
@@ -239,7 +233,7 @@ def test_bench_entry_point_on_a_toy_model(tmp_path, capsys):
 
 
 def test_paired_speedup_interval():
-    """The paired estimate and its bootstrap interval (bpd.speedup_ci): exact on noise-free times, immune to
+    """The paired estimate and its bootstrap interval (bpd.bench.speedup_ci): exact on noise-free times, immune to
     drift that hits both sides of a pair alike, narrower with more repeats, and refusing unpaired input."""
     rng = np.random.default_rng(0)
     base = rng.uniform(0.01, 0.05, size=(1, 50))
@@ -291,7 +285,7 @@ def test_settle_compares_heads_long_enough_to_time(monkeypatch):
         t = 0.05 * len(sources) * {2: 1.3, 3: 1.1}.get(len(seen), 1.0)  # slower first passes, then steady
         return {"greedy": RunOutput([], [], [], wallclock_s=t)}
 
-    monkeypatch.setattr("bpd.bench.decode_and_time", fake)
+    monkeypatch.setattr("bpd.bench.run.decode_and_time", fake)
     passes = settle(None, [[5]] * 200, [], None, 1, torch.device("cpu"), min_s=1.0)
     assert seen == [4, 24, 24, 24, 24] and passes == 5
     seen.clear()
@@ -300,7 +294,7 @@ def test_settle_compares_heads_long_enough_to_time(monkeypatch):
         seen.append(len(sources))
         return {"greedy": RunOutput([], [], [], wallclock_s=2.0 + len(seen) % 2)}
 
-    monkeypatch.setattr("bpd.bench.decode_and_time", alternating)
+    monkeypatch.setattr("bpd.bench.run.decode_and_time", alternating)
     assert settle(None, [[5]] * 200, [], None, 1, torch.device("cpu"), max_passes=6) == 6
 
 
@@ -335,10 +329,10 @@ def test_tree_rows_beside_the_chain():
 
 @pytest.mark.parametrize("arch", ["medusa", "paper", "recurrent"])
 def test_combined_round_proposes_what_the_chain_proposes(arch):
-    """The paper's all-positions round (bpd/cost_model.py) and today's chain round + propose give the same next
+    """The paper's all-positions round (bpd/bench/cost_model.py) and today's chain round + propose give the same next
     block and leave the cache alike: the two designs the cost model compares do the same work."""
-    from bpd.cost_model import combined_round
-    from bpd.decoding.blockwise import propose, run_round, start
+    from bpd.bench.cost_model import combined_round
+    from bpd.decoding.methods.blockwise import propose, run_round, start
 
     model = random_model(24, 4, 1, arch=arch, head_noise=0.05, identity_p1=True)
     src = random_src(3, 6, 24, 1)

@@ -26,12 +26,12 @@ from bpd.decoding import (
     greedy_decode,
     naive_greedy_decode,
 )
-from bpd.decoding.blockwise import propose
-from bpd.decoding.draft import draft_decode
+from bpd.decoding.methods.blockwise import propose
+from bpd.decoding.methods.draft import draft_decode
+from bpd.decoding.methods.rescore import NgramLM, Rescorer
+from bpd.decoding.methods.tree import TreeShape, build_tree, tree_decode
 from bpd.decoding.registry import METHODS
-from bpd.decoding.rescore import NgramLM, Rescorer
 from bpd.decoding.spec import DecodeAux, DecodeSpec, decoder_fn
-from bpd.decoding.tree import TreeShape, build_tree, tree_decode
 from bpd.models import HEAD_ARCHS, HEADS
 from bpd.models.transformer import KVCache
 

@@ -13,7 +13,7 @@ ctranslate2 = pytest.importorskip("ctranslate2")
 from bpd.config import output_limit  # noqa: E402
 from bpd.data.batches import pad_rows  # noqa: E402
 from bpd.data.tokenizer import Tokenizer  # noqa: E402
-from bpd.decoding.greedy import greedy_decode  # noqa: E402
+from bpd.decoding.methods.greedy import greedy_decode  # noqa: E402
 from bpd.decoding.peers import ct2_greedy, hf_generate  # noqa: E402
 from bpd.export import check_exportable, export_hf  # noqa: E402
 from bpd.export.checks import greedy_identity, logits_gap  # noqa: E402
@@ -109,19 +109,40 @@ def test_refuses_what_pegasus_cannot_express():
 def test_peer_bench_pairs_every_decoder(exported):
     """The round-robin times every decoder on every batch and pairs the ratios; a peer that returns greedy's
     tokens is identical, one that stops early is not, and our best exact decoder is named."""
-    from bpd.peer_bench import batches_of, our_decoders, peer_rows, round_robin
+    from bpd.bench.peers import PEER_COLUMNS, batches_of, our_decoders, our_specs, peer_rows, round_robin
 
     model, tok, _, _ = exported
-    ours = our_decoders(model, [2, 4])  # the model has k = 2: k = 4 is left out
+    specs = our_specs(model, [2, 4])  # the model has k = 2: k = 4 is left out
+    ours = our_decoders(model, specs)
     assert list(ours) == ["greedy", "blockwise_k2_exact"]
     peers = {"same": ours["greedy"], "short": lambda src, n: [t[:1] for t in ours["greedy"](src, n)]}
     times, outputs = round_robin({**ours, **peers}, batches_of(sources(tok), 2), repeats=2, warmup=1)
     assert all(t.shape == (2, 3) and (t > 0).all() for t in times.values())
-    rows, best = peer_rows(times, outputs, list(peers), lambda t: 0.0, {"batch_size": 2})
+    kinds = {"same": {"library": "test", "peer_mode": "greedy"},
+             "short": {"library": "test", "peer_mode": "short", "peer_quantization": "int8"}}
+    rows, best = peer_rows(times, outputs, specs, kinds, lambda t: 0.0, {"batch_size": 2})
     by = {r["decoder"]: r for r in rows}
     assert by["same"]["identical_to_greedy"] == 1.0 and by["short"]["identical_to_greedy"] < 1.0
     assert by["blockwise_k2_exact"]["identical_to_greedy"] == 1.0
     assert best in ours and by["same"]["best_vs_peer"] > 0 and by["greedy"]["best_vs_peer"] is None
+    # What each decoder is, in columns: ours as make bench's rows say it, a peer its library and mode.
+    assert (by["greedy"]["method"], by["greedy"]["k"], by["greedy"]["library"]) == ("greedy", 1, "bpd")
+    k2 = by["blockwise_k2_exact"]
+    assert (k2["method"], k2["k"], k2["criterion"], k2["min_block_size"]) == ("blockwise", 2, "exact", 1)
+    assert by["short"]["method"] is None and by["short"]["k"] is None and by["short"]["peer_quantization"] == "int8"
+    assert by["same"]["peer_quantization"] is None and by["greedy"]["peer_mode"] is None
+    assert len({tuple(r) for r in rows}) == 1 and set(PEER_COLUMNS) <= set(rows[0])  # one set of columns
+
+
+def test_every_peer_says_what_it_is():
+    """Each peer bundle_peers can build has its row columns in PEERS (library, mode, CTranslate2's weights)."""
+    from bpd.bench.peers import PEER_COLUMNS
+    from bpd.export.bundle import BATCH_ONE_PEERS, PEERS
+    from bpd.export.ct2 import QUANTIZATIONS
+
+    assert set(PEERS) == {"hf_greedy", *BATCH_ONE_PEERS, *(f"ct2_{q}" for q in QUANTIZATIONS)}
+    assert all(set(c) == {"library", *PEER_COLUMNS} for c in PEERS.values())
+    assert {c["peer_quantization"] for c in PEERS.values() if c["library"] == "ctranslate2"} == set(QUANTIZATIONS)
 
 
 def test_assisted_generation_keeps_the_assistant_cache_in_step(exported, monkeypatch):

@@ -17,8 +17,8 @@ BPD = Path(__file__).resolve().parents[1] / "bpd"
 #: Each top-level package or module of bpd/ (``bpd.<unit>``) and its layer; lower rank = lower layer. An import may
 #: point to the same layer or a lower one; two layers of the same rank (decoding, training) stay apart.
 LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
-    # Plain values and helpers that import nothing of bpd: the configs, metrics, statistics, progress bars.
-    "base": (0, ("config", "metrics", "speedup_ci", "machine_load", "progress")),
+    # Plain values and helpers that import nothing of bpd: the configs, metrics, machine load, progress bars.
+    "base": (0, ("config", "metrics", "machine_load", "progress")),
     "data": (1, ("data",)),
     "models": (2, ("models",)),
     "decoding": (3, ("decoding",)),
@@ -26,9 +26,9 @@ LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
     # Where and how a process runs (devices, ranks, locks) and where its rows go: they know distributed training.
     "runtime": (4, ("runtime", "locks", "tracking")),
     "tasks": (5, ("tasks",)),
-    # What runs a task: stages and their products, evaluation, benchmarks, export.
-    "stages": (6, ("stages", "targets", "shipped", "evaluate", "bench", "peer_bench", "step_costs", "cost_model",
-                   "specbench", "export")),
+    # What runs a task: stages and their products, evaluation, the benchmarks (bench/, its paired speedup
+    # statistics included: evaluation rows use them too), export.
+    "stages": (6, ("stages", "targets", "shipped", "evaluate", "bench", "export")),
 }
 
 #: Imports that break the rule and are fine, each with why: (importing module, imported module). Keep it short.

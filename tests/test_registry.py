@@ -1,15 +1,29 @@
-"""The decoder registry: every method named once in the config's catalog and implemented once in the registry, in
-the same order, each filling the same row columns; the exact == greedy property of tests/test_decoding.py runs
-every exact method it holds."""
+"""The decoder registry: every method found once in bpd/decoding/methods/, the torch-free view of them that
+bpd.config.methods reads from their source agreeing with what the registry imports (names, roles, labels, order),
+each filling the same row columns; the exact == greedy property of tests/test_decoding.py runs every exact method
+it holds."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
 from bpd.config import BenchConfig, CriterionConfig, DecodeConfig, RescoreConfig
-from bpd.config.methods import DECODE_METHODS, Role, methods_of, role_of
+from bpd.config.methods import (
+    DECODE_METHODS,
+    MethodDeclarationError,
+    MethodInfo,
+    Role,
+    methods_of,
+    read_methods,
+    role_of,
+)
 from bpd.decoding.method import RoundOptions, Sweep
-from bpd.decoding.registry import METHODS
+from bpd.decoding.methods.greedy import Greedy
+from bpd.decoding.registry import METHODS, checked, discover
 from bpd.decoding.spec import COLUMNS, RECORD, DecodeSpec, bench_specs, decode_specs, specs_for
 
 #: A sweep that asks every method for something.
@@ -20,6 +34,10 @@ EVERYTHING = Sweep((1, 2, 4), (CriterionConfig("exact", None, [1, 2]), Criterion
 def test_registry_implements_the_config_catalog_in_its_order():
     assert tuple(METHODS) == tuple(DECODE_METHODS)
     assert all(m.name == name for name, m in METHODS.items())
+    assert [(m.name, m.role, m.label, m.order) for m in METHODS.values()] == [
+        (name, info.role, info.label, info.order) for name, info in DECODE_METHODS.items()]
+    orders = [m.order for m in METHODS.values()]
+    assert orders == sorted(orders) and len(set(orders)) == len(orders)
     roles = [m.role for m in METHODS.values()]
     assert roles == sorted(roles), "tables list methods by role: keep the catalog in role order"
     assert methods_of(Role.REFERENCE) == ["greedy"]  # one reference: every ratio's denominator
@@ -65,3 +83,83 @@ def test_bad_specs_are_refused_with_the_fix():
         DecodeSpec("rescored", k=2)
     with pytest.raises(ValueError, match="either a BeamOptions or its option values"):
         DecodeSpec("beam", RoundOptions())
+
+
+def test_the_catalog_is_read_without_torch():
+    """The report and configs see every method without importing torch (bpd.config is the lowest layer)."""
+    code = ("import sys; from bpd.config.methods import DECODE_METHODS; "
+            "assert 'torch' not in sys.modules and 'bpd.decoding' not in sys.modules; print(list(DECODE_METHODS))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == repr(list(DECODE_METHODS))
+
+
+METHOD = """
+    from bpd.decoding.method import Method, Role
+
+
+    class Helper:
+        size = 3  # not a method: neither a Method subclass nor a declaration
+
+
+    class Mine(Method):
+        name = "mine"
+        role = Role.BEYOND
+        label = "my method"
+        order: int = 70
+"""
+
+
+def write_methods(tmp_path, **modules: str):
+    folder = tmp_path / "methods"
+    folder.mkdir(parents=True)
+    (folder / "__init__.py").write_text('"""Methods."""\n')
+    for name, text in modules.items():
+        (folder / f"{name}.py").write_text(textwrap.dedent(text))
+    return folder
+
+
+def test_declarations_are_read_from_the_source(tmp_path):
+    other = METHOD.replace('"mine"', '"first"').replace("BEYOND", "CHAIN").replace("70", "5")
+    assert read_methods(write_methods(tmp_path, mine=METHOD, other=other)) == {
+        "first": MethodInfo(Role.CHAIN, "my method", 5), "mine": MethodInfo(Role.BEYOND, "my method", 70)}
+
+
+@pytest.mark.parametrize("edit, message", [
+    (('        label = "my method"\n', ""), r"mine.py:\d+: class Mine declares no label: every decoding method sets"),
+    (('"my method"', "LABEL"), r"class Mine: `label = LABEL` must be a literal str"),
+    (("Role.BEYOND", '"beyond"'), r"`role = 'beyond'` must be one of Role.REFERENCE, .*Role.BEYOND"),
+    (("Role.BEYOND", "Role.FAVOURITE"), r"must be one of Role"),
+    (("order: int = 70", "order = 7.5"), r"`order = 7.5` must be a literal int"),
+    (("class Mine(Method)", "class Mine(Base)"), None),  # declares name: still a method, read the same
+])
+def test_a_method_without_literal_declarations_is_refused_with_the_fix(tmp_path, edit, message):
+    folder = write_methods(tmp_path, mine=METHOD.replace(*edit))
+    if message is None:
+        assert list(read_methods(folder)) == ["mine"]
+        return
+    with pytest.raises(MethodDeclarationError, match=message):
+        read_methods(folder)
+
+
+def test_method_modules_declare_distinct_methods(tmp_path):
+    with pytest.raises(MethodDeclarationError, match="helpers.py declares no decoding method"):
+        read_methods(write_methods(tmp_path / "a", mine=METHOD, helpers="def helper():\n    return 1\n"))
+    with pytest.raises(MethodDeclarationError, match="the method name 'mine' is also declared in"):
+        read_methods(write_methods(tmp_path / "b", mine=METHOD, copy=METHOD.replace("70", "80")))
+    with pytest.raises(MethodDeclarationError, match="mine.py:.*order = 70 is also that of 'copy'"):
+        read_methods(write_methods(tmp_path / "c", mine=METHOD, copy=METHOD.replace('"mine"', '"copy"')))
+
+
+def test_the_registry_refuses_methods_that_disagree_with_their_source():
+    """What the registry imports must be what bpd.config.methods read: e.g. a method subclassing another one
+    without declaring its own values is caught at import."""
+    found = discover()
+    assert [type(m) for m in checked(found).values()] == [type(m) for m in METHODS.values()]
+
+    class Relabelled(Greedy):
+        label = "greedy, relabelled"
+
+    with pytest.raises(RuntimeError, match="disagree with those bpd.config.methods reads from their source"):
+        checked([Relabelled(), *found[1:]])
+    with pytest.raises(RuntimeError, match="every name once"):
+        checked([*found, Relabelled()])

@@ -169,7 +169,8 @@ def test_paper_heads_on_a_plain_base(toy):
 
 def test_tree_rescored_and_draft_rows_beside_the_chain(toy, tmp_path):
     """decode.trees, decode.rescore and a draft model (draft.model) add their own rows to an evaluation,
-    token-identical to greedy with exact acceptance; the draft is a cached base model of its own sizes."""
+    token-identical to greedy with exact acceptance; the draft is a cached base model of its own sizes, built by
+    its stage: evaluation without it refuses, training nothing."""
     from bpd.config import DraftConfig, ModelConfig, RescoreConfig
 
     _, cfg, task = toy
@@ -178,7 +179,14 @@ def test_tree_rescored_and_draft_rows_beside_the_chain(toy, tmp_path):
                            "criteria": [CriterionConfig("exact")]}, draft=draft,
               paths={"cache_dir": cfg.paths.cache_dir, "results_dir": str(tmp_path / "res")})
     c.validate()
-    rows = evaluate(c, task, stages.ensure_heads(c, task))
+    heads = stages.ensure_heads(c, task)
+    models = sorted(heads.parent.iterdir())
+    with pytest.raises(ValueError, match="needs the trained draft model: build it with `python experiments/train.py "
+                                         "stage=draft`"):
+        evaluate(c, task, heads)
+    assert sorted(heads.parent.iterdir()) == models
+    drafted = stages.ensure_draft(c, task)
+    rows = evaluate(c, task, heads, drafted)
     by_method = {m: [r for r in rows if r["method"] == m] for m in ("tree", "draft", "rescored")}
     assert [r["decoder"] for r in by_method["rescored"]] == ["rescored_b2_w1_k2_exact", "rescored_b2_w1_k3_exact"]
     assert [r["decoder"] for r in by_method["tree"]] == ["tree_2x2_k3_exact", "tree_beam2_k2_exact",
@@ -186,7 +194,6 @@ def test_tree_rescored_and_draft_rows_beside_the_chain(toy, tmp_path):
     assert [r["decoder"] for r in by_method["draft"]] == ["draft_k2_exact", "draft_k3_exact"]
     new = by_method["tree"] + by_method["draft"] + by_method["rescored"]
     assert all(r["identical_to_greedy"] == 1.0 and r["mean_block_size"] >= 1 for r in new)
-    drafted = stages.ensure_draft(c, task)
     assert {r["draft_model"] for r in rows} == {drafted.name} and drafted != stages.base_path_for(c, task)
     from bpd.training.checkpoint import load_model
 

@@ -13,8 +13,8 @@ from toy import toy_config, tweak
 from bpd import stages
 from bpd.config import CriterionConfig, HeadsConfig, ImageTaskConfig, TrainConfig
 from bpd.decoding import blockwise_decode, criteria, greedy_decode
-from bpd.decoding.draft import draft_decode
-from bpd.decoding.tree import tree_decode
+from bpd.decoding.methods.draft import draft_decode
+from bpd.decoding.methods.tree import tree_decode
 from bpd.evaluate import evaluate
 from bpd.models.image_transformer import build_image_model
 from bpd.runtime import resolve_path

@@ -9,10 +9,10 @@ import torch
 from conftest import random_model, random_src
 
 from bpd import machine_load
+from bpd.bench.speedup_ci import timing_columns
 from bpd.decoding.spec import DecodeSpec
 from bpd.decoding.timed import RunOutput, decode_and_time
 from bpd.evaluate import format_table, merge_shards, speedup_columns
-from bpd.speedup_ci import timing_columns
 
 
 def test_each_batch_is_timed_repeatedly_with_the_order_rotating(monkeypatch):

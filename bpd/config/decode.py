@@ -19,7 +19,7 @@ class CriterionConfig:
 
 @dataclass
 class RescoreConfig:
-    """Draft rescoring (``bpd.decoding.rescore``): the chain's block chosen from the heads' ``beam`` best
+    """Draft rescoring (``bpd.decoding.methods.rescore``): the chain's block chosen from the heads' ``beam`` best
     candidates per depth by log p_heads + ``weight`` * log p_bigram (a model of the training targets)."""
 
     beam: int = 4

@@ -27,7 +27,7 @@ class DistillConfig:
 
 @dataclass
 class DraftConfig:
-    """Draft-model speculative decoding (``bpd.decoding.draft``): a separate small base model, trained on the
+    """Draft-model speculative decoding (``bpd.decoding.methods.draft``): a separate small base model, trained on the
     same data with the same recipe, drafts the block; set ``model`` (``draft=tiny`` on the command line) to
     add its rows beside the chain's at every k >= 2 of ``decode.ks``."""
 

@@ -1,9 +1,11 @@
 """What a decoding method is to the rest of the harness: its options, its decoders' names and row columns, which
 configurations an evaluation or benchmark runs, and how to build its decoder. One subclass of ``Method`` per
-method, registered in ``bpd.decoding.registry``; ``bpd.decoding.spec.DecodeSpec`` pairs a method with its options.
+method, in a module of ``bpd/decoding/methods/`` where ``bpd.decoding.registry`` finds it;
+``bpd.decoding.spec.DecodeSpec`` pairs a method with its options.
 
-Rows, tables and the benchmark ask a method what it is (``role``, ``rounds``; the role and label live with the
-name in ``bpd.config.methods``, where the report reads them without torch) rather than testing its name.
+Rows, tables and the benchmark ask a method what it is (``role``, ``rounds``) rather than testing its name. Its
+name, role, label and order are literals in its class body: ``bpd.config.methods`` reads them from the source, so
+the report knows every method without importing torch.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
 from bpd.config import CriterionConfig, RescoreConfig
-from bpd.config.methods import DECODE_METHODS, Role
+from bpd.config.methods import Role
 from bpd.decoding.criteria import make_criterion
 
 #: ``fn(model, src, max_len) -> DecodeResult``: a method's decoder with its options bound.
@@ -106,7 +108,11 @@ class Sweep:
 class Method(ABC):
     """One decoding method (subclass per method; the registry holds one instance of each)."""
 
-    name: ClassVar[str]  # a key of ``bpd.config.methods.DECODE_METHODS``
+    # Declared by every method as literals (``bpd.config.methods`` reads them from the source, not by importing):
+    name: ClassVar[str]  # in rows, configs and ``bpd.config.methods.DECODE_METHODS``
+    role: ClassVar[Role]  # where it stands beside the others
+    label: ClassVar[str]  # how tables and figures name it
+    order: ClassVar[int]  # its place among the methods: evaluations decode and tables list them by it
     options: ClassVar[type[Options]] = Options
     #: With exact acceptance its output is greedy's, token for token: the property test runs it against greedy.
     exact: ClassVar[bool] = False
@@ -114,10 +120,6 @@ class Method(ABC):
     own_columns: ClassVar[tuple[str, ...]] = ()
     #: Recomputes the whole prefix at every step (cost quadratic in length): the bench times it at batch 1 only.
     quadratic: ClassVar[bool] = False
-
-    @property
-    def role(self) -> Role:
-        return DECODE_METHODS[self.name].role
 
     @property
     def rounds(self) -> bool:
@@ -146,9 +148,9 @@ class Method(ABC):
         ``aux``: what the method needs beside the model (refused with the fix when it is missing)."""
 
     def step_cost_key(self, o: Options) -> str | None:
-        """The key of one step's (or round's) isolated cost in ``bpd.step_costs.step_costs``, if it is timed."""
+        """The key of one step's (or round's) isolated cost in ``bpd.bench.step_costs.step_costs``, if it is timed."""
         return None
 
     def start_cost_key(self, o: Options) -> str | None:
-        """The key of the propose-only start call's cost in ``bpd.step_costs.step_costs``, if it is timed."""
+        """The key of the propose-only start call's cost in ``bpd.bench.step_costs.step_costs``, if it is timed."""
         return None

@@ -4,7 +4,7 @@ Fair timing: every batch of inputs is decoded by every configuration back to bac
 machine (thermal, other processes) hits all of them alike, and the order rotates from batch to batch
 (``rotate``), so that no configuration always runs first, on the caches the previous one left; a warm-up
 batch runs first, untimed. Each batch's time is kept per configuration (``batch_wall_s``): the bench pairs
-them (``bpd.speedup_ci``). With ``repeats`` > 1 each batch is decoded that many times by every configuration
+them (``bpd.bench.speedup_ci``). With ``repeats`` > 1 each batch is decoded that many times by every configuration
 before the next batch, the order rotating each time: a load that comes and goes for a few seconds then falls
 on greedy and on the method alike, and the per-batch repeats (``repeat_wall_s``) are what the evaluation's
 paired intervals resample.

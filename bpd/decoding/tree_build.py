@@ -1,4 +1,4 @@
-"""Candidate trees for tree verification (``bpd.decoding.tree``): the heads' top candidates per slot, arranged
+"""Candidate trees for tree verification (``bpd.decoding.methods.tree``): the heads' top candidates per slot, arranged
 as a ``TreeShape`` (``bpd.decoding.tree_shape``) at one position.
 
 Heads whose slots read the previous slot's token (recurrent) get one head step per node: a node's children

@@ -1,4 +1,4 @@
-"""Tree shapes: which candidate blocks a tree-verification round (``bpd.decoding.tree``) scores.
+"""Tree shapes: which candidate blocks a tree-verification round (``bpd.decoding.methods.tree``) scores.
 
 * fixed: a set of rank paths, e.g. (0,), (1,), (0, 0), (0, 1): the node (r_1, ..., r_d) is the r_d-th best
   candidate of slot d under its parent. ``TreeShape.widths([3, 2, 1])`` is the full product tree (3

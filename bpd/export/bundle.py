@@ -15,6 +15,15 @@ DONE = "export.json"
 #: The peers transformers' ``generate`` runs at batch size 1 only ("assisted generate is only supported for
 #: batch_size = 1"; prompt lookup is assisted generation with an n-gram candidate generator).
 BATCH_ONE_PEERS = ("hf_assisted", "hf_prompt_lookup")
+#: What each peer is, by its row name: the columns its rows carry (``bpd.bench.peers.PEER_COLUMNS``), so that
+#: readers ask the library and mode instead of parsing the name. ``peer_quantization``: CTranslate2's weights;
+#: transformers runs the exported float32 model as it is.
+PEERS: dict[str, dict[str, str | None]] = {
+    "hf_greedy": {"library": "transformers", "peer_mode": "greedy", "peer_quantization": None},
+    "hf_assisted": {"library": "transformers", "peer_mode": "assisted", "peer_quantization": None},
+    "hf_prompt_lookup": {"library": "transformers", "peer_mode": "prompt_lookup", "peer_quantization": None},
+    **{f"ct2_{q}": {"library": "ctranslate2", "peer_mode": "greedy", "peer_quantization": q} for q in QUANTIZATIONS},
+}
 
 
 def export_bundle(model, spm_model: str | Path, out_dir: str | Path, source: str = "") -> dict[str, Path]:
@@ -42,9 +51,9 @@ def load_hf(hf_dir: str | Path):
 def bundle_peers(dirs: dict[str, Path], vocab: list[str], eos_id: int, threads: int,
                  draft_hf_dir: str | Path | None = None, prompt_lookup: int = 10, batch_one: bool = True
                  ) -> dict[str, Peer]:
-    """The peers of one export, by row name: HF greedy, HF assisted generation (with an exported draft),
-    HF prompt lookup (both batch 1 only: left out unless ``batch_one``), CTranslate2 greedy float32 and int8
-    on ``threads`` threads."""
+    """The peers of one export, by row name (``PEERS`` says what each is): HF greedy, HF assisted generation
+    (with an exported draft), HF prompt lookup (both batch 1 only: left out unless ``batch_one``), CTranslate2
+    greedy float32 and int8 on ``threads`` threads."""
     hf = load_hf(dirs["hf"])
     peers = {"hf_greedy": hf_generate(hf)}
     if batch_one and draft_hf_dir is not None:

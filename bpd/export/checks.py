@@ -14,7 +14,7 @@ import torch
 
 from bpd.config import output_limit
 from bpd.data.batches import pad_rows
-from bpd.decoding.greedy import greedy_decode
+from bpd.decoding.methods.greedy import greedy_decode
 from bpd.decoding.peers import Peer
 
 

@@ -170,7 +170,7 @@ def recurrent_tree(heads, h: torch.Tensor, first: torch.Tensor, plan, source=Non
     one position ``h`` (B, d): per depth one ``TableStep`` over the frontier's nodes and an argmax (a top-n
     where a node has several children).
 
-    ``plan`` has per depth ``(state_sel, tok_sel, order, need)`` (``bpd.decoding.tree`` works it out once per
+    ``plan`` has per depth ``(state_sel, tok_sel, order, need)`` (``bpd.decoding.methods.tree`` works it out once per
     shape): the frontier (the previous level's nodes that have children) is ``states[:, state_sel]`` of the
     previous step's states and ``level[:, tok_sel]`` of the previous level's tokens; each frontier node's
     ``need`` best children are ranked; the level is their (frontier, rank) grid in order (``order`` None) or

@@ -362,7 +362,7 @@ class Transformer(nn.Module):
         causally to each other, and the cache lengths advance by n.
 
         ``tree = (depth, ancestors)`` (with a cache) decodes the n tokens as a tree of candidate
-        continuations instead of a chain (``bpd.decoding.tree``): token i sits at position length +
+        continuations instead of a chain (``bpd.decoding.methods.tree``): token i sits at position length +
         ``depth[b, i]`` and attends to the cached prefix and to the tokens j with ``ancestors[b, i, j]``
         (its ancestors and itself). Its cache entry is written at slot length + i; the caller moves the
         accepted path's entries into place (``KVCache.keep_path``).

@@ -1,0 +1,200 @@
+"""Wall-clock benchmark of greedy vs blockwise decoding, measured side by side in one process.
+
+For each batch size the configurations are decoded on the same inputs, batch by batch, back to back in an
+order that rotates from batch to batch (``bpd.decoding.timed.decode_and_time``), after a warm-up that
+lasts until greedy's time settles, and the whole pass is repeated until every speedup's 95% bootstrap
+interval is within +-``ci_target`` (or ``max_repeats``; at the batch sizes of ``ci_batch_sizes``, batch 1
+by default, others take ``repeats`` passes): the speedup is the paired estimate of
+``bpd.bench.speedup_ci`` (greedy's total over the method's, per-batch medians over repeats), with its interval.
+Separately, the cost of one decoding step is timed in isolation (``bpd.bench.step_costs``): t_1 for a greedy
+step and t_k for a blockwise round, so that
+
+    ideal speedup = k_hat * t_1 / t_k        efficiency = measured speedup / ideal speedup
+
+shows how much of what the step costs allow the full decoder actually delivers. The ideal ignores what
+every batch pays once: the encoder (t_enc, the same for both) and blockwise's propose-only start call
+(t_start,k: decode BOS, p_1, propose). With those timed too, the step costs predict the whole run,
+
+    predicted speedup = (n_b * t_enc + calls_greedy * t_1) / (n_b * (t_enc + t_start,k) + rounds * t_k)
+
+(n_b batches, rounds = blockwise calls - n_b), and speedup / predicted is the share of that prediction
+the decoding loop delivers: what is left is bookkeeping between calls and rows finishing inside a batch.
+predicted / ideal is the efficiency ceiling those once-per-batch costs leave, so that
+efficiency = ceiling * (speedup / predicted). The rows hold these (``bpd.bench.rows``), and the parts of each step
+(``step_parts``) say where t_k / t_1 comes from (``format_breakdown``).
+"""
+
+from __future__ import annotations
+
+import math
+import resource
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from bpd.bench.rows import bench_rows
+from bpd.bench.specbench import specbench_records, specbench_speed
+from bpd.bench.speedup_ci import SpeedupEstimate, paired_speedup
+from bpd.bench.step_costs import step_costs
+from bpd.config.methods import Role
+from bpd.data.batches import pad_rows
+from bpd.decoding.methods.tree import TreeOptions
+from bpd.decoding.spec import DecodeSpec
+from bpd.decoding.timed import RunOutput, decode_and_time
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    """The torch dtype of a ``bench.dtype`` name (one of ``bpd.config.DTYPES``, checked by ``BenchConfig``)."""
+    return getattr(torch, name)
+
+
+def peak_memory_mb(device: torch.device) -> float:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+
+
+def median_run(outs: list[RunOutput]) -> RunOutput:
+    """The repeat whose total wall time is the median (the lower middle one for an even count): the repeat
+    whose per-example records stand beside the rows' median figures."""
+    return sorted(outs, key=lambda o: o.wallclock_s)[(len(outs) - 1) // 2]
+
+
+def settle(model, sources: list[list[int]], specs: list[DecodeSpec], max_len, batch_size: int, device: torch.device,
+           criterion_kwargs: dict | None = None, tol: float = 0.03, max_passes: int = 8, aux=None,
+           min_s: float = 1.0) -> int:
+    """Warm up until step times settle: decode the first batches with every spec, untimed for the rows, until
+    greedy's time for them changes by less than ``tol`` between two passes (allocator, caches and clock
+    ramp-up first make it fall); returns the passes it took (at most ``max_passes``).
+
+    The batches compared must take greedy at least ``min_s``: a few short sentences at batch 1 take
+    milliseconds, where scheduler noise alone exceeds ``tol`` and the warm-up would run to its cap."""
+    n = min(len(sources), batch_size * 4)
+    prev = None
+    for p in range(1, max_passes + 1):
+        out = decode_and_time(model, sources[:n], specs, max_len, batch_size=batch_size, device=device,
+                              criterion_kwargs=criterion_kwargs, warmup=0, progress=False, aux=aux)
+        t = out["greedy"].wallclock_s
+        if t < min_s and n < len(sources):  # too short to compare: grow the head and start comparing afresh
+            n = min(len(sources), math.ceil(n * 1.2 * min_s / max(t, 1e-3) / batch_size) * batch_size)
+            prev = None
+            continue
+        if prev is not None and abs(t - prev) <= tol * prev:
+            return p
+        prev = t
+    return max_passes
+
+
+def paired_estimates(runs: list[dict[str, RunOutput]], specs: list[DecodeSpec]) -> dict[str, SpeedupEstimate]:
+    """Each spec's paired speedup over greedy from the per-batch times of every repeat (``bpd.bench.speedup_ci``)."""
+    g = _batch_times(runs, "greedy")
+    return {s.name: paired_speedup(g, _batch_times(runs, s.name)) for s in specs}
+
+
+def _batch_times(runs: list[dict[str, RunOutput]], name: str) -> np.ndarray:
+    """One decoder's (repeats, batches) wall times, the input of ``paired_speedup``."""
+    return np.array([r[name].batch_wall_s for r in runs])
+
+
+def chain_estimates(runs: list[dict[str, RunOutput]], specs: list[DecodeSpec]) -> dict[str, SpeedupEstimate]:
+    """Each tree, rescored or draft-model spec's paired speedup over the chain (the paper's blockwise decoder)
+    at its k and criterion, from the same repeats: whether it beats the chain, not only greedy."""
+    chains = {(s.k, s.criterion, s.criterion_param): s for s in specs if s.role is Role.CHAIN and s.min_block_size == 1}
+    out = {}
+    for s in specs:
+        chain = chains.get((s.k, s.criterion, s.criterion_param)) if s.role is Role.BEYOND else None
+        if chain is not None:
+            out[s.name] = paired_speedup(_batch_times(runs, chain.name), _batch_times(runs, s.name))
+    return out
+
+
+def run_bench(
+    model,
+    sources: list[list[int]],
+    specs: list[DecodeSpec],
+    batch_sizes: list[int],
+    max_len,
+    device: torch.device,
+    repeats: int = 3,
+    n_examples: dict[int, int] | None = None,
+    criterion_kwargs: dict | None = None,
+    common: dict[str, Any] | None = None,
+    model_id: str = "bpd",
+    step_repeats: int = 200,
+    category: str = "bench",
+    detok: Callable[[list[int]], str] | None = None,
+    max_repeats: int | None = None,
+    ci_target: float = 0.03,
+    aux=None,
+    ci_batch_sizes: list[int] | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
+    """Rows, and Spec-Bench records by model id (one file's worth per batch size and decoder; greedy's is the
+    baseline) from the median repeat, for every batch size (greedy must be the first spec).
+
+    Each batch size takes at least ``repeats`` passes; those in ``ci_batch_sizes`` (None: all) continue, up to
+    ``max_repeats``, until every configuration's 95% interval is within +-``ci_target`` of its speedup; rows
+    say whether it got there (and carry no target where none was pursued)."""
+    assert specs[0].role is Role.REFERENCE, "greedy is the reference and must come first"
+    max_repeats = max(repeats, max_repeats or repeats)
+    rows: list[dict[str, Any]] = []
+    records: dict[str, list[dict[str, Any]]] = {}
+    ks = sorted({s.k for s in specs if s.role is Role.CHAIN})
+    trees = [(s.k, s.shape) for s in specs if isinstance(s.options, TreeOptions)]
+    for bs in batch_sizes:
+        n = min(len(sources), (n_examples or {}).get(bs, len(sources)))
+        srcs = sources[:n]
+        # Step costs at this batch size, on the first inputs, cache length ~ a typical prefix.
+        src = pad_rows(srcs[:bs], model.pad_id, min_width=1).to(device)
+        costs = step_costs(model, src, ks, repeats=step_repeats, criterion_kwargs=criterion_kwargs, trees=trees)
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        # A method quadratic in length (the naive recompute-everything greedy): batch 1 only, as a reference.
+        bs_specs = [s for s in specs if not s.entry.quadratic or bs == 1]
+        passes = settle(model, srcs, bs_specs, max_len, bs, device, criterion_kwargs, aux=aux)
+        pursue = ci_batch_sizes is None or bs in ci_batch_sizes
+        cap = max_repeats if pursue else repeats
+        runs = timed_repeats(model, srcs, bs_specs, max_len, bs, device, criterion_kwargs, aux, repeats, cap,
+                             ci_target)
+        est = paired_estimates(runs, bs_specs)
+        extra = {**(common or {}), "batch_size": bs, "n_batches": -(-n // bs), "peak_mem_mb": peak_memory_mb(device),
+                 "warmup_passes": passes, "max_repeats": cap, "ci_target": ci_target if pursue else None}
+        bs_rows = bench_rows(runs, bs_specs, costs, extra, est, chain_estimates(runs, bs_specs))
+        records |= specbench_figures(bs_rows, bs_specs, runs, f"{model_id}-b{bs}", category, detok)
+        rows += bs_rows
+    return rows, records
+
+
+def timed_repeats(model, srcs: list[list[int]], specs: list[DecodeSpec], max_len, batch_size: int,
+                  device: torch.device, criterion_kwargs: dict | None, aux, repeats: int, cap: int,
+                  ci_target: float) -> list[dict[str, RunOutput]]:
+    """Timed passes over ``srcs`` by every spec (greedy first), the order rotating from pass to pass: at least
+    ``repeats``, then more, up to ``cap``, until every speedup's 95% interval is within +-``ci_target``."""
+    runs: list[dict[str, RunOutput]] = []
+    while len(runs) < cap:
+        r = len(runs)
+        runs.append(decode_and_time(model, srcs, specs, max_len, batch_size=batch_size, device=device,
+                                    criterion_kwargs=criterion_kwargs, warmup=0, desc=f"bench b{batch_size} r{r}",
+                                    rotate=r, aux=aux))
+        if len(runs) >= repeats:
+            est = paired_estimates(runs, specs[1:])
+            if all(e.halfwidth <= ci_target for e in est.values()):
+                break
+    return runs
+
+
+def specbench_figures(rows: list[dict[str, Any]], specs: list[DecodeSpec], runs: list[dict[str, RunOutput]],
+                      prefix: str, category: str, detok: Callable[[list[int]], str] | None
+                      ) -> dict[str, list[dict[str, Any]]]:
+    """Each spec's Spec-Bench records from its median repeat, by model id ``<prefix>-<decoder>`` (the first
+    spec's, greedy's, is the baseline); their speedup and mean accepted tokens go into the spec's row."""
+    records = {}
+    for spec in specs:
+        mid = f"{prefix}-{spec.name}"
+        records[mid] = specbench_records(median_run([r[spec.name] for r in runs]), mid, category, detok)
+    baseline = records[f"{prefix}-{specs[0].name}"]
+    for row, spec in zip(rows, specs):
+        sb = specbench_speed(records[f"{prefix}-{spec.name}"], baseline)
+        row["speedup_specbench"], row["mean_accepted_tokens"] = sb["speedup"], sb["mean_accepted_tokens"]
+    return records

@@ -1,0 +1,147 @@
+"""Beam search with the GNMT / tensor2tensor length penalty, batch >= 1, KV cache.
+
+Used as the quality reference and to build sequence-level distillation data (beam 4, alpha 0.6).
+A hypothesis that emits EOS within the top ``beam_size`` candidates is set aside as finished; a
+row stops once it holds ``beam_size`` finished hypotheses (early stopping, as fairseq/HF do), and the
+best one by ``log p / ((5 + |y|) / 6) ** alpha`` is returned. With ``beam_size=1`` this is exactly
+greedy decoding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from bpd.decoding.loop import begin
+from bpd.decoding.method import DecodeAux, Decoder, Method, Options, Role, Sweep
+from bpd.decoding.result import DecodeResult
+
+
+def length_penalty(length: int, alpha: float) -> float:
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+@dataclass
+class Beams:
+    """Every row's ``w`` live hypotheses (scores (b, w) on the host's float64 and their tokens) and the
+    hypotheses set aside as finished, with their length-penalised scores."""
+
+    w: int
+    alpha: float
+    scores: torch.Tensor
+    seqs: list[list[list[int]]]
+    finished: list[list[tuple[float, list[int]]]]
+    done: list[bool]
+    # Filled by each step for the next decoder call: which beam each new hypothesis extends, and its token.
+    src_beam: torch.Tensor = field(init=False)
+    new_tok: torch.Tensor = field(init=False)
+
+
+def start_beams(b: int, w: int, alpha: float, max_len: int, dev: torch.device) -> Beams:
+    # Only the first beam of each row is live at the start, so the first step does not pick duplicates.
+    scores = torch.full((b, w), float("-inf"), dtype=torch.float64, device=dev)
+    scores[:, 0] = 0.0
+    return Beams(w, alpha, scores, [[[] for _ in range(w)] for _ in range(b)], [[] for _ in range(b)],
+                 [max_len <= 0] * b)
+
+
+def extend_row(beams: Beams, r: int, top_s: list[float], top_i: list[int], v: int, eos: int, last: bool,
+               new_scores: torch.Tensor) -> list[list[int]]:
+    """Row ``r``'s next hypotheses from its best candidates (score, beam * V + token), best first: one that
+    ends in EOS within the top ``w`` is set aside as finished; the first ``w`` others live on. With ``last``
+    (out of length) the live ones compete as they are."""
+    w, eos_seen, row_seqs = beams.w, beams.finished[r], []
+    for rank, (s, idx) in enumerate(zip(top_s, top_i)):
+        if s == float("-inf"):
+            break
+        beam, tok = divmod(idx, v)
+        if tok == eos:
+            if rank < w:
+                hyp = beams.seqs[r][beam] + [tok]
+                eos_seen.append((s / length_penalty(len(hyp), beams.alpha), hyp))
+            continue
+        if len(row_seqs) < w:
+            j = len(row_seqs)
+            row_seqs.append(beams.seqs[r][beam] + [tok])
+            new_scores[r, j], beams.src_beam[r, j], beams.new_tok[r, j] = s, beam, tok
+    if len(eos_seen) >= w:
+        beams.done[r] = True
+    elif last:
+        for j, hyp in enumerate(row_seqs):
+            eos_seen.append((float(new_scores[r, j]) / length_penalty(len(hyp), beams.alpha), hyp))
+        beams.done[r] = True
+    return row_seqs
+
+
+def beam_step(beams: Beams, logp: torch.Tensor, eos: int, last: bool) -> None:
+    """Extend every row's beams by the log-probabilities ``logp`` (b * w, V) of their next tokens."""
+    b, w, v = len(beams.seqs), beams.w, logp.shape[-1]
+    cand = (beams.scores.view(b * w, 1) + logp).view(b, w * v)
+    top_s, top_i = cand.topk(min(2 * w, w * v), dim=-1)
+    top_s_h, top_i_h = top_s.tolist(), top_i.tolist()
+    new_scores = torch.full((b, w), float("-inf"), dtype=torch.float64)
+    beams.src_beam = torch.zeros((b, w), dtype=torch.long)
+    beams.new_tok = torch.full((b, w), eos, dtype=torch.long)
+    new_seqs: list[list[list[int]]] = []
+    for r in range(b):
+        row_seqs = [] if beams.done[r] else extend_row(beams, r, top_s_h[r], top_i_h[r], v, eos, last, new_scores)
+        new_seqs.append(row_seqs + [[] for _ in range(w - len(row_seqs))])
+    beams.seqs = new_seqs
+    beams.scores = new_scores.to(logp.device)
+
+
+@torch.inference_mode()
+def beam_decode(
+    model, src: torch.Tensor, beam_size: int = 4, alpha: float = 0.6, max_len: int | None = None
+) -> DecodeResult:
+    if beam_size < 1:
+        raise ValueError(f"beam_size must be >= 1 (got {beam_size}).")
+    batch = begin(model, src, max_len, room=1, beams=beam_size)
+    b, w, max_len = src.shape[0], beam_size, batch.max_len
+    beams = start_beams(b, w, alpha, max_len, src.device)
+    inp, invocations = batch.bos, 0
+    for t in range(max_len):
+        if all(beams.done):
+            break
+        h = model.decode(inp, batch.enc, batch.cache)
+        invocations += 1
+        beam_step(beams, torch.log_softmax(model.heads.base_logits(h[:, 0]).double(), dim=-1), model.eos_id,
+                  last=t == max_len - 1)
+        batch.cache.select((torch.arange(b)[:, None] * w + beams.src_beam).view(-1).tolist())
+        inp = beams.new_tok.view(-1, 1).to(src.device)
+    tokens = [max(f, key=lambda x: x[0])[1] if f else [] for f in beams.finished]
+    return DecodeResult(tokens=tokens, iterations=[len(t) for t in tokens], block_sizes=[[1] * len(t) for t in tokens],
+                        invocations=invocations)
+
+
+@dataclass(frozen=True)
+class BeamOptions(Options):
+    beam_size: int = 4
+    alpha: float = 0.6  # the length penalty's exponent
+
+    def __post_init__(self) -> None:
+        if self.beam_size < 1:
+            raise ValueError(f"beam_size must be >= 1 (got {self.beam_size}).")
+
+    def columns(self) -> dict[str, Any]:
+        return {"beam_size": self.beam_size}
+
+
+class Beam(Method):
+    name = "beam"
+    role = Role.BASELINE
+    label = "beam search"
+    order = 20
+    options = BeamOptions
+    own_columns = ("beam_size",)
+
+    def decoder_name(self, o: BeamOptions) -> str:
+        return f"beam{o.beam_size}_a{o.alpha:g}"
+
+    def sweep(self, s: Sweep) -> list[Options]:
+        return [BeamOptions(s.beam_size, s.alpha)] if s.beam_size else []
+
+    def decoder(self, o: BeamOptions, criterion_kwargs: dict[str, Any] | None, aux: DecodeAux) -> Decoder:
+        return lambda m, s, n: beam_decode(m, s, beam_size=o.beam_size, alpha=o.alpha, max_len=n)

@@ -1,0 +1,87 @@
+"""Greedy decoding with a key/value cache (the strong baseline), and a naive no-cache variant.
+
+The naive variant recomputes the whole decoder prefix at every step, as the paper's reference
+implementation did; the benchmark reports it only to show how much a weak baseline would inflate a
+blockwise speedup. Both are rounds of one token for ``bpd.decoding.loop.decode_rounds``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from bpd.decoding.common import top1
+from bpd.decoding.loop import Accepted, Batch, Rounds, RowState, decode_rounds
+from bpd.decoding.method import DecodeAux, Decoder, Method, Options, Role, Sweep
+from bpd.decoding.result import DecodeResult
+
+
+@dataclass
+class Step(RowState):
+    """What the next greedy step reads: the last token (cached) or the whole prefix so far (naive)."""
+
+    tokens: torch.Tensor
+
+
+class GreedyRounds(Rounds):
+    """Argmax of p_1 one token at a time; ``cached``: read the last token against the KV cache, else re-run
+    the whole prefix (no cache)."""
+
+    def __init__(self, cached: bool = True) -> None:
+        self.cached = cached
+        self.room = 1 if cached else None
+
+    def start(self, model, batch: Batch) -> Step:
+        return Step(batch.bos)
+
+    def round(self, model, batch: Batch, state: Step) -> tuple[Step, Accepted]:
+        h = model.decode(state.tokens, batch.enc, batch.cache)
+        nxt = top1(model.heads.base_logits(h[:, -1]))
+        following = nxt[:, None] if self.cached else torch.cat([state.tokens, nxt[:, None]], dim=1)
+        return Step(following), ([[tok] for tok in nxt.tolist()], None)
+
+
+@torch.inference_mode()
+def greedy_decode(model, src: torch.Tensor, max_len: int | None = None) -> DecodeResult:
+    """Argmax of p_1 one token at a time, reusing the encoder output and the decoder's KV cache."""
+    return decode_rounds(model, src, max_len, GreedyRounds())
+
+
+@torch.inference_mode()
+def naive_greedy_decode(model, src: torch.Tensor, max_len: int | None = None) -> DecodeResult:
+    """Greedy without a decoder cache: the whole prefix is re-run at every step (weak baseline)."""
+    return decode_rounds(model, src, max_len, GreedyRounds(cached=False))
+
+
+class Greedy(Method):
+    name = "greedy"
+    role = Role.REFERENCE
+    label = "greedy"
+    order = 0
+    exact = True
+
+    def sweep(self, s: Sweep) -> list[Options]:
+        return [Options()]  # always: every ratio's reference
+
+    def decoder(self, o: Options, criterion_kwargs: dict[str, Any] | None, aux: DecodeAux) -> Decoder:
+        return lambda m, s, n: greedy_decode(m, s, max_len=n)
+
+    def step_cost_key(self, o: Options) -> str:
+        return "t1"
+
+
+class NaiveGreedy(Method):
+    name = "naive_greedy"
+    role = Role.BASELINE
+    label = "greedy without a cache"
+    order = 10
+    exact = True
+    quadratic = True
+
+    def sweep(self, s: Sweep) -> list[Options]:
+        return [Options()] if s.naive_greedy else []
+
+    def decoder(self, o: Options, criterion_kwargs: dict[str, Any] | None, aux: DecodeAux) -> Decoder:
+        return lambda m, s, n: naive_greedy_decode(m, s, max_len=n)
