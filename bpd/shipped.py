@@ -189,11 +189,12 @@ def sample_agrees(model, sample: dict[str, Any]) -> bool:
     return True
 
 
-def greedy_targets(base_path: Path, shipped_dir: str | Path) -> Path | None:
-    """The shipped greedy outputs of the base model ``base_path``, if it is an installed shipped base that
-    has them (a base trained anew under the same cache name is not: ``shipped=false``)."""
+def greedy_targets(base_path: Path, shipped_dir: str | Path, sources: int) -> Path | None:
+    """The shipped greedy outputs of the base model ``base_path`` on ``sources`` training sources, if it is an
+    installed shipped base that has them (a base trained anew under the same cache name is not:
+    ``shipped=false``; outputs of another number of sources are not: ``distill.max_sources``)."""
     m = manifests(shipped_dir).get(base_path.name)
-    if m is None or "greedy_train" not in m or not base_path.is_file():
+    if m is None or "greedy_train" not in m or not base_path.is_file() or m["greedy_train"]["lines"] != sources:
         return None
     if load_checkpoint(base_path).get("shipped") != repo_relative(m["manifest"].with_suffix(".pt")):
         return None

@@ -42,10 +42,18 @@ def finished(path: Path) -> bool:
         return False
 
 
+def sampled_targets(cfg: ExperimentConfig, targets: str) -> tuple[dict[str, int], ...]:
+    """What a model's key adds when it trains on decoded targets of a sample of the training sources
+    (``distill.max_sources``); nothing otherwise, so the keys of models on all sources stay as they were."""
+    n = cfg.distill.max_sources
+    return ({"max_sources": n},) if n is not None and targets != "gold" else ()
+
+
 def base_path_for(cfg: ExperimentConfig, task: Task, targets: str = "gold", seed: int | None = None) -> Path:
     """Where the base model of this config is cached (whether or not it has been trained yet)."""
     seed = cfg.seed if seed is None else seed
-    key = config_hash(task.key, keyed_fields(cfg.model), cfg.train.product(), targets, seed, "base")
+    key = config_hash(task.key, keyed_fields(cfg.model), cfg.train.product(), targets, seed, "base",
+                      *sampled_targets(cfg, targets))
     return cache_root(cfg) / "models" / f"base_{targets}_s{seed}_{key}.pt"
 
 
@@ -100,7 +108,8 @@ def heads_path_for(cfg: ExperimentConfig, task: Task) -> Path:
     if h.k == 1 and h.identity_p1:
         return base_path  # nothing to train: k=1 with p_1 = base is the base model itself
     heads = {k: v for k, v in keyed_fields(h).items() if k != "eval_vs_self"}  # logging only
-    key = config_hash(base_path.stem, heads, cfg.heads_train_config.product(), cfg.seed)
+    key = config_hash(base_path.stem, heads, cfg.heads_train_config.product(), cfg.seed,
+                      *sampled_targets(cfg, h.targets))
     return cache_root(cfg) / "models" / f"heads_k{h.k}_{h.training}_{h.targets}_{key}.pt"
 
 
@@ -181,6 +190,8 @@ def _train_stage(cfg: ExperimentConfig, task: Task, model, pairs: Pairs, tcfg: T
     tracker.finish()
     if info.is_main:
         steps, minutes, loss = summary["step"], summary["elapsed_min"], summary["last_loss"]
-        print(f"{name}: {steps} steps, {minutes:.1f} min, last loss {loss:.3f}")
+        # A run resumed at its budget takes no step of its own: it has no loss to report.
+        last = f"last loss {loss:.3f}" if loss == loss else "no step taken in this run"
+        print(f"{name}: {steps} steps, {minutes:.1f} min, {last}")
     dist.barrier()  # rank 0 wrote the checkpoint: every rank sees it before the next stage reads it
     return path

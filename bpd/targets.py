@@ -64,7 +64,8 @@ def _decode_targets(cfg: ExperimentConfig, task: Task, model_path: Path, out: Pa
     train = task.pairs("train")
     shard, bs = cfg.distill.shard_size, cfg.distill.batch_size
     limit = task.max_len(cfg.decode)
-    order = np.argsort(train.src_lengths, kind="stable")
+    chosen = sampled_sources(len(train), cfg.distill.max_sources)
+    order = chosen[np.argsort(train.src_lengths[chosen], kind="stable")]
     shards = [order[i : i + shard] for i in range(0, len(order), shard)]
     paths = [out / f"shard{si:04d}.npz" for si in range(len(shards))]
     desc = f"decode train ({desc_of(beam)})"
@@ -93,6 +94,20 @@ def _decode_targets(cfg: ExperimentConfig, task: Task, model_path: Path, out: Pa
     return PairStore(final)
 
 
+def sampled_sources(n: int, max_sources: int | None) -> np.ndarray:
+    """The training examples whose sources are decoded: all ``n``, or ``max_sources`` of them spread evenly over
+    the training set (a fixed choice, so every run and the shipped targets decode the same ones; evenly spaced
+    rather than the first ones, since a corpus file lists its sources one after another)."""
+    if max_sources is None or max_sources >= n:
+        return np.arange(n)
+    return (np.arange(max_sources, dtype=np.int64) * n) // max_sources
+
+
+def targets_dir_name(stem: str, desc: str, max_sources: int | None) -> str:
+    """The cache folder of a model's decoded targets (``_n<count>`` when only a sample of sources is decoded)."""
+    return f"{stem}_{desc}" + (f"_n{max_sources}" if max_sources is not None else "")
+
+
 def desc_of(beam: int) -> str:
     return "greedy" if beam == 1 else f"beam{beam}"
 
@@ -116,22 +131,25 @@ def _assemble(final: Path, shards: list[Path], train: Pairs, task: Task, info: d
     length_of[index] = lengths
     keep = np.flatnonzero(length_of > (1 if task.eos_id >= 0 else 0)).tolist()  # EOS alone: nothing to learn
     pairs = ((train.src(i), tokens[starts[i] : starts[i] + length_of[i]]) for i in keep)
-    write_store(final, pairs, task.vocab_size, {"decoded_by": info, "source_lines": n, "dropped_empty": n - len(keep)})
+    # Sources not decoded (distill.max_sources) have no output and are not counted as dropped.
+    write_store(final, pairs, task.vocab_size, {"decoded_by": info, "training_lines": n, "source_lines": len(index),
+                                                 "dropped_empty": len(index) - len(keep)})
 
 
 def distilled_pairs(cfg: ExperimentConfig, task: Task, teacher: Path) -> Pairs:
     """The paper's sequence-level distillation: the ``teacher`` checkpoint beam-decodes the training sources."""
     d = cfg.distill
-    out = cache_root(cfg) / "distill" / f"{teacher.stem}_beam{d.beam}_a{d.alpha:g}"
+    out = cache_root(cfg) / "distill" / targets_dir_name(teacher.stem, f"beam{d.beam}_a{d.alpha:g}", d.max_sources)
     return decode_targets(cfg, task, teacher, out, d.beam, d.alpha)
 
 
 def self_pairs(cfg: ExperimentConfig, task: Task, base_path: Path) -> Pairs:
     """Self-distillation targets: the base model's own greedy outputs on the training sources (the shipped
     ones when the base is an installed shipped model: ``bpd.shipped.greedy_targets``)."""
-    out = cache_root(cfg) / "distill" / f"{base_path.stem}_greedy"
+    n = len(sampled_sources(len(task.pairs("train")), cfg.distill.max_sources))
+    out = cache_root(cfg) / "distill" / targets_dir_name(base_path.stem, "greedy", cfg.distill.max_sources)
     cached = (out / "targets.store" / "manifest.json").is_file()
-    shipped = greedy_targets(base_path, cfg.paths.shipped_dir) if cfg.shipped and not cached else None
+    shipped = greedy_targets(base_path, cfg.paths.shipped_dir, n) if cfg.shipped and not cached else None
     return decode_targets(cfg, task, base_path, out, 1, 0.0, shipped)
 
 

@@ -30,7 +30,7 @@ def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
     from bpd.runtime import cache_root, resolve_path
     from bpd.shipped import already_shipped, export, export_greedy_targets, install, refuse_other_data
     from bpd.stages import ensure_base
-    from bpd.targets import decode_targets, read_shards
+    from bpd.targets import decode_targets, read_shards, targets_dir_name
     from bpd.tasks import load_task
     from bpd.training.checkpoint import load_model
 
@@ -77,7 +77,7 @@ def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
             shipped = cache_root(cfg) / "shipped" / path.name
             if not shipped.is_file():
                 install(shipped, fingerprint, cfg.paths.shipped_dir)
-            decoded = shipped.with_name(f"{shipped.stem}_greedy")
+            decoded = shipped.with_name(targets_dir_name(shipped.stem, "greedy", cfg.distill.max_sources))
             decode_targets(cfg, task, shipped, decoded, 1, 0.0)
             export_greedy_targets(manifest, read_shards(sorted(decoded.glob("shard*.npz"))), task.pairs("train").src)
             print(f"{name}: its greedy outputs on the training sources -> {manifest.with_suffix('.greedy.npz')}")

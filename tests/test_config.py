@@ -63,6 +63,15 @@ def test_files_set_what_they_say():
     assert demo.train.max_minutes is None and demo.train.max_steps == 6000  # a step budget, no time cap
     assert demo.heads_train_config.max_steps == 300 and demo.heads_train_config.base_lr_scale == 0.05
     assert demo.heads_train_config.max_tokens == demo.train.max_tokens  # null in heads_train: train's value
+    # ... but not the base run that train.continue_from continues: the heads stage continues only its own.
+    cont, _ = composed(["experiment=demo", "train.continue_from=base.state.pt"])
+    assert cont.train.continue_from == "base.state.pt" and cont.heads_train_config.continue_from is None
+    cont, _ = composed(["experiment=demo", "train.continue_from=a.pt", "heads_train.continue_from=b.pt"])
+    assert (cont.train.continue_from, cont.heads_train_config.continue_from) == ("a.pt", "b.pt")
+    debian, _ = composed(["experiment=demo_debian"])
+    assert (debian.task.name, debian.heads.arch, debian.heads.k, debian.heads.targets, debian.distill.max_sources) == (
+        "debian_en_de", "recurrent", 8, "self", 50000)
+    assert debian.heads_train_config.base_lr_scale == demo.heads_train_config.base_lr_scale  # the same heads recipe
     assert [(c.name, c.param) for c in demo.decode.criteria] == [("exact", None), ("topk", 2.0)]
     sr, _ = composed(["experiment=demo_sr"])
     assert (sr.task.kind, sr.model.name, sr.heads.arch, sr.heads_train.base_lr_scale) == ("image", "image_tiny",

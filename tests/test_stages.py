@@ -152,6 +152,27 @@ def test_distillation_and_self_targets(toy):
     base = stages.ensure_base(cfg, task)
     s = targets.self_pairs(cfg, task, base)
     assert 0 < len(s) <= len(train)
+    # distill.max_sources: only that many sources, spread over the training set, are decoded; the targets are
+    # the full run's outputs on exactly those sources, and every model trained on them has a key of its own.
+    few = tweak(cfg, distill={"max_sources": 5})
+    chosen = targets.sampled_sources(len(train), 5)
+    assert len(set(chosen.tolist())) == 5 and chosen[0] == 0 and chosen[-1] >= len(train) // 2
+    assert targets.sampled_sources(len(train), None).tolist() == targets.sampled_sources(len(train), 10**6).tolist()
+    s5 = targets.self_pairs(few, task, base)
+    full = {tuple(s.src(i).tolist()): s.tgt(i).tolist() for i in range(len(s))}
+    assert 0 < len(s5) <= 5 and s5.path != s.path
+    for i in range(len(s5)):  # the same greedy outputs; a batch's length limit may cut one (then EOS appended)
+        a, b = sorted([full[tuple(s5.src(i).tolist())][:-1], s5.tgt(i).tolist()[:-1]], key=len)
+        assert a == b[: len(a)]
+    picked = iter([train.src(int(i)).tolist() for i in chosen])
+    assert all(any(s5.src(i).tolist() == x for x in picked) for i in range(len(s5)))  # the sample, in order
+    on_self = {"targets": "self"}
+    assert stages.heads_path_for(tweak(few, heads=on_self), task) != stages.heads_path_for(
+        tweak(cfg, heads=on_self), task)
+    assert stages.heads_path_for(tweak(few, heads={"targets": "gold"}), task) == stages.heads_path_for(
+        tweak(cfg, heads={"targets": "gold"}), task)
+    assert stages.base_path_for(few, task) == stages.base_path_for(cfg, task)  # gold: nothing decoded
+    assert stages.base_path_for(few, task, "distilled") != stages.base_path_for(cfg, task, "distilled")
 
 
 def test_paper_heads_on_a_plain_base(toy):
@@ -382,9 +403,11 @@ def test_a_shipped_base_is_installed_instead_of_trained(toy, tmp_path, monkeypat
     assert len(by_line) == m["greedy_train"]["lines"] == len(task.pairs("train"))
     kept = [by_line[i] for i in sorted(by_line) if len(by_line[i]) > 1]  # an EOS alone teaches nothing
     assert [pairs.tgt(j).tolist() for j in range(len(pairs))] == kept
-    assert bpd.shipped.greedy_targets(path, tmp_path / "shipped") is not None
+    n = len(task.pairs("train"))
+    assert bpd.shipped.greedy_targets(path, tmp_path / "shipped", n) is not None
+    assert bpd.shipped.greedy_targets(path, tmp_path / "shipped", n - 1) is None  # another distill.max_sources
     save_checkpoint(path, {**load_checkpoint(path), "shipped": None})
-    assert bpd.shipped.greedy_targets(path, tmp_path / "shipped") is None
+    assert bpd.shipped.greedy_targets(path, tmp_path / "shipped", n) is None
     path.unlink()
     manifest = tmp_path / "shipped" / "folder_base.json"  # as if trained on other data
     manifest.write_text(manifest.read_text().replace(m["fingerprint"], "0" * 16))

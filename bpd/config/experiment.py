@@ -23,6 +23,10 @@ class DistillConfig:
     alpha: float = 0.6
     batch_size: int = 64
     shard_size: int = 2048  # sources per resumable shard
+    # Decode only this many training sources (evenly spaced over the training set; null = all, the paper's):
+    # a corpus of 500k sentences takes hours to decode on a CPU, and a heads stage of a few thousand steps
+    # sees far fewer. The distilled or self-distilled training set is then those sources' pairs.
+    max_sources: int | None = None
 
 
 @dataclass
@@ -113,6 +117,9 @@ class ExperimentConfig:
             self.draft.model.validate()
             check(self.draft.max_steps is None or self.draft.max_steps >= 1,
                    f"draft.max_steps must be >= 1, or null for train.max_steps (got {self.draft.max_steps}).")
+        check(self.distill.max_sources is None or self.distill.max_sources >= 1,
+               f"distill.max_sources must be >= 1, or null to decode every training source "
+               f"(got {self.distill.max_sources}).")
         self.heads.validate()
         self.train.validate("train")
         self.heads_train_config  # noqa: B018 (validates the overlay)

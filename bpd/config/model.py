@@ -178,8 +178,11 @@ HeadsTrainConfig.__module__ = __name__  # so that its string annotations resolve
 
 
 def heads_train_config(train: TrainConfig, overlay: Any) -> TrainConfig:
-    """The heads stage's training config: ``train`` with the non-null ``heads_train`` values over it."""
+    """The heads stage's training config: ``train`` with the non-null ``heads_train`` values over it.
+
+    All but ``continue_from``, which names a run of one stage: ``train.continue_from`` continues the base model's
+    run, and the heads stage continues only what ``heads_train.continue_from`` names."""
     values = {f.name: getattr(overlay, f.name) for f in fields(overlay) if getattr(overlay, f.name) is not None}
-    out = dataclasses.replace(train, **values)
+    out = dataclasses.replace(train, **{"continue_from": None, **values})
     out.validate("heads_train (or train)")
     return out

@@ -43,7 +43,7 @@ def continued_state(source: str | Path, cfg: TrainConfig, expect: dict[str, Any]
 
     ``expect`` holds what this stage is: ``stage``, ``model_config``, ``heads_config``, ``seed`` and the
     ``meta`` it records (its data, and for a heads stage the base model it starts from). ``option``: the
-    config section that named ``source`` (``train``, or ``heads_train (or train)``), for the error message."""
+    config section that named ``source`` (``train`` or ``heads_train``), for the error message."""
     path = state_file(source)
     # Checked here, where the file is read, and not when the config is validated: bpd.config sits below
     # bpd.training and does not know its file naming (tests/test_layers.py).

@@ -66,7 +66,8 @@ def _continued(run: Run) -> dict[str, Any]:
         "meta": run.meta,
         "heads_config": run.heads_config(),
     }
-    st = continued_state(run.cfg.continue_from, run.cfg, expect, run.device, run.option)
+    st = continued_state(run.cfg.continue_from, run.cfg, expect, run.device,
+                         "train" if run.heads is None else "heads_train")  # only that section names one
     if run.is_main:
         print(f"continuing {run.cfg.continue_from} (step {st['step']}) as {run.ckpt_path.name}")
     return st
