@@ -3,6 +3,7 @@ files say, the drifted defaults stay resolved, and bad options are refused with 
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -247,3 +248,17 @@ def test_entry_points_end_ctrl_c_and_a_full_disk_with_one_line(raised, code, lin
         _common.friendly(fails, cfg)
     err = capsys.readouterr().err.strip()
     assert e.value.code == code and err.startswith(line) and "Traceback" not in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("split, task, fix", [
+    ("ding:train", "debian_en_de", "ding:test or debian:test"),
+    ("wmt14:test", "debian_en_de", "ding:test or debian:test"),
+    ("ding:test", "ding_en_de", "this task's own are decode.split=test"),
+    ("debian:dev", "faces_sr", "use test or dev for image tasks"),
+])
+def test_another_corpus_split_is_checked(split: str, task: str, fix: str) -> None:
+    """``decode.split=<corpus>:<split>`` names another translation corpus's held-out set; anything else is
+    refused before any data is read, with the fix."""
+    with pytest.raises(ValueError, match=re.escape(fix)):
+        composed([f"task={task}", f"decode.split={split}"])
+    composed(["task=debian_en_de", "decode.split=ding:test"])  # the out-of-domain test of Table 1

@@ -367,3 +367,41 @@ def test_a_rebuilt_debian_corpus_keys_new_models(ding_file: Path, tmp_path: Path
         cfg = TranslationTaskConfig(source="debian", name="debian_en_de", vocab_size=100, n_dev=5, n_test=10)
         keys.append(translation.TranslationTask(cfg, tmp_path / f"cache_{corpus_hash}").key)
     assert keys[0] != keys[1]
+
+
+def test_another_corpus_held_out_set_is_scored_with_this_tokenizer(ding_file: Path, tmp_path: Path,
+                                                                   monkeypatch) -> None:
+    """``decode.split=ding:test`` on a Debian-corpus task: the ding test sentences, encoded with the Debian task's
+    tokenizer, with the ding references; the store is cached and keyed by the files' contents, so an edited
+    file is encoded again rather than read as the old one."""
+    from bpd.config import TranslationTaskConfig
+    from bpd.tasks import translation
+
+    ding = prepare_ding(tmp_path / "ding", ding_path=ding_file, n_dev=5, n_test=10)
+    debian = tmp_path / "debian"
+    shutil.copytree(ding, debian)  # stands in for the Debian corpus: another folder, its own tokenizer
+    (debian / "manifest.json").write_text(json.dumps({"corpus_hash": "aaaa"}), encoding="utf-8")
+    other = tmp_path / "other_ding"
+    shutil.copytree(ding, other)
+    monkeypatch.setitem(translation.SOURCES, "debian", lambda cfg, cache: debian)
+    monkeypatch.setitem(translation.SOURCES, "ding", lambda cfg, cache: other)
+    cfg = TranslationTaskConfig(source="debian", name="debian_en_de", vocab_size=100, n_dev=5, n_test=10)
+    task = translation.TranslationTask(cfg, tmp_path / "cache")
+
+    pairs = task.pairs("ding:test")
+    refs = (other / "test.tgt").read_text(encoding="utf-8").split("\n")[: len(pairs)]
+    assert len(pairs) == count_lines(other / "test.src") == 10
+    assert task.tokenizer.decode(pairs.src(0).tolist()) == (other / "test.src").read_text().split("\n")[0]
+    assert task.scorer("ding:test", 3).refs == refs[:3]
+    assert task.pairs("ding:test") is pairs  # read once per task
+    stores = sorted(p.name for p in (tmp_path / "cache" / "stores").glob("*ding_test.store"))
+    assert len(stores) == 1
+
+    lines = (other / "test.tgt").read_text(encoding="utf-8").split("\n")
+    lines[0] = "Ein anderer Satz."
+    (other / "test.tgt").write_text("\n".join(lines), encoding="utf-8")
+    again = translation.TranslationTask(cfg, tmp_path / "cache")
+    assert again.scorer("ding:test", 1).refs == ["Ein anderer Satz."]
+    assert len(list((tmp_path / "cache" / "stores").glob("*ding_test.store"))) == 2
+    with pytest.raises(ValueError, match="unknown split"):
+        task.pairs("elsewhere")

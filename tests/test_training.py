@@ -552,3 +552,42 @@ def test_sigusr1_writes_the_resume_state_at_the_next_step_and_training_goes_on(t
 def _interrupt_now(epoch: int, start: int = 0):
     raise KeyboardInterrupt
     yield  # a generator, like every batch factory
+
+
+@pytest.mark.parametrize("every_position", [False, True])
+def test_soft_targets_are_p1_at_the_guessed_position(every_position):
+    """heads.soft_targets: slot i at position t learns p_1's distribution at t + i (over the slot's vocabulary),
+    computed here from the full (B, T, k, V) logits; p_1 keeps its hard loss; where the hard target lies
+    outside the slot's vocabulary, or past the sentence, the position carries no loss; and no gradient
+    reaches the targets."""
+    import torch.nn.functional as F
+
+    model = fresh_model(k=3, heads_arch="recurrent", identity_p1=True)
+    ids = torch.tensor([0, 2, 5, 6, 7, 9, 11, 13])
+    model.heads.set_loss_vocab(ids)
+    tgt_out = torch.tensor([[5, 6, 7, 8, 2, 0], [7, 9, 2, 0, 0, 0], [4, 5, 6, 7, 9, 2]])
+    h = torch.randn(3, 6, model.cfg.d_model, requires_grad=True)
+    losses = head_losses(model, h, tgt_out, [0, 1, 2], every_position=every_position, soft=True)
+    hard = head_losses(model, h, tgt_out, [0, 1, 2], every_position=every_position)
+    torch.testing.assert_close(losses[0], hard[0])
+
+    p1 = F.softmax(model.heads.base_logits(h)[..., ids], dim=-1)
+    for i in (1, 2):
+        num, count = 0.0, 0
+        for b in range(3):
+            for t in range(6 - i):
+                tgt = int(tgt_out[b, t + i])
+                if tgt == model.pad_id or not bool((ids == tgt).any()) or model.pad_id in tgt_out[b, t : t + i + 1]:
+                    continue
+                logp = F.log_softmax(model.heads.slot_projection(model.heads.states(
+                    h[b, t], 3, tokens=tgt_out[b, t : t + 2])[i]), dim=-1)
+                num = num - (p1[b, t + i].detach() * logp).sum()
+                count += 1
+        torch.testing.assert_close(losses[i], num / count, rtol=1e-5, atol=1e-6)
+    from bpd.training.losses import slot_scores
+
+    assert all(not tgt.requires_grad for i, _, tgt in slot_scores(model, h, tgt_out, [1, 2], soft=True))
+    combine(losses).backward()
+    assert h.grad is not None and torch.isfinite(h.grad).all()
+    with pytest.raises(ValueError, match="identity_p1=true"):
+        HeadsConfig(k=3, identity_p1=False, soft_targets=True).validate()

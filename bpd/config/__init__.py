@@ -21,7 +21,18 @@ Modules: ``common`` (allowed values, ``keyed_fields``), ``task``, ``model`` (mod
 and ``experiment`` (the whole experiment, the benchmark, ``from_dict``); every name is importable from here.
 """
 
-from bpd.config.common import CHAIN_ARCHS, CRITERIA, DTYPES, HEAD_ARCHS, SPLITS, TARGETS, check, keyed_fields
+from bpd.config.common import (
+    CHAIN_ARCHS,
+    CRITERIA,
+    DTYPES,
+    HEAD_ARCHS,
+    OTHER_CORPORA,
+    SPLITS,
+    TARGETS,
+    check,
+    keyed_fields,
+    split_parts,
+)
 from bpd.config.decode import (
     CriterionConfig,
     DecodeConfig,
@@ -64,6 +75,8 @@ __all__ = [
     "PathsConfig",
     "RescoreConfig",
     "SPLITS",
+    "OTHER_CORPORA",
+    "split_parts",
     "TARGETS",
     "TASK_KINDS",
     "TaskConfig",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from bpd.config.common import CRITERIA, SPLITS, check
+from bpd.config.common import CRITERIA, OTHER_CORPORA, SPLITS, check, split_parts
 
 
 @dataclass
@@ -30,7 +30,7 @@ class RescoreConfig:
 class DecodeConfig:
     """What the evaluation stage decodes and how."""
 
-    split: str = "test"
+    split: str = "test"  # or another corpus's held-out set, scored out of domain: ding:test, debian:test
     n_examples: int | None = None  # null = the whole split
     batch_size: int = 1  # the paper's wall-clock setting; > 1 works too
     beam_size: int = 4  # also decode with beam search (0 = skip)
@@ -53,7 +53,10 @@ class DecodeConfig:
     skip_existing: bool = True  # an evaluation whose run id already has rows is not redone
 
     def validate(self, trained_k: int | None = None) -> None:
-        check(self.split in SPLITS, f"unknown decode.split {self.split!r}; use test, dev or train.")
+        corpus, split = split_parts(self.split)
+        check(split in SPLITS and corpus in (None, *OTHER_CORPORA) and (corpus is None or split != "train"),
+               f"unknown decode.split {self.split!r}; use test, dev or train, or another corpus's held-out "
+               f"sentences as {' or '.join(c + ':test' for c in OTHER_CORPORA)} (':dev' too).")
         check(self.batch_size >= 1, f"decode.batch_size must be >= 1 (got {self.batch_size}).")
         check(self.n_examples is None or self.n_examples >= 1,
                f"decode.n_examples must be >= 1, or null for the whole split (got {self.n_examples}).")

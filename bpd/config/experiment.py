@@ -8,7 +8,7 @@ import typing
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from bpd.config.common import CRITERIA, DTYPES, HEAD_ARCHS, check
+from bpd.config.common import CRITERIA, DTYPES, HEAD_ARCHS, check, split_parts
 from bpd.config.decode import CriterionConfig, DecodeConfig, RescoreConfig, check_tree_shapes
 from bpd.config.model import HeadsConfig, HeadsTrainConfig, ModelConfig, TrainConfig, heads_train_config
 from bpd.config.task import TASK_KINDS, TranslationTaskConfig
@@ -124,6 +124,11 @@ class ExperimentConfig:
         self.train.validate("train")
         self.heads_train_config  # noqa: B018 (validates the overlay)
         self.decode.validate(self.heads.k)
+        corpus = split_parts(self.decode.split)[0]
+        check(corpus is None or (self.task.kind == "translation" and corpus != self.task.source),
+               f"decode.split={self.decode.split} scores a translation model on another corpus's sentences; "
+               + (f"this task's own are decode.split={split_parts(self.decode.split)[1]}."
+                  if self.task.kind == "translation" else f"use test or dev for {self.task.kind} tasks."))
         check(self.decode.proposal_vocab is None or self.task.proposal_vocab_applies,
                f"decode.proposal_vocab restricts a translation vocabulary; set it to null for {self.task.kind} tasks.")
         check(self.heads.proposal_vocab is None or self.task.proposal_vocab_applies,

@@ -71,9 +71,13 @@ class HeadsConfig:
     # decode.proposal_vocab=N restricts decoding to): their loss is a softmax over those N, and a target
     # outside them is left out, since such a head could never propose it. p_1 keeps the whole vocabulary.
     proposal_vocab: int | None = None
+    # Proposal slots learn p_1's whole distribution at the position they guess (teacher forced on the targets),
+    # not only the target token there: self-distillation with soft targets (Medusa-2). With self targets the
+    # argmax of that distribution is the target token; the rest says how close the other tokens came.
+    soft_targets: bool = False
 
     #: Fields added after models were cached: in cache keys only when they differ from their defaults.
-    KEYED_WHEN_SET = {"proposal_vocab": None, "tie_slots": False}
+    KEYED_WHEN_SET = {"proposal_vocab": None, "tie_slots": False, "soft_targets": False}
 
     def validate(self) -> None:
         check(self.k >= 1, f"heads.k must be >= 1 (got {self.k}).")
@@ -93,6 +97,9 @@ class HeadsConfig:
         check(self.targets in TARGETS, f"unknown heads.targets {self.targets!r}; use gold, distilled or self.")
         check(self.proposal_vocab is None or self.proposal_vocab >= 1,
                f"heads.proposal_vocab={self.proposal_vocab}: use a positive number of tokens, or null.")
+        check(not self.soft_targets or self.identity_p1,
+               "heads.soft_targets=true distils p_1's distributions into the proposal slots, so p_1 must be the base "
+               "model's own (heads.identity_p1=true).")
 
 
 @dataclass

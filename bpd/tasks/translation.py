@@ -11,7 +11,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from bpd.config import SPLITS, DecodeConfig, HeadsConfig, ModelConfig, TranslationTaskConfig, keyed_fields
+from bpd.config import (
+    SPLITS,
+    DecodeConfig,
+    HeadsConfig,
+    ModelConfig,
+    TranslationTaskConfig,
+    keyed_fields,
+    split_parts,
+)
 from bpd.config.methods import Role
 from bpd.data.debian.build import SOURCE_ORDER, DebianOptions, corpus_hash, prepare_debian
 from bpd.data.ding import prepare_ding
@@ -123,7 +131,30 @@ class TranslationTask(Task):
         # A folder's pairs have no direction to name: its src and tgt files are what they are.
         name = cfg.name if cfg.source == "folder" else directed_name(cfg.name, cfg.direction)
         super().__init__(name, key, tok.vocab_size, splits, tok.pad_id, tok.bos_id, tok.eos_id)
-        self.cfg, self.tokenizer = cfg, tok
+        self.cfg, self.tokenizer, self.data_cache = cfg, tok, data_cache
+        self.others: dict[str, tuple[Pairs, list[str]]] = {}  # other corpora's held-out sets, once read
+
+    def pairs(self, split: str) -> Pairs:
+        """A split's pairs; ``<corpus>:<split>`` (``ding:test``) is another corpus's held-out set (``other``)."""
+        return self.other(split)[0] if split_parts(split)[0] else super().pairs(split)
+
+    def other(self, split: str) -> tuple[Pairs, list[str]]:
+        """Another corpus's held-out sentences and references (``decode.split=ding:test``), encoded with this
+        task's tokenizer: an out-of-domain test set for a model trained here. The corpus is built (or found
+        in the cache) with its defaults and this task's direction; its store is cached beside this task's, keyed
+        by this task's data and the two files' contents."""
+        if split not in self.others:
+            corpus, name = split_parts(split)
+            folder = SOURCES[corpus](TranslationTaskConfig(name=f"{corpus}_en_de", source=corpus,
+                                                           direction=self.cfg.direction), self.data_cache)
+            src, tgt = folder / f"{name}.src", folder / f"{name}.tgt"
+            key = config_hash(self.key, split, file_hash(src), file_hash(tgt))
+            tok = self.tokenizer
+            store = build_store(self.data_cache / "stores" / f"{self.cfg.name}_{key}_{corpus}_{name}.store", src, tgt,
+                                tok.encode_batch, tok.eos_id, tok.vocab_size, tok.content_hash(), keep_all=True)
+            refs = tgt.read_text(encoding="utf-8-sig").split("\n")[: len(store)]
+            self.others[split] = (store, refs)
+        return self.others[split]
 
     def fingerprint(self) -> str:
         files = [self.folder / f"{s}.{x}" for s in SPLITS for x in ("src", "tgt")]
@@ -156,7 +187,8 @@ class TranslationTask(Task):
         return self.tokenizer.decode(tokens)
 
     def scorer(self, split: str, n: int) -> TranslationScorer:
-        return TranslationScorer(self.tokenizer, self.refs[split][:n] if split in self.refs else [])
+        refs = self.other(split)[1] if split_parts(split)[0] else self.refs.get(split, [])
+        return TranslationScorer(self.tokenizer, refs[:n])
 
     def log_outputs(self, tracker: Tracker, scorer, outs: dict[str, RunOutput], specs: list[DecodeSpec],
                     pairs: Pairs, out_dir: Path) -> None:

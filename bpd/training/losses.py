@@ -29,7 +29,8 @@ def teacher_tokens(tgt_out: torch.Tensor, k: int, pad_id: int) -> torch.Tensor:
 
 
 def slot_scores(
-    model, h: torch.Tensor, tgt_out: torch.Tensor, heads: list[int], every_position: bool = False, source=None
+    model, h: torch.Tensor, tgt_out: torch.Tensor, heads: list[int], every_position: bool = False, source=None,
+    soft: bool = False,
 ) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
     """``(head, logits, targets)`` of each requested head (index 0 = p_1) from decoder states ``h`` (B, T, d),
     at the positions whose target is not padding only: a far head has nothing to predict in the last i
@@ -39,7 +40,9 @@ def slot_scores(
     for a token outside them, which such a slot could never propose). ``every_position`` computes every slot
     everywhere and drops the padding after projecting: the same losses, the earlier cost
     (``bench/train_step.py`` times both). ``source``: the batch's input as heads that attend to it read it
-    (``Transformer.teacher_forced``)."""
+    (``Transformer.teacher_forced``). ``soft`` (``heads.soft_targets``): a proposal slot's targets are instead
+    p_1's distribution at the position the slot guesses (``soft_targets``), rows of probabilities over the
+    slot's logits."""
     pad, top = model.pad_id, max(heads)
     targets = torch.stack([shifted_targets(tgt_out, i, pad).flatten() for i in range(top + 1)], dim=1)
     # Alive for head i: the target i tokens ahead is in the sentence. Cumulative, so each recurrent slot's
@@ -52,15 +55,30 @@ def slot_scores(
     if source is not None:
         source = source.per_position(h.shape[1])
 
-    def among(i: int, tgt: torch.Tensor) -> torch.Tensor:
-        return tgt if i == 0 or index is None else index[tgt]
+    flat = h.flatten(0, 1)
+
+    def among(i: int, tgt: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        tgt = tgt if i == 0 or index is None else index[tgt]
+        return soft_targets(model, flat, rows, i, tgt) if soft and i > 0 else tgt
 
     if every_position:
-        for i, x, _ in model.heads.slot_states(h.flatten(0, 1), heads, teacher, source=source):
-            yield i, model.heads.slot_output(i, x)[alive[:, i]], among(i, targets[alive[:, i], i])
+        for i, x, _ in model.heads.slot_states(flat, heads, teacher, source=source):
+            rows = alive[:, i].nonzero()[:, 0]
+            yield i, model.heads.slot_output(i, x)[rows], among(i, targets[rows, i], rows)
         return
-    for i, x, rows in model.heads.slot_states(h.flatten(0, 1), heads, teacher, alive, source):
-        yield i, model.heads.slot_output(i, x), among(i, targets[rows, i])
+    for i, x, rows in model.heads.slot_states(flat, heads, teacher, alive, source):
+        yield i, model.heads.slot_output(i, x), among(i, targets[rows, i], rows)
+
+
+def soft_targets(model, flat: torch.Tensor, rows: torch.Tensor, i: int, tgt: torch.Tensor) -> torch.Tensor:
+    """Slot ``i``'s soft targets at the flat positions ``rows`` of the decoder states ``flat`` (B*T, d): p_1's
+    distribution over the slot's vocabulary at position t + i, the one that predicts the token slot i guesses
+    at t (the same sentence: ``rows`` are where that token lies inside it), under the current weights and
+    without gradient (Medusa-2's self-distillation). Where the hard target ``tgt`` is ``IGNORE`` (a token the
+    slot could never propose) the row is zero and carries no loss, as with hard targets."""
+    with torch.no_grad():
+        q = F.softmax(model.heads.slot_projection(flat[rows + i]).float(), dim=-1)
+    return q * (tgt != IGNORE).unsqueeze(-1)
 
 
 def head_losses(
@@ -71,17 +89,23 @@ def head_losses(
     label_smoothing: float = 0.0,
     every_position: bool = False,
     source=None,
+    soft: bool = False,
 ) -> dict[int, torch.Tensor]:
     """Cross-entropy of each requested head (index 0 = p_1) from decoder states ``h`` (B, T, d): the mean over
-    its non-padding targets (among ``heads.loss_ids`` for a proposal slot, when set)."""
+    its non-padding targets (among ``heads.loss_ids`` for a proposal slot, when set; against p_1's
+    distribution there with ``soft``)."""
     return {i: slot_loss(logits, tgt, label_smoothing)
-            for i, logits, tgt in slot_scores(model, h, tgt_out, heads, every_position, source)}
+            for i, logits, tgt in slot_scores(model, h, tgt_out, heads, every_position, source, soft)}
 
 
 def slot_loss(logits: torch.Tensor, tgt: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:
-    """Mean cross-entropy of one head's ``slot_scores`` over its targets other than ``IGNORE``."""
+    """Mean cross-entropy of one head's ``slot_scores`` over its targets other than ``IGNORE`` (token
+    indices), or against soft targets (rows of probabilities, ``soft_targets``; all-zero rows left out)."""
     # Sum, then divide by the count: a batch of short sentences has no target i positions ahead for a far
     # head, and the plain mean would then log NaN (its gradient is zero either way).
+    if tgt.is_floating_point():
+        ce = -(tgt * F.log_softmax(logits.float(), dim=-1)).sum()
+        return ce / (tgt.sum(-1) > 0).sum().clamp(min=1)
     ce = F.cross_entropy(logits.float(), tgt, ignore_index=IGNORE, label_smoothing=label_smoothing, reduction="sum")
     return ce / (tgt != IGNORE).sum().clamp(min=1)
 
@@ -121,7 +145,8 @@ class LossModule(torch.nn.Module):
         self.model = model
 
     def forward(
-        self, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor, heads: list[int], label_smoothing: float
+        self, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor, heads: list[int], label_smoothing: float,
+        soft: bool = False,
     ) -> dict[int, torch.Tensor]:
         h, source = self.model.teacher_forced(src, tgt_in)
-        return head_losses(self.model, h, tgt_out, heads, label_smoothing, source=source)
+        return head_losses(self.model, h, tgt_out, heads, label_smoothing, source=source, soft=soft)

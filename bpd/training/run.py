@@ -58,6 +58,11 @@ class Run:
         return self.heads is not None and self.heads.loss == "sampled"
 
     @property
+    def soft_targets(self) -> bool:
+        """Whether the proposal slots learn p_1's distributions (``heads.soft_targets``) rather than tokens."""
+        return self.heads is not None and self.heads.soft_targets
+
+    @property
     def p1_weight(self) -> float:
         return 1.0 if self.heads is None else self.heads.p1_weight
 
