@@ -130,6 +130,7 @@ def _evaluate(cfg: ExperimentConfig, task: Task, model_path: Path, model, payloa
         if not info.is_main:
             return []  # rank 0 writes the rows and files
     common = {**row_provenance(cfg, task, model_path, payload, rid, device), **load}
+    common["proposal_coverage"] = proposal_coverage(outs["greedy"].tokens, model.heads.proposal_ids)
     common["draft_model"] = draft_path.name if draft_path is not None else None
 
     def write(folder: Path) -> tuple[list[dict], Path]:
@@ -251,6 +252,16 @@ def make_rows(outputs: dict[str, RunOutput], specs: list[DecodeSpec], scorer: Sc
         row.update({k: repo_relative(v) for k, v in scorer.write(o.tokens, out_dir / spec.name).items()})
         rows.append(row)
     return rows
+
+
+def proposal_coverage(greedy_tokens: list[list[int]], ids: torch.Tensor | None) -> float | None:
+    """The share of greedy's output tokens inside the proposal vocabulary ``ids`` (``decode.proposal_vocab``;
+    None when unrestricted): a slot can never propose the others, so this caps every slot's agreement with
+    greedy, and a block of n proposals is accepted at most as often as n proposable tokens in a row."""
+    if ids is None:
+        return None
+    flat = torch.tensor([t for out in greedy_tokens for t in out], dtype=torch.long)
+    return float(torch.isin(flat, ids.cpu()).float().mean()) if len(flat) else None
 
 
 def speedup_columns(greedy: RunOutput, o: RunOutput, busy: bool = False) -> dict[str, Any]:

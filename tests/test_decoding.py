@@ -460,6 +460,27 @@ def test_proposal_vocab_keeps_exactness_and_limits_proposals(arch, seed):
         assert torch.equal(model.heads.propose(h, torch.full((4, 1), 3), 5, source), free), "None lifts the restriction"
 
 
+def test_proposal_coverage_caps_exact_acceptance():
+    """``proposal_coverage``: the share of greedy's tokens a restricted proposal vocabulary can propose. A token
+    outside it is never accepted from a slot, so exact acceptance of a model whose heads would be perfect
+    still stops there."""
+    from bpd.evaluate import proposal_coverage
+
+    assert proposal_coverage([[3, 4, 2], [5, 2]], torch.tensor([2, 3, 5])) == pytest.approx(0.8)
+    assert proposal_coverage([[3, 4, 2]], None) is None and proposal_coverage([], torch.tensor([2])) is None
+    model = random_model(30, 4, 0, arch="recurrent", identity_p1=True, head_noise=0.0)
+    src = random_src(4, 6, 30, 0)
+    greedy = greedy_decode(model, src, max_len=12).tokens
+    free = blockwise_decode(model, src, k=4, max_len=12)  # its slots propose greedy's tokens: blocks above 1
+    assert sum(free.iterations) < sum(len(t) for t in greedy)
+    emitted = {t for out in greedy for t in out}
+    ids = torch.tensor([t for t in range(30) if t not in emitted])  # none of them proposable
+    model.heads.set_proposal_vocab(ids)
+    res = blockwise_decode(model, src, k=4, max_len=12)
+    assert res.tokens == greedy and proposal_coverage(greedy, ids) == 0.0
+    assert all(b == 1 for blocks in res.block_sizes for b in blocks)
+
+
 def test_frequent_targets():
     from bpd.data.store import ListPairs
     from bpd.tasks import ImageTask, Task, TranslationTask
