@@ -485,3 +485,32 @@ def test_speedups_timed_on_a_busy_machine_are_left_out_of_figure4(tmp_path) -> N
     ])
     pts = speedup_points(load_rows(tmp_path))
     assert list(pts["k"]) == [2] and list(pts["speedup"]) == [1.2]
+
+
+def test_table1_shows_the_main_corpus_beside_the_small_one(tmp_path) -> None:
+    """With a Debian-corpus sweep (table1_debian) the main Table 1 is that sweep, with its BLEU on the ding test
+    (decode.split=ding:test) and the ding sweep (table1_small) beside it; without one, the ding sweep alone."""
+    res = tmp_path / "results"
+    debian = dict(experiment="table1_debian")
+    write_rows(res / "table1_debian" / "rows.jsonl", [
+        {**mt_row("regular", 2, 20.0, 1.4, **debian), "dataset": "debian_en_de"},
+        {**mt_row("both", 8, 19.0, 3.6, **debian), "dataset": "debian_en_de"},
+        {**mt_row("regular", 2, 6.5, 1.3, split="ding:test", **debian), "dataset": "debian_en_de"},
+    ])
+    write_rows(res / "table1_small" / "rows.jsonl", [mt_row("regular", 2, 5.5, 1.5), mt_row("finetune", 4, 2.4, 2.0)])
+    t = build_all(load_rows(res), load_paper())["table1"]
+    reg2 = _cell(t.data, setting="regular", k=2)
+    assert (reg2["bleu_ours"], reg2["block_ours"], reg2["bleu_ood"]) == (20.0, 1.4, 6.5)
+    assert (reg2["bleu_small"], reg2["block_small"]) == (5.5, 1.5)
+    assert reg2["bleu_diff"] == pytest.approx(20.0 - 25.81)
+    both8 = _cell(t.data, setting="both", k=8)
+    assert both8["block_ours"] == 3.6 and math.isnan(both8["bleu_ood"]) and math.isnan(both8["bleu_small"])
+    fine4 = _cell(t.data, setting="finetune", k=4)  # a ding cell without a Debian one: shown, ours empty
+    assert fine4["bleu_small"] == 2.4 and math.isnan(fine4["bleu_ours"])
+    assert set(t.source["split"]) == {"test", "ding:test"} and set(t.source["experiment"]) == {
+        "table1_debian", "table1_small"}
+    assert any("ding:test" in n for n in t.notes)
+
+    write_rows(tmp_path / "ding_only" / "table1_small" / "rows.jsonl", [mt_row("regular", 2, 5.5, 1.5)])
+    only_ding = build_all(load_rows(tmp_path / "ding_only"), load_paper())["table1"]
+    assert "bleu_small" not in only_ding.data.columns and set(only_ding.source["experiment"]) == {"table1_small"}
