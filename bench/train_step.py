@@ -3,7 +3,10 @@
 * ``--compare positions`` (default): every slot computed at every position, against only where its target
   lies inside the sentence (``bpd.training.losses.slot_scores``);
 * ``--compare dropout``: ``F.dropout``'s Bernoulli masks, against the masks ``bpd.models.transformer.Dropout``
-  draws on a CPU (``rand_like(x) >= p``).
+  draws on a CPU (``rand_like(x) >= p``);
+* ``--compare proposal_vocab``: the proposal slots' loss over the whole vocabulary, against among the
+  ``--proposal-vocab`` most frequent target tokens (``heads.proposal_vocab``), with the share of the test
+  references' tokens those cover (``--task debian``: the Debian corpus's 8k vocabulary).
 
 A training step of k proposal slots (forward and backward of the decoder, the slots and their losses, as
 ``bpd.training.loop`` takes it) is timed for both paths, alternating, on the first ``--batches`` batches of
@@ -15,11 +18,13 @@ different masks). Rows go to results/train-step/rows.jsonl.
     python bench/train_step.py                      # the demo's heads: k = 8 recurrent, 2 threads (~3 min)
     python bench/train_step.py --compare dropout
     python bench/train_step.py --arch medusa --k 10 --threads 1
+    python bench/train_step.py --compare proposal_vocab --task debian --proposal-vocab 4000
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import platform
 import statistics
 import sys
@@ -31,7 +36,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bpd.config import HEAD_ARCHS, ExperimentConfig, HeadsConfig, ModelConfig  # noqa: E402
+from bpd.config import HEAD_ARCHS, ExperimentConfig, HeadsConfig, ModelConfig, TranslationTaskConfig  # noqa: E402
 from bpd.models.transformer import Dropout  # noqa: E402
 from bpd.tasks import load_task  # noqa: E402
 from bpd.tracking import append_rows, device_name, git_sha  # noqa: E402
@@ -41,13 +46,24 @@ SMALL = ModelConfig("small", 256, 4, 1024, 3, 3, dropout=0.3)  # conf/model/smal
 
 
 #: Each comparison's two sides, as (row name, what to set): the reference first, then what the code does.
-COMPARISONS = {"positions": ("every_position", "target_positions"), "dropout": ("f_dropout", "rand_mask")}
+COMPARISONS = {"positions": ("every_position", "target_positions"), "dropout": ("f_dropout", "rand_mask"),
+               "proposal_vocab": ("whole_vocab", "proposal_vocab")}
 
 
-def use(compare: str, reference: bool) -> bool:
-    """Set up one side of the comparison; returns the losses' ``every_position``."""
+def use(compare: str, reference: bool, model=None, ids: torch.Tensor | None = None) -> bool:
+    """Set up one side of the comparison; returns the losses' ``every_position``. ``proposal_vocab``: the
+    proposal slots' loss over the whole vocabulary (reference) or among ``ids`` (``heads.proposal_vocab``)."""
     Dropout.rand_mask_on_cpu = not (compare == "dropout" and reference)
+    if compare == "proposal_vocab":
+        model.heads.set_loss_vocab(None if reference else ids)
     return compare == "positions" and reference
+
+
+def proposal_coverage(task, ids: torch.Tensor, split: str = "test") -> float:
+    """The share of ``split``'s reference tokens among ``ids``: what slots trained among them could propose."""
+    pairs = task.pairs(split)
+    flat = torch.cat([torch.as_tensor(pairs.tgt(i), dtype=torch.long) for i in range(len(pairs))])
+    return float(torch.isin(flat, ids).float().mean())
 
 
 def step(model, batch, heads: list[int], every_position: bool, seed: int) -> tuple[float, float]:
@@ -71,12 +87,19 @@ def main() -> None:
     ap.add_argument("--batches", type=int, default=12, help="distinct batches, each timed --repeats times per path")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", default="results/train-step/rows.jsonl")
+    ap.add_argument("--task", choices=("ding", "debian"), default="ding",
+                    help="the embedded ding corpus (4k vocabulary) or the Debian corpus (`make data`, 8k)")
+    ap.add_argument("--proposal-vocab", type=int, default=1000, help="--compare proposal_vocab: how many tokens")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
     cfg = ExperimentConfig()
+    if args.task == "debian":  # conf/task/debian_en_de.yaml and the Debian base's max_len
+        cfg = dataclasses.replace(cfg, task=TranslationTaskConfig(name="debian_en_de", source="debian",
+                                                                  vocab_size=8000, max_len=128))
     task = load_task(cfg)
     model = task.build_model(SMALL, HeadsConfig(k=args.k, arch=args.arch, training="finetune"), args.k, seed=0)
+    ids = task.proposal_vocab(args.proposal_vocab) if args.compare == "proposal_vocab" else None
     model.train()
     make = task.train_batches(task.pairs("train"), 2048, seed=0)
     batches = [b for _, b in zip(range(args.batches), make(0))]
@@ -93,11 +116,11 @@ def main() -> None:
     for r in range(args.repeats):
         for j, b in enumerate(batches):
             order = (False, True) if (r + j) % 2 == 0 else (True, False)  # alternate which side goes first
-            got = {ref: step(model, b, heads, use(args.compare, ref), seed=j)[0] for ref in order}
+            got = {ref: step(model, b, heads, use(args.compare, ref, model, ids), seed=j)[0] for ref in order}
             for ref, t in got.items():
                 times[ref].append(t)
             ratios.append(got[True] / got[False])
-    use(args.compare, False)
+    use(args.compare, False, model, ids)
     ref_name, new_name = COMPARISONS[args.compare]
     ref_ms, new_ms = 1e3 * statistics.median(times[True]), 1e3 * statistics.median(times[False])
     q = statistics.quantiles(ratios, n=4)
@@ -106,12 +129,16 @@ def main() -> None:
         "model": SMALL.name, "dropout": SMALL.dropout, "vocab": task.vocab_size, "batches": args.batches,
         "repeats": args.repeats, "max_tokens": 2048, "target_tokens": counted, f"{ref_name}_ms": ref_ms,
         f"{new_name}_ms": new_ms, "speedup": statistics.median(ratios), "speedup_q1": q[0], "speedup_q3": q[2],
+        "dataset": task.name, "proposal_vocab": args.proposal_vocab if ids is not None else None,
+        "proposal_coverage": proposal_coverage(task, ids) if ids is not None else None,
         "device": device_name(torch.device("cpu")), "torch": torch.__version__, "python": platform.python_version(),
         "git_sha": git_sha(), "command": "python " + " ".join(sys.argv),
     }
     print(f"{args.arch} k={args.k}, {args.threads} thread(s), {args.batches} batches x {args.repeats}: "
           f"{ref_name} {ref_ms:.0f} ms, {new_name} {new_ms:.0f} ms a step; speedup {row['speedup']:.2f}x "
-          f"(paired, quartiles {q[0]:.2f}-{q[2]:.2f})")
+          f"(paired, quartiles {q[0]:.2f}-{q[2]:.2f})"
+          + (f"; the {args.proposal_vocab} tokens cover {row['proposal_coverage']:.1%} of the test references"
+             if ids is not None else ""))
     append_rows(Path(args.out), [row])
 
 
