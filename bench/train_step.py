@@ -31,6 +31,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,7 +63,7 @@ def use(compare: str, reference: bool, model=None, ids: torch.Tensor | None = No
 def proposal_coverage(task, ids: torch.Tensor, split: str = "test") -> float:
     """The share of ``split``'s reference tokens among ``ids``: what slots trained among them could propose."""
     pairs = task.pairs(split)
-    flat = torch.cat([torch.as_tensor(pairs.tgt(i), dtype=torch.long) for i in range(len(pairs))])
+    flat = torch.from_numpy(np.concatenate([np.asarray(pairs.tgt(i), dtype=np.int64) for i in range(len(pairs))]))
     return float(torch.isin(flat, ids).float().mean())
 
 
