@@ -11,18 +11,19 @@ SPLITS = ("train", "dev", "test")
 #: data folder, so that the same command scores the same sentences on any machine.
 OTHER_CORPORA = ("ding", "debian")
 
-
-def split_parts(split: str) -> tuple[str | None, str]:
-    """``"ding:test"`` -> ``("ding", "test")``: another corpus's split, scored with this task's tokenizer; a
-    plain ``"test"`` -> ``(None, "test")``."""
-    corpus, _, name = split.rpartition(":")
-    return corpus or None, name
 HEAD_ARCHS = ("paper", "blockdiag", "medusa", "recurrent", "attend")
 #: Head architectures whose slots run one after another, each reading the previous slot's token.
 CHAIN_ARCHS = ("recurrent", "attend")
 CRITERIA = ("exact", "topk", "distance")
 DTYPES = ("float32", "bfloat16", "float16")
 TARGETS = ("gold", "distilled", "self")
+
+
+def split_parts(split: str) -> tuple[str | None, str]:
+    """``"ding:test"`` -> ``("ding", "test")``: another corpus's split, scored with this task's tokenizer; a
+    plain ``"test"`` -> ``(None, "test")``."""
+    corpus, _, name = split.rpartition(":")
+    return corpus or None, name
 
 
 def check(ok: bool, message: str) -> None:
