@@ -97,8 +97,9 @@ def table1(rows: pd.DataFrame, paper: pd.DataFrame, prefer: tuple[str, ...] = PR
         dataset="dataset",
     )
     main = None if cells.empty else str(cells["experiment"].iloc[0])
+    beside = main is not None and main not in SMALL_MT
     sources = [cells]
-    if main is not None and main not in SMALL_MT:
+    if beside:
         # A larger corpus is the main Table 1: its sweep scored out of domain, and the small corpus's sweep,
         # beside it (each its own rows; a cell without rows stays empty).
         ood, small = table1_cells(rows, (main,), split=OOD_SPLIT), table1_cells(rows, SMALL_MT)
@@ -114,9 +115,9 @@ def table1(rows: pd.DataFrame, paper: pd.DataFrame, prefer: tuple[str, ...] = PR
     data["block_diff"] = data["block_ours"] - data["block_paper"]
     data = _order(data, MT_ROWS)
     missing = None if not cells.empty else f"no rows yet for Table 1 (translation, test split): run `{MAKE_MT}`"
-    source = pd.concat([s for s in sources if not s.empty]) if main is not None else cells
+    source = pd.concat([s for s in sources if not s.empty]) if beside else cells
     t = Table("table1", "Table 1 analog: BLEU and mean accepted block size (exact acceptance)", data, source, missing)
-    if main is not None and main not in SMALL_MT:
+    if beside:
         t.notes.append(f"Ours: the {main} sweep ({cells['dataset'].iloc[0]}) on its own test set; 'BLEU on ding "
                        f"test' is the same models on the ding corpus's test sentences ({OOD_SPLIT}, out of "
                        "domain); 'ding' columns are the small sweep (table1_small), trained on the ding corpus.")
