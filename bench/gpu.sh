@@ -2,7 +2,7 @@
 # The wall-clock benchmark on one CUDA GPU: greedy vs blockwise (exact, top-2; k = 2..8) at batch 1, 8
 # and 32, in float32 and bfloat16, and trees against the chain (k = 4, batch 1 and 8), on the demo's model
 # (100 / 256 / 512 test sentences; 3 to 14 repeats at batch 1 until each speedup's 95% interval is within
-# +-3%, 3 at batch 8 and 32; per dtype; not yet timed on a GPU by us). Without the demo's model at hand it
+# +-3%, 3 at batch 8 and 32; per dtype; SHORT=1 ran on one H200 in 5 minutes: docs/benchmark.md). Without the demo's model at hand it
 # is trained there first.
 #
 #   bash bench/gpu.sh                        # on a CUDA machine
@@ -55,10 +55,13 @@ COMMON=(experiment=demo device="$DEVICE" logger=none bench.results_dir="$RESULTS
         bench.specbench_records=true)
 if [ -n "${QUICK:-}" ]; then  # plumbing check: few inputs, one repeat, two k
     COMMON+=('bench.n_examples={1: 6, 8: 16, 32: 32}' bench.repeats=1 bench.max_repeats=1 bench.step_repeats=10 'bench.ks=[2,4]')
+elif [ -n "${SHORT:-}" ]; then  # a few minutes of a lease (bench/gpu_lease.sh): fewer inputs and k, 3 passes, no bfloat16
+    COMMON+=('bench.n_examples={1: 50, 8: 128, 32: 256}' bench.repeats=3 bench.max_repeats=3 bench.step_repeats=50
+             'bench.ks=[2,4,8]')
 fi
 run() { echo "+ bench.py $*"; "$PY" experiments/bench.py "${COMMON[@]}" "$@"; }
 run bench.dtype=float32
-run bench.dtype=bfloat16 bench.naive_greedy=false
+if [ -z "${SHORT:-}" ]; then run bench.dtype=bfloat16 bench.naive_greedy=false; fi
 if [ -n "${COMPILE:-}" ]; then run bench.dtype=float32 bench.compile=true bench.naive_greedy=false; fi
 if [ -n "${ARCHS:-}" ]; then
     # attend: is its chain, twice as dear as recurrent's on a CPU (bandwidth), nearer on a GPU (launches)?
@@ -67,11 +70,11 @@ fi
 # Tree verification against the chain (docs/beyond.md): on a GPU a verify call's extra rows are nearly free,
 # which is where a tree should beat the chain at batch 1; on the 2-core CPU it ties.
 TREES=('bench.trees=[chain+1,2x1,beam4]' 'bench.criteria=[{name: exact}]' 'bench.batch_sizes=[1,8]' bench.naive_greedy=false)
-if [ -z "${QUICK:-}" ]; then TREES+=('bench.ks=[4]' bench.max_repeats=6); fi
+if [ -z "${QUICK:-}" ]; then TREES+=('bench.ks=[4]' bench.max_repeats=$([ -n "${SHORT:-}" ] && echo 3 || echo 6)); fi
 run bench.dtype=float32 "${TREES[@]}"
 # The cost model across sizes (bpd/bench/cost_model.py): t_k / t_1 from tiny to transformer_big on this GPU.
 SCALE=(--device "$DEVICE" --results "$RESULTS/scale" --figure "$RESULTS/scale/bench_scale.png")
-if [ -n "${QUICK:-}" ]; then SCALE+=(--quick); fi
+if [ -n "${QUICK:-}${SHORT:-}" ]; then SCALE+=(--quick); fi
 echo "+ bench_scale.py ${SCALE[*]}"; "$PY" bench/bench_scale.py "${SCALE[@]}"
 if [ -n "${OUT:-}" ]; then  # a remote runner brings back what is under $OUT: the rows and the records, 3 files
     cp "$RESULTS/rows.jsonl" "$OUT/rows.jsonl"

@@ -152,11 +152,11 @@ def golden_sample(manifest: str | Path, sources: list[list[int]], max_len: int |
 
 
 def export_greedy_targets(manifest: str | Path, outputs: tuple[np.ndarray, np.ndarray, np.ndarray],
-                          sources) -> None:
+                          sources, n_train: int) -> None:
     """Ship a base model's greedy outputs on the training sources (``outputs``: the example indices, lengths
-    and tokens of ``bpd.targets.read_shards``) beside it as ``<name>.greedy.npz``, named in its manifest
-    with a sample (the first four training lines, ``sources(i)`` being line i's source) that
-    ``sample_agrees`` checks."""
+    and tokens of ``bpd.targets.read_shards``; all ``n_train`` lines or an evenly spread sample of them,
+    ``distill.max_sources``) beside it as ``<name>.greedy.npz``, named in its manifest with a sample (the
+    first four decoded lines, ``sources(i)`` being line i's source) that ``sample_agrees`` checks."""
     manifest = Path(manifest)
     index, lengths, tokens = outputs
     out = manifest.with_suffix(".greedy.npz")
@@ -169,7 +169,8 @@ def export_greedy_targets(manifest: str | Path, outputs: tuple[np.ndarray, np.nd
     if not sample_agrees(load_shipped(manifest), sample):
         raise RuntimeError(f"{out.name}: the shipped weights decode its sample differently than the batched run did.")
     m = json.loads(manifest.read_text())
-    m["greedy_train"] = {"file": out.name, "lines": int(len(index)), "sha256": _sha256(out), "sample": sample}
+    m["greedy_train"] = {"file": out.name, "lines": int(len(index)), "of": int(n_train), "sha256": _sha256(out),
+                         "sample": sample}
     manifest.write_text(json.dumps(m, indent=1) + "\n")
 
 

@@ -79,7 +79,8 @@ def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
                 install(shipped, fingerprint, cfg.paths.shipped_dir)
             decoded = shipped.with_name(targets_dir_name(shipped.stem, "greedy", cfg.distill.max_sources))
             decode_targets(cfg, task, shipped, decoded, 1, 0.0)
-            export_greedy_targets(manifest, read_shards(sorted(decoded.glob("shard*.npz"))), task.pairs("train").src)
+            train = task.pairs("train")
+            export_greedy_targets(manifest, read_shards(sorted(decoded.glob("shard*.npz"))), train.src, len(train))
             print(f"{name}: its greedy outputs on the training sources -> {manifest.with_suffix('.greedy.npz')}")
 
 @hydra.main(config_path=CONF_DIR, config_name="pretrain", version_base="1.3")

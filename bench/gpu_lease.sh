@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# What one short GPU lease runs (one call of at most 10 minutes): the Debian base models of
+# `make pretrain-debian` (base and teacher, two processes side by side on the one GPU: each step is a few small
+# kernels, so two keep it busier than one), then `SHORT=1 bash bench/gpu.sh` in the time that is left.
+#
+#   DEBIAN=1 bash bench/gpu_lease_prep.sh          # here: .whl/ and gpu_carry/ (name both in the carry list)
+#   bash bench/gpu_lease.sh                        # there; MODELS= for the benchmark alone
+#   cat DIR/lease.tar.part-* | tar -xf - -C BACK   # here: ship/ (checkpoints), bench-gpu/ (rows), logs/
+#
+# The models train with the recipe's own step budget (base/mt_debian.yaml) and no time cap, so they are the
+# models `make pretrain-debian` makes on a CPU, and their manifests match the recipe; a model that has not
+# finished by TRAIN_SECONDS is stopped and does not come back (its optimizer state is too large to carry).
+# Everything that comes back is one tar, split in 15 MiB parts (the runner brings back files of at most 16 MiB).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+START=$(date +%s)
+TOTAL_SECONDS=${TOTAL_SECONDS:-560}     # when the parts must be written, counted from the start
+TRAIN_SECONDS=${TRAIN_SECONDS:-400}     # when unfinished training stops
+MODELS=${MODELS-base teacher}
+DEVICE=${DEVICE:-cuda}
+read -r -a EXTRA <<< "${PRETRAIN_EXTRA:-}"
+OUT=${OUT:-/tmp/lease-out}
+WORK=${WORK:-/tmp/lease}
+mkdir -p "$OUT" "$WORK/ship" "$WORK/logs"
+elapsed() { echo $(($(date +%s) - START)); }
+export WANDB_MODE=disabled PYTHONUNBUFFERED=1
+
+PY=${PY:-python3}
+if ! "$PY" -c "import hydra, omegaconf" 2>/dev/null; then
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/bpd-site .whl/*.whl || exit 2
+    export PYTHONPATH=/tmp/bpd-site${PYTHONPATH:+:$PYTHONPATH}
+fi
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+if [ -f gpu_carry/data.tar.xz ]; then mkdir -p outputs/cache/data && tar -xJf gpu_carry/data.tar.xz -C outputs/cache/data; fi
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | tee "$WORK/logs/gpu.txt"
+echo "setup done at $(elapsed) s"
+
+# 1. The base models: the recipe, on the GPU; the base's greedy targets decoded 512 sources a batch (a GPU's
+#    batch; not part of any key). PRETRAIN_EXTRA: overrides for a dry run (DEVICE=cpu, a few steps).
+pids=()
+for m in $MODELS; do
+    "$PY" experiments/pretrain.py experiment=pretrain_mt_debian "models=[$m]" device="$DEVICE" logger=none \
+        paths.shipped_dir="$WORK/ship" distill.batch_size=512 "${EXTRA[@]}" > "$WORK/logs/pretrain_$m.log" 2>&1 &
+    pids+=($!)
+done
+any_alive() { for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && return 0; done; return 1; }
+while [ "$(elapsed)" -lt "$TRAIN_SECONDS" ] && any_alive; do sleep 5; done
+for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && { echo "stopping $p at $(elapsed) s"; kill "$p"; }; done
+wait
+echo "training done at $(elapsed) s"
+for m in $MODELS; do tr '\r' '\n' < "$WORK/logs/pretrain_$m.log" | grep -v "^train base" | tail -25; done
+
+# 2. The benchmark in what is left (rows are written per bench.py run, in the order gpu.sh runs them).
+left=$((TOTAL_SECONDS - $(elapsed)))
+if [ "$left" -gt 60 ]; then
+    SHORT=1 DEVICE="$DEVICE" RESULTS="$WORK/bench-gpu" OUT= timeout "$left" bash bench/gpu.sh > "$WORK/logs/bench.log" 2>&1
+    echo "bench exit $? at $(elapsed) s"; tail -40 "$WORK/logs/bench.log"
+fi
+
+# 3. Back: one tar in parts.
+tar -cf - -C "$WORK" . | split -b 15M - "$OUT/lease.tar.part-"
+ls -la "$OUT"
+echo "packed at $(elapsed) s"
