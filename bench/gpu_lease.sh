@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What one short GPU lease runs (one call of at most 10 minutes): the Debian base models of
-# `make pretrain-debian` (base and teacher, two processes side by side on the one GPU: each step is a few small
-# kernels, so two keep it busier than one), then `SHORT=1 bash bench/gpu.sh` in the time that is left.
+# `make pretrain-debian` that are not shipped yet (MODELS; several run side by side on the one GPU: each step
+# is a few small kernels, so two keep it busier than one), then `SHORT=1 bash bench/gpu.sh` in the time left.
 #
 #   DEBIAN=1 bash bench/gpu_lease_prep.sh          # here: .whl/ and gpu_carry/ (name both in the carry list)
 #   bash bench/gpu_lease.sh                        # there; MODELS= for the benchmark alone
@@ -11,12 +11,14 @@
 # models `make pretrain-debian` makes on a CPU, and their manifests match the recipe; a model that has not
 # finished by TRAIN_SECONDS is stopped and does not come back (its optimizer state is too large to carry).
 # Everything that comes back is one tar, split in 15 MiB parts (the runner brings back files of at most 16 MiB).
+# A runner that sends the working tree under a size limit: docs/benchmark.md says what to leave out.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 START=$(date +%s)
 TOTAL_SECONDS=${TOTAL_SECONDS:-560}     # when the parts must be written, counted from the start
 TRAIN_SECONDS=${TRAIN_SECONDS:-400}     # when unfinished training stops
-MODELS=${MODELS-base teacher}
+MODELS=${MODELS-distilled}              # base and teacher are shipped (2026-12-04)
+SHIP_DIR=${SHIP_DIR:-checkpoints}       # where the models export to, and the shipped teacher is read from
 DEVICE=${DEVICE:-cuda}
 read -r -a EXTRA <<< "${PRETRAIN_EXTRA:-}"
 OUT=${OUT:-/tmp/lease-out}
@@ -35,12 +37,15 @@ if [ -f gpu_carry/data.tar.xz ]; then mkdir -p outputs/cache/data && tar -xJf gp
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | tee "$WORK/logs/gpu.txt"
 echo "setup done at $(elapsed) s"
 
-# 1. The base models: the recipe, on the GPU; the base's greedy targets decoded 512 sources a batch (a GPU's
-#    batch; not part of any key). PRETRAIN_EXTRA: overrides for a dry run (DEVICE=cpu, a few steps).
+# 1. The base models: the recipe, on the GPU; decoded targets 512 sources a batch (a GPU's batch; not part
+#    of any key). They export into checkpoints/ there, beside the shipped ones (`models=[distilled]` installs
+#    the shipped teacher rather than training it again), and what is new there comes back in ship/.
+#    PRETRAIN_EXTRA: overrides for a dry run (DEVICE=cpu, a few steps).
+touch "$WORK/start"
 pids=()
 for m in $MODELS; do
     "$PY" experiments/pretrain.py experiment=pretrain_mt_debian "models=[$m]" device="$DEVICE" logger=none \
-        paths.shipped_dir="$WORK/ship" distill.batch_size=512 "${EXTRA[@]}" > "$WORK/logs/pretrain_$m.log" 2>&1 &
+        paths.shipped_dir="$SHIP_DIR" distill.batch_size=512 "${EXTRA[@]}" > "$WORK/logs/pretrain_$m.log" 2>&1 &
     pids+=($!)
 done
 any_alive() { for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && return 0; done; return 1; }
@@ -58,6 +63,7 @@ if [ "$left" -gt 60 ]; then
 fi
 
 # 3. Back: one tar in parts.
+find "$SHIP_DIR" -maxdepth 1 -type f -newer "$WORK/start" -exec cp {} "$WORK/ship/" \;
 tar -cf - -C "$WORK" . | split -b 15M - "$OUT/lease.tar.part-"
 ls -la "$OUT"
 echo "packed at $(elapsed) s"

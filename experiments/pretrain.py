@@ -29,7 +29,7 @@ def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
     from bpd.data.batches import pad_rows
     from bpd.runtime import cache_root, resolve_path
     from bpd.shipped import already_shipped, export, export_greedy_targets, install, refuse_other_data
-    from bpd.stages import ensure_base
+    from bpd.stages import base_path_for, ensure_base, finished
     from bpd.targets import decode_targets, read_shards, targets_dir_name
     from bpd.tasks import load_task
     from bpd.training.checkpoint import load_model
@@ -46,6 +46,12 @@ def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
         fingerprint = task.fingerprint()  # hashes every data file: once, not per model
         for stem in stems.values():
             refuse_other_data(stem, fingerprint, cfg.paths.shipped_dir)
+    if "distilled" in entry.models and "teacher" not in entry.models:
+        # The distilled base's teacher, when it is shipped and not being made now: installed, not trained again
+        # (the shipped one is what `models=[teacher]` made with this very config).
+        teacher = base_path_for(cfg, task, "gold", seed=cfg.teacher_seed)
+        if not finished(teacher) and install(teacher, task.fingerprint(), cfg.paths.shipped_dir):
+            print(f"teacher: the shipped one, for the distilled base's targets -> {teacher}")
     made = {
         "base": lambda: ensure_base(cfg, task, "gold"),
         "teacher": lambda: ensure_base(cfg, task, "gold", seed=cfg.teacher_seed),

@@ -419,6 +419,38 @@ def test_a_shipped_base_is_installed_instead_of_trained(toy, tmp_path, monkeypat
         pretrain.run(cfg, PretrainEntry(models=["base"]))
 
 
+def test_the_distilled_base_is_made_from_the_shipped_teacher(toy, tmp_path, monkeypatch):
+    """make pretrain models=[distilled] after the teacher shipped: the teacher is installed for the beam
+    targets, not trained again (a GPU lease or a later sitting makes the distilled base alone)."""
+    import sys
+
+    from bpd.shipped import manifests
+    from bpd.training.checkpoint import load_checkpoint
+
+    sys.path.insert(0, str(resolve_path("experiments")))
+    import pretrain
+    from _common import PretrainEntry
+
+    _, cfg, _ = toy
+    cfg = tweak(cfg, paths={"cache_dir": str(tmp_path / "cache"), "results_dir": str(tmp_path / "results"),
+                            "shipped_dir": str(tmp_path / "shipped")})
+    task = load_task(cfg)
+    pretrain.run(cfg, PretrainEntry(models=["teacher"]))
+    teacher = stages.base_path_for(cfg, task, "gold", seed=cfg.teacher_seed)
+    teacher.unlink()  # a fresh cache: only the shipped files are left
+    train_stage = stages._train_stage
+
+    def no_teacher(*args, **kwargs):
+        assert args[8] != f"base-gold-s{cfg.teacher_seed}", "the shipped teacher was trained again"
+        return train_stage(*args, **kwargs)
+
+    monkeypatch.setattr(stages, "_train_stage", no_teacher)
+    pretrain.run(cfg, PretrainEntry(models=["distilled"]))
+    assert stages.finished(teacher) and load_checkpoint(teacher)["shipped"].endswith("folder_teacher.pt")
+    assert {m["manifest"].stem for m in manifests(tmp_path / "shipped").values()} == {"folder_teacher",
+                                                                                       "folder_distilled"}
+
+
 def test_a_corrupt_resume_state_is_set_aside_and_the_stage_retrained(toy, tmp_path, capsys):
     """The README's promise for the resume file too: a damaged .state.pt is moved aside with a warning and
     the stage trains from the start instead of stopping the run."""
