@@ -70,6 +70,22 @@ def install(path: Path, fingerprint: str, shipped_dir: str | Path) -> bool:
     return True
 
 
+def _halved(state: dict[str, Any]) -> dict[str, Any]:
+    """fp16 copies of a state's floating tensors, one per tensor the model shares between names (the tied
+    source, target and output embeddings): a copy per name would store the embedding three times."""
+    copies: dict[tuple, Any] = {}
+    out = {}
+    for k, v in state.items():
+        if not v.is_floating_point():
+            out[k] = v
+            continue
+        same = (v.untyped_storage().data_ptr(), v.storage_offset(), tuple(v.shape), tuple(v.stride()))
+        if same not in copies:
+            copies[same] = v.half()
+        out[k] = copies[same]
+    return out
+
+
 def _widened(state: dict[str, Any]) -> dict[str, Any]:
     """Shipped fp16 weights as runs use them (fp32)."""
     return {k: v.float() if v.is_floating_point() else v for k, v in state.items()}
@@ -100,7 +116,7 @@ def export(path: Path, name: str, fingerprint: str, shipped_dir: str | Path, sco
     folder = resolve_path(shipped_dir)
     folder.mkdir(parents=True, exist_ok=True)
     slim = {k: v for k, v in payload.items() if k not in ("optimizer", "rng", "best")}
-    slim["model"] = {k: v.half() if v.is_floating_point() else v for k, v in payload["model"].items()}
+    slim["model"] = _halved(payload["model"])
     save_checkpoint(folder / f"{name}.pt", slim)
     # The learning curve: every scored evaluation (train.score_every), with the dev loss where it was taken.
     curve = [{k: v for k, v in row.items() if k == "step" or (k.startswith("dev/") and k != "dev/score")}

@@ -373,6 +373,9 @@ def test_a_shipped_base_is_installed_instead_of_trained(toy, tmp_path, monkeypat
     from test_shipped import check_shipped
 
     check_shipped(m["manifest"])  # the checks every shipped checkpoint passes, golden sample included
+    weights = load_checkpoint(m["manifest"].with_suffix(".pt"))["model"]  # the tied embeddings: stored once
+    assert len({weights[k].untyped_storage().data_ptr() for k in ("src_embed.weight", "tgt_embed.weight",
+                                                                   "output.weight")}) == 1
     path = stages.base_path_for(cfg, task)
     assert m["cache_name"] == path.name and m["steps"] == 30 and m["stopped_by"] == "steps"
     assert set(m["dev"]) == set(m["test"]) == {"bleu"} and [r["step"] for r in m["learning_curve"]] == [10, 20, 30]
