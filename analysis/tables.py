@@ -130,17 +130,37 @@ def table1(rows: pd.DataFrame, paper: pd.DataFrame, prefer: tuple[str, ...] = PR
     return t
 
 
+def _first_sweep_with(rows: pd.DataFrame, prefer: tuple[str, ...], pick) -> tuple[pd.DataFrame, tuple[str, ...]]:
+    """``pick``'s cells from the first preferred sweep that has any, and the preference that chose it: a main
+    sweep still missing some decodings (top-n, minimum block size) leaves them to the next sweep that has them."""
+    cells = pick(mt_candidates(rows, prefer))
+    for i in range(1, len(prefer)):
+        if not cells.empty:
+            break
+        later = pick(mt_candidates(rows, prefer[i:]))
+        if not later.empty:
+            return later, prefer[i:]
+    return cells, prefer
+
+
+def _topn_cells(mt: pd.DataFrame) -> pd.DataFrame:
+    if mt.empty:
+        return mt
+    cand = mt[mt["method"].eq("blockwise") & mt["criterion"].eq("topk") & mt["min_block_size"].fillna(1).eq(1)]
+    return pick_latest(cand, ["table_setting", "k", "criterion_param"])
+
+
+def _min_block_cells(mt: pd.DataFrame) -> pd.DataFrame:
+    if mt.empty:
+        return mt
+    cand = mt[mt["method"].eq("blockwise") & mt["criterion"].eq("exact") & mt["min_block_size"].gt(1)]
+    return pick_latest(cand, ["table_setting", "k", "min_block_size"])
+
+
 def topn_table(rows: pd.DataFrame, paper: pd.DataFrame, prefer: tuple[str, ...] = PREFER_MT) -> Table:
     """Top-n acceptance: BLEU and block size, and their change against exact acceptance at the same k and setting."""
-    mt = mt_candidates(rows, prefer)
+    cells, prefer = _first_sweep_with(rows, prefer, _topn_cells)
     exact = table1_cells(rows, prefer)
-    if mt.empty:
-        cells = mt
-    else:
-        cand = mt[
-            mt["method"].eq("blockwise") & mt["criterion"].eq("topk") & mt["min_block_size"].fillna(1).eq(1)
-        ]
-        cells = pick_latest(cand, ["table_setting", "k", "criterion_param"])
     ours = _against_exact(
         _cell_frame(cells, n="criterion_param", bleu_ours="bleu", block_ours="mean_block_size"), exact
     )
@@ -168,13 +188,8 @@ def topn_table(rows: pd.DataFrame, paper: pd.DataFrame, prefer: tuple[str, ...] 
 
 def min_block_table(rows: pd.DataFrame, paper: pd.DataFrame, prefer: tuple[str, ...] = PREFER_MT) -> Table:
     """Minimum block size l: ours only; the paper gives no numbers (large BLEU drops, small gains)."""
-    mt = mt_candidates(rows, prefer)
+    cells, prefer = _first_sweep_with(rows, prefer, _min_block_cells)
     exact = table1_cells(rows, prefer)
-    if mt.empty:
-        cells = mt
-    else:
-        cand = mt[mt["method"].eq("blockwise") & mt["criterion"].eq("exact") & mt["min_block_size"].gt(1)]
-        cells = pick_latest(cand, ["table_setting", "k", "min_block_size"])
     ours = _cell_frame(
         cells, l="min_block_size", bleu_ours="bleu", block_ours="mean_block_size",
         identical_to_greedy="identical_to_greedy",

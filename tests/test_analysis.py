@@ -497,14 +497,21 @@ def test_table1_shows_the_main_corpus_beside_the_small_one(tmp_path) -> None:
         {**mt_row("both", 8, 19.0, 3.6, **debian), "dataset": "debian_en_de"},
         {**mt_row("regular", 2, 6.5, 1.3, split="ding:test", **debian), "dataset": "debian_en_de"},
     ])
-    write_rows(res / "table1_small" / "rows.jsonl", [mt_row("regular", 2, 5.5, 1.5), mt_row("finetune", 4, 2.4, 2.0)])
-    t = build_all(load_rows(res), load_paper())["table1"]
+    write_rows(res / "table1_small" / "rows.jsonl", [mt_row("regular", 2, 5.5, 1.5), mt_row("finetune", 4, 2.4, 2.0),
+                                                     mt_row("both", 8, 2.0, 2.5), mt_row("both", 8, 1.5, 3.0,
+                                                                                         criterion="topk", param=2)])
+    tables = build_all(load_rows(res), load_paper())
+    t = tables["table1"]
+    # The Debian sweep has no top-n rows yet: that table comes from the ding sweep, against its own exact cells.
+    topn = _cell(tables["topn"].data, setting="both", k=8, n=2)
+    assert (topn["bleu_ours"], topn["dbleu_ours"]) == (1.5, pytest.approx(1.5 - 2.0))
+    assert set(tables["topn"].source["experiment"]) == {"table1_small"} and tables["topn"].missing is None
     reg2 = _cell(t.data, setting="regular", k=2)
     assert (reg2["bleu_ours"], reg2["block_ours"], reg2["bleu_ood"]) == (20.0, 1.4, 6.5)
     assert (reg2["bleu_small"], reg2["block_small"]) == (5.5, 1.5)
     assert reg2["bleu_diff"] == pytest.approx(20.0 - 25.81)
     both8 = _cell(t.data, setting="both", k=8)
-    assert both8["block_ours"] == 3.6 and math.isnan(both8["bleu_ood"]) and math.isnan(both8["bleu_small"])
+    assert both8["block_ours"] == 3.6 and math.isnan(both8["bleu_ood"]) and both8["bleu_small"] == 2.0
     fine4 = _cell(t.data, setting="finetune", k=4)  # a ding cell without a Debian one: shown, ours empty
     assert fine4["bleu_small"] == 2.4 and math.isnan(fine4["bleu_ours"])
     assert set(t.source["split"]) == {"test", "ding:test"} and set(t.source["experiment"]) == {
