@@ -167,12 +167,11 @@ def golden_sample(manifest: str | Path, sources: list[list[int]], max_len: int |
     return {"sources": sources, "max_len": max_len, "greedy": outs}
 
 
-def export_greedy_targets(manifest: str | Path, outputs: tuple[np.ndarray, np.ndarray, np.ndarray],
-                          sources, n_train: int) -> None:
+def export_greedy_targets(manifest: str | Path, outputs: tuple[np.ndarray, np.ndarray, np.ndarray], train) -> None:
     """Ship a base model's greedy outputs on the training sources (``outputs``: the example indices, lengths
-    and tokens of ``bpd.targets.read_shards``; all ``n_train`` lines or an evenly spread sample of them,
+    and tokens of ``bpd.targets.read_shards``; all of ``train``'s lines or an evenly spread sample of them,
     ``distill.max_sources``) beside it as ``<name>.greedy.npz``, named in its manifest with a sample (the
-    first four decoded lines, ``sources(i)`` being line i's source) that ``sample_agrees`` checks."""
+    first four decoded lines, with their sources from ``train``) that ``sample_agrees`` checks."""
     manifest = Path(manifest)
     index, lengths, tokens = outputs
     out = manifest.with_suffix(".greedy.npz")
@@ -180,12 +179,12 @@ def export_greedy_targets(manifest: str | Path, outputs: tuple[np.ndarray, np.nd
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
     row_of = {int(i): r for r, i in enumerate(index)}
     picked = sorted(row_of)[:4]
-    sample = {"index": picked, "sources": [list(map(int, sources(i))) for i in picked],
+    sample = {"index": picked, "sources": [list(map(int, train.src(i))) for i in picked],
               "greedy": [tokens[starts[row_of[i]] : starts[row_of[i]] + lengths[row_of[i]]].tolist() for i in picked]}
     if not sample_agrees(load_shipped(manifest), sample):
         raise RuntimeError(f"{out.name}: the shipped weights decode its sample differently than the batched run did.")
     m = json.loads(manifest.read_text())
-    m["greedy_train"] = {"file": out.name, "lines": int(len(index)), "of": int(n_train), "sha256": _sha256(out),
+    m["greedy_train"] = {"file": out.name, "lines": int(len(index)), "of": len(train), "sha256": _sha256(out),
                          "sample": sample}
     manifest.write_text(json.dumps(m, indent=1) + "\n")
 

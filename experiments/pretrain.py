@@ -29,7 +29,7 @@ def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
     from bpd.data.batches import pad_rows
     from bpd.runtime import cache_root, resolve_path
     from bpd.shipped import already_shipped, export, export_greedy_targets, install, refuse_other_data
-    from bpd.stages import base_path_for, ensure_base, finished
+    from bpd.stages import ensure_base
     from bpd.targets import decode_targets, read_shards, targets_dir_name
     from bpd.tasks import load_task
     from bpd.training.checkpoint import load_model
@@ -47,11 +47,9 @@ def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
         for stem in stems.values():
             refuse_other_data(stem, fingerprint, cfg.paths.shipped_dir)
     if "distilled" in entry.models and "teacher" not in entry.models:
-        # The distilled base's teacher, when it is shipped and not being made now: installed, not trained again
-        # (the shipped one is what `models=[teacher]` made with this very config).
-        teacher = base_path_for(cfg, task, "gold", seed=cfg.teacher_seed)
-        if not finished(teacher) and install(teacher, task.fingerprint(), cfg.paths.shipped_dir):
-            print(f"teacher: the shipped one, for the distilled base's targets -> {teacher}")
+        # The distilled base's teacher, not being made now: installed as any run installs a shipped base when it
+        # is shipped (what `models=[teacher]` made with this config), else trained here as the distilled stage would.
+        ensure_base(dataclasses.replace(cfg, shipped=True), task, "gold", seed=cfg.teacher_seed)
     made = {
         "base": lambda: ensure_base(cfg, task, "gold"),
         "teacher": lambda: ensure_base(cfg, task, "gold", seed=cfg.teacher_seed),
@@ -85,8 +83,7 @@ def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
                 install(shipped, fingerprint, cfg.paths.shipped_dir)
             decoded = shipped.with_name(targets_dir_name(shipped.stem, "greedy", cfg.distill.max_sources))
             decode_targets(cfg, task, shipped, decoded, 1, 0.0)
-            train = task.pairs("train")
-            export_greedy_targets(manifest, read_shards(sorted(decoded.glob("shard*.npz"))), train.src, len(train))
+            export_greedy_targets(manifest, read_shards(sorted(decoded.glob("shard*.npz"))), task.pairs("train"))
             print(f"{name}: its greedy outputs on the training sources -> {manifest.with_suffix('.greedy.npz')}")
 
 @hydra.main(config_path=CONF_DIR, config_name="pretrain", version_base="1.3")
