@@ -10,8 +10,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 DATA=${DATA:-outputs/cache/data}
-pins=$("$PY" -c "from importlib.metadata import version
-print(' '.join(f'{n}=={version(n)}' for n in ('hydra-core', 'omegaconf', 'antlr4-python3-runtime')))")
+pins=$("$PY" -c "import sys; sys.path.insert(0, 'bench'); from importlib.metadata import version; from gpu_prep import WHEELS
+print(' '.join(f'{n}=={version(n)}' for n in WHEELS))")  # the same wheels as make bench-gpu-prep
 "$PY" -m pip wheel -q --no-deps -w .whl $pins
 ding=$(cd "$DATA" && ls -d ding_en-de 2>/dev/null) || { echo "no $DATA/ding_en-de: run make demo first." >&2; exit 2; }
 [ -f "$DATA/$ding/spm4000.model" ] || { echo "no ding tokenizer in $DATA/$ding: run make demo first." >&2; exit 2; }
