@@ -28,10 +28,18 @@ SELF_TARGETS = ("base",)  # whose greedy outputs ship: the demo's heads train on
 def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
     from bpd.data.batches import pad_rows
     from bpd.runtime import cache_root, resolve_path
-    from bpd.shipped import already_shipped, export, export_greedy_targets, install, refuse_other_data
+    from bpd.shipped import (
+        already_shipped,
+        export,
+        export_greedy_targets,
+        export_tokenizer,
+        install,
+        refuse_other_data,
+    )
     from bpd.stages import ensure_base
     from bpd.targets import decode_targets, read_shards, targets_dir_name
     from bpd.tasks import load_task
+    from bpd.tasks.translation import tokenizer_corpus
     from bpd.training.checkpoint import load_model
 
     unknown = [m for m in entry.models if m not in MODELS]
@@ -74,6 +82,11 @@ def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
             export(path, manifest.stem, fingerprint, cfg.paths.shipped_dir, scores,
                    {"role": name, "task": task.name}, sources, limit)
             print(f"{name}: dev {scores['dev']}, test {scores['test']} -> {manifest}")
+        corpus = tokenizer_corpus(cfg.task, task.folder) if cfg.task.kind == "translation" else None
+        if corpus is not None:  # runs on this corpus install it instead of learning it (bpd.shipped)
+            tok = export_tokenizer(task.tokenizer.model_path, cfg.paths.shipped_dir, corpus, task.vocab_size)
+            if tok is not None:
+                print(f"{name}: its tokenizer -> {tok}")
         if name in SELF_TARGETS and cfg.task.kind == "translation" and "greedy_train" not in json.loads(
                 manifest.read_text()):
             # The heads' self-distillation targets (setting=finetune-self, the demo's) ship with the base,
@@ -82,7 +95,7 @@ def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
             if not shipped.is_file():
                 install(shipped, fingerprint, cfg.paths.shipped_dir)
             decoded = shipped.with_name(targets_dir_name(shipped.stem, "greedy", cfg.distill.max_sources))
-            decode_targets(cfg, task, shipped, decoded, 1, 0.0)
+            decode_targets(cfg, task, shipped, decoded, 1, 0.0, cfg.distill.max_sources)
             export_greedy_targets(manifest, read_shards(sorted(decoded.glob("shard*.npz"))), task.pairs("train"))
             print(f"{name}: its greedy outputs on the training sources -> {manifest.with_suffix('.greedy.npz')}")
 

@@ -405,3 +405,58 @@ def test_another_corpus_held_out_set_is_scored_with_this_tokenizer(ding_file: Pa
     assert len(list((tmp_path / "cache" / "stores").glob("*ding_test.store"))) == 2
     with pytest.raises(ValueError, match="unknown split"):
         task.pairs("elsewhere")
+
+
+def test_a_shipped_tokenizer_is_installed_for_its_corpus_only(ding_file: Path, tmp_path: Path, monkeypatch,
+                                                              capsys) -> None:
+    """The tokenizer a Debian-corpus base shipped with is installed where the same corpus (by content hash) has
+    none, instead of learned: same pieces, no machine paths in the shipped file. Another corpus, another
+    vocabulary size or shipped_dir=None (shipped=false) learn their own; a tokenizer already there is kept."""
+    from sentencepiece import sentencepiece_model_pb2
+
+    from bpd.config import TranslationTaskConfig
+    from bpd.shipped import export_tokenizer, tokenizer_file
+    from bpd.tasks import translation
+
+    ding = prepare_ding(tmp_path / "ding", ding_path=ding_file, n_dev=5, n_test=10)
+
+    def corpus(name: str, corpus_hash: str) -> Path:
+        folder = tmp_path / name
+        shutil.copytree(ding, folder)
+        (folder / "manifest.json").write_text(json.dumps({"corpus_hash": corpus_hash}), encoding="utf-8")
+        return folder
+
+    def task(folder: Path, shipped_dir: Path | None, vocab: int = 100):
+        monkeypatch.setitem(translation.SOURCES, "debian", lambda cfg, cache: folder)
+        cfg = TranslationTaskConfig(source="debian", name="debian_en_de", vocab_size=vocab, n_dev=5, n_test=10)
+        return translation.TranslationTask(cfg, tmp_path / f"cache_{folder.name}", shipped_dir)
+
+    shipped = tmp_path / "checkpoints"
+    learned = task(corpus("built_here", "aaaa"), shipped)  # nothing ships yet: learned
+    assert "learning" in capsys.readouterr().out
+    out = export_tokenizer(learned.tokenizer.model_path, shipped, "debian_en_de_aaaa", 100)
+    assert out == tokenizer_file(shipped, "debian_en_de_aaaa", 100)
+    assert export_tokenizer(learned.tokenizer.model_path, shipped, "debian_en_de_aaaa", 100) is None  # ships once
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(out.read_bytes())
+    assert list(proto.trainer_spec.input) == ["train.src", "train.tgt"] and str(tmp_path) not in str(proto)
+
+    same = corpus("built_elsewhere", "aaaa")
+    installed = task(same, shipped)
+    assert "the shipped" in capsys.readouterr().out
+    assert installed.tokenizer.content_hash() == learned.tokenizer.content_hash()
+    assert installed.tokenizer.model_path.read_bytes() == out.read_bytes()
+    assert installed.fingerprint() == learned.fingerprint()  # so a base shipped from there installs here
+
+    for folder, shipped_dir, vocab in ((corpus("other", "bbbb"), shipped, 100),
+                                       (corpus("no_shipped", "aaaa"), None, 100),
+                                       (corpus("other_vocab", "aaaa"), shipped, 90)):
+        made = task(folder, shipped_dir, vocab)
+        assert "learning" in capsys.readouterr().out, folder.name
+        assert made.tokenizer.model_path.read_bytes() != out.read_bytes()
+
+    kept = corpus("kept", "aaaa")
+    (kept / "spm100.model").write_bytes((tmp_path / "built_here" / "spm100.model").read_bytes())
+    before = (kept / "spm100.model").read_bytes()
+    task(kept, shipped)
+    assert (kept / "spm100.model").read_bytes() == before and "the shipped" not in capsys.readouterr().out

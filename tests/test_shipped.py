@@ -72,3 +72,22 @@ def test_a_fresh_build_of_the_embedded_data_installs_the_shipped_base(experiment
     shipped = {json.loads(p.read_text())["cache_name"]: json.loads(p.read_text()) for p in SHIPPED}
     manifest = shipped[base_path_for(cfg, task).name]
     assert task.fingerprint() == manifest["fingerprint"]
+
+
+def test_the_shipped_debian_tokenizer_names_the_reference_corpus():
+    """The tokenizer shipped beside the Debian bases is named for the committed reference build's corpus hash
+    (so a build of those packages installs it), has the Debian bases' vocabulary and the id contract, and
+    carries no machine's paths."""
+    from sentencepiece import sentencepiece_model_pb2
+
+    from bpd.data.debian.build import REFERENCE_MANIFEST
+    from bpd.data.tokenizer import Tokenizer
+    from bpd.shipped import tokenizer_file
+
+    corpus = json.loads(REFERENCE_MANIFEST.read_text())["corpus_hash"]
+    vocab = json.loads((REPO / "checkpoints" / "debian_en_de_base.json").read_text())["model_config"]["vocab_size"]
+    path = tokenizer_file(REPO / "checkpoints", f"debian_en_de_{corpus}", vocab)
+    assert Tokenizer(path).vocab_size == vocab  # refuses a file without the pad/bos/eos contract
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(path.read_bytes())
+    assert list(proto.trainer_spec.input) == ["train.src", "train.tgt"] and "/" not in proto.trainer_spec.model_prefix

@@ -14,6 +14,9 @@ TASKS: dict[str, type[Task]] = {"translation": TranslationTask, "image": ImageTa
 
 def load_task(cfg: ExperimentConfig) -> Task:
     """The experiment's task with its encoded splits (prepared once under ``paths.cache_dir/data``)."""
+    if cfg.task.kind == "translation":
+        # Shipped tokenizers come with the shipped models: shipped=false learns them here too.
+        return TranslationTask(cfg.task, cache_root(cfg) / "data", cfg.paths.shipped_dir if cfg.shipped else None)
     return TASKS[cfg.task.kind](cfg.task, cache_root(cfg) / "data")
 
 

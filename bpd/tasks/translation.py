@@ -31,6 +31,7 @@ from bpd.decoding.timed import RunOutput
 from bpd.metrics import bleu
 from bpd.models import build_translation_model
 from bpd.runtime import config_hash
+from bpd.shipped import install_tokenizer
 from bpd.tasks.base import Pairs, Task, heads_options
 from bpd.tracking import Tracker
 
@@ -74,6 +75,12 @@ SOURCES: dict[str, Callable[[TranslationTaskConfig, Path], Path]] = {
     "ding": _ding, "debian": _debian, "wmt14": _wmt14, "folder": _folder}
 
 
+def tokenizer_corpus(cfg: TranslationTaskConfig, folder: Path) -> str | None:
+    """The name a tokenizer learned from this corpus ships under (``bpd.shipped.tokenizer_file``): only a corpus
+    built with a content hash (the Debian corpus) can name the text it was learned from; None for the others."""
+    return f"{cfg.name}_{corpus_hash(folder)}" if cfg.source == "debian" else None
+
+
 class TranslationScorer:
     def __init__(self, tok: Tokenizer, refs: list[str]) -> None:
         self.tok, self.refs = tok, refs
@@ -98,12 +105,17 @@ class TranslationTask(Task):
     kind = "translation"
     quality = "bleu"
 
-    def __init__(self, cfg: TranslationTaskConfig, data_cache: Path) -> None:
+    def __init__(self, cfg: TranslationTaskConfig, data_cache: Path, shipped_dir: str | Path | None = None) -> None:
+        """``shipped_dir``: where shipped tokenizers are looked for (``bpd.shipped.install_tokenizer``); None
+        learns every tokenizer here."""
         folder = SOURCES[cfg.source](cfg, data_cache)
         for split in ("dev", "test"):  # before any training: an empty test set would only fail at scoring
             if not (folder / f"{split}.src").stat().st_size:
                 raise ValueError(f"the {split} set {folder / f'{split}.src'} is empty; every split needs "
                                  "sentence pairs (see docs/data.md).")
+        corpus = tokenizer_corpus(cfg, folder)
+        if corpus is not None and shipped_dir is not None:
+            install_tokenizer(folder / f"spm{cfg.vocab_size}.model", shipped_dir, corpus, cfg.vocab_size)
         # The tokenizer learns from a fixed-seed sample of the training text (sentencepiece's own sampling).
         tok = Tokenizer.train([folder / "train.src", folder / "train.tgt"], folder / f"spm{cfg.vocab_size}",
                               cfg.vocab_size, seed=0)
