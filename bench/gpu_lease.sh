@@ -17,8 +17,8 @@ cd "$(dirname "$0")/.."
 START=$(date +%s)
 TOTAL_SECONDS=${TOTAL_SECONDS:-560}     # when the parts must be written, counted from the start
 TRAIN_SECONDS=${TRAIN_SECONDS:-400}     # when unfinished training stops
-# base and teacher are shipped (2026-12-04). Before the distilled base: its beam targets use the recipe's
-# distill.max_sources (50,000 of 499k sources, chosen for the self targets); decide that first (issue 43's note).
+# base and teacher are shipped (2026-12-04). The distilled base trains on the shipped teacher's beam-4 outputs
+# of all 499k training sources (distill.base_sources: null, the paper's), decoded there first.
 MODELS=${MODELS-distilled}
 SHIP_DIR=${SHIP_DIR:-checkpoints}       # where the models export to, and the shipped teacher is read from
 DEVICE=${DEVICE:-cuda}

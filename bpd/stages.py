@@ -42,10 +42,10 @@ def finished(path: Path) -> bool:
         return False
 
 
-def sampled_targets(cfg: ExperimentConfig, targets: str) -> tuple[dict[str, int], ...]:
-    """What a model's key adds when it trains on decoded targets of a sample of the training sources
-    (``distill.max_sources``); nothing otherwise, so the keys of models on all sources stay as they were."""
-    n = cfg.distill.max_sources
+def sampled_targets(n: int | None, targets: str) -> tuple[dict[str, int], ...]:
+    """What a model's key adds when it trains on decoded targets of ``n`` of the training sources
+    (``distill.max_sources`` for heads, ``distill.base_sources`` for a distilled base); nothing otherwise, so the
+    keys of models on all sources stay as they were."""
     return ({"max_sources": n},) if n is not None and targets != "gold" else ()
 
 
@@ -53,7 +53,7 @@ def base_path_for(cfg: ExperimentConfig, task: Task, targets: str = "gold", seed
     """Where the base model of this config is cached (whether or not it has been trained yet)."""
     seed = cfg.seed if seed is None else seed
     key = config_hash(task.key, keyed_fields(cfg.model), cfg.train.product(), targets, seed, "base",
-                      *sampled_targets(cfg, targets))
+                      *sampled_targets(cfg.distill.base_sources, targets))
     return cache_root(cfg) / "models" / f"base_{targets}_s{seed}_{key}.pt"
 
 
@@ -70,7 +70,7 @@ def ensure_base(cfg: ExperimentConfig, task: Task, targets: str = "gold", seed: 
         if cfg.shipped and dist.main_first(lambda: finished(path) or install(path, task.fingerprint(),
                                                                               cfg.paths.shipped_dir)):
             return path
-        pairs = task.pairs("train") if targets == "gold" else distillation_targets(cfg, task)
+        pairs = task.pairs("train") if targets == "gold" else distillation_targets(cfg, task, cfg.distill.base_sources)
         model = task.build_model(cfg.model, BASE, 1, seed)
         dev = {"dev": task.eval_batches(task.pairs("dev"), cfg.train.max_tokens)}
         described = {"model": dataclasses.asdict(cfg.model), "train": dataclasses.asdict(cfg.train),
@@ -93,11 +93,11 @@ def lock_for(path: Path) -> Path:
     return path.with_name(path.name + ".lock")
 
 
-def distillation_targets(cfg: ExperimentConfig, task: Task) -> Pairs:
+def distillation_targets(cfg: ExperimentConfig, task: Task, sources: int | None) -> Pairs:
     """The paper's sequence-level distillation data: a teacher (same config, another seed) is trained, then
-    beam-decodes the training sources."""
+    beam-decodes the training sources (``sources`` of them, spread evenly; None: all)."""
     teacher = ensure_base(cfg, task, "gold", seed=cfg.teacher_seed)
-    return distilled_pairs(cfg, task, teacher)
+    return distilled_pairs(cfg, task, teacher, sources)
 
 
 def heads_path_for(cfg: ExperimentConfig, task: Task) -> Path:
@@ -109,7 +109,7 @@ def heads_path_for(cfg: ExperimentConfig, task: Task) -> Path:
         return base_path  # nothing to train: k=1 with p_1 = base is the base model itself
     heads = {k: v for k, v in keyed_fields(h).items() if k != "eval_vs_self"}  # logging only
     key = config_hash(base_path.stem, heads, cfg.heads_train_config.product(), cfg.seed,
-                      *sampled_targets(cfg, h.targets))
+                      *sampled_targets(cfg.distill.max_sources, h.targets))
     return cache_root(cfg) / "models" / f"heads_k{h.k}_{h.training}_{h.targets}_{key}.pt"
 
 
@@ -131,7 +131,7 @@ def _heads_stage(cfg: ExperimentConfig, task: Task, path: Path, base_path: Path)
     if h.targets == "gold":
         pairs = task.pairs("train")
     elif h.targets == "distilled":
-        pairs = distillation_targets(cfg, task)
+        pairs = distillation_targets(cfg, task, cfg.distill.max_sources)
     else:
         pairs = self_pairs(cfg, task, base_path)
     base, base_payload = load_model(base_path)

@@ -28,9 +28,10 @@ from bpd.training.checkpoint import load_model
 
 
 def decode_targets(cfg: ExperimentConfig, task: Task, model_path: Path, out: Path, beam: int, alpha: float,
-                   shipped: Path | None = None) -> Pairs:
-    """Decode every training source with a trained model, in resumable shards; returns the (source, output)
-    pairs as a token store (``out/targets.store``), in the training set's order.
+                   max_sources: int | None, shipped: Path | None = None) -> Pairs:
+    """Decode the training sources with a trained model (all, or ``max_sources`` of them spread evenly:
+    ``sampled_sources``), in resumable shards; returns the (source, output) pairs as a token store
+    (``out/targets.store``), in the training set's order.
 
     beam=1 is greedy (self-distillation targets); beam=4, alpha=0.6 is the paper's sequence-level
     distillation. Outputs cut by the length limit still end in EOS (the heads must learn to stop); empty
@@ -53,18 +54,18 @@ def decode_targets(cfg: ExperimentConfig, task: Task, model_path: Path, out: Pat
                 print(f"{desc_of(beam)} targets: the shipped {shipped.name}")
             dist.barrier()
             return PairStore(final)
-        return _decode_targets(cfg, task, model_path, out, beam, alpha)
+        return _decode_targets(cfg, task, model_path, out, beam, alpha, max_sources)
 
 
-def _decode_targets(cfg: ExperimentConfig, task: Task, model_path: Path, out: Path, beam: int, alpha: float
-                    ) -> Pairs:
+def _decode_targets(cfg: ExperimentConfig, task: Task, model_path: Path, out: Path, beam: int, alpha: float,
+                    max_sources: int | None) -> Pairs:
     final = out / "targets.store"
     info, device = process(cfg)  # under torchrun, rank r decodes shards r, r + world, ... and reads the others'
     model, _ = load_model(model_path, device)
     train = task.pairs("train")
     shard, bs = cfg.distill.shard_size, cfg.distill.batch_size
     limit = task.max_len(cfg.decode)
-    chosen = sampled_sources(len(train), cfg.distill.max_sources)
+    chosen = sampled_sources(len(train), max_sources)
     order = chosen[np.argsort(train.src_lengths[chosen], kind="stable")]
     shards = [order[i : i + shard] for i in range(0, len(order), shard)]
     paths = [out / f"shard{si:04d}.npz" for si in range(len(shards))]
@@ -136,11 +137,12 @@ def _assemble(final: Path, shards: list[Path], train: Pairs, task: Task, info: d
                                                  "dropped_empty": len(index) - len(keep)})
 
 
-def distilled_pairs(cfg: ExperimentConfig, task: Task, teacher: Path) -> Pairs:
-    """The paper's sequence-level distillation: the ``teacher`` checkpoint beam-decodes the training sources."""
+def distilled_pairs(cfg: ExperimentConfig, task: Task, teacher: Path, sources: int | None) -> Pairs:
+    """The paper's sequence-level distillation: the ``teacher`` checkpoint beam-decodes the training sources
+    (``sources`` of them; None: all)."""
     d = cfg.distill
-    out = cache_root(cfg) / "distill" / targets_dir_name(teacher.stem, f"beam{d.beam}_a{d.alpha:g}", d.max_sources)
-    return decode_targets(cfg, task, teacher, out, d.beam, d.alpha)
+    out = cache_root(cfg) / "distill" / targets_dir_name(teacher.stem, f"beam{d.beam}_a{d.alpha:g}", sources)
+    return decode_targets(cfg, task, teacher, out, d.beam, d.alpha, sources)
 
 
 def self_pairs(cfg: ExperimentConfig, task: Task, base_path: Path) -> Pairs:
@@ -150,7 +152,7 @@ def self_pairs(cfg: ExperimentConfig, task: Task, base_path: Path) -> Pairs:
     out = cache_root(cfg) / "distill" / targets_dir_name(base_path.stem, "greedy", cfg.distill.max_sources)
     cached = (out / "targets.store" / "manifest.json").is_file()
     shipped = greedy_targets(base_path, cfg.paths.shipped_dir, n) if cfg.shipped and not cached else None
-    return decode_targets(cfg, task, base_path, out, 1, 0.0, shipped)
+    return decode_targets(cfg, task, base_path, out, 1, 0.0, cfg.distill.max_sources, shipped)
 
 
 def base_outputs(cfg: ExperimentConfig, task: Task, base_path: Path, split: str) -> Pairs:

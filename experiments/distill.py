@@ -23,7 +23,8 @@ def run(cfg: ExperimentConfig, entry: DistillEntry) -> None:
     if entry.stage not in ("data", "all"):
         raise ValueError(f"unknown stage {entry.stage!r}; use stage=data or stage=all.")
     task = load_task(cfg)
-    print(f"distilled training set: {len(distillation_targets(cfg, task))} pairs")
+    # The distilled base's training set (distill.base_sources); heads on distilled targets decode their own sample.
+    print(f"distilled training set: {len(distillation_targets(cfg, task, cfg.distill.base_sources))} pairs")
     if entry.stage == "all":
         heads = dataclasses.replace(cfg.heads, targets="distilled")
         cfg = dataclasses.replace(cfg, base_targets="distilled", heads=heads)

@@ -123,10 +123,10 @@ def test_full_pipeline_rows(toy):
     json.dumps(rows)  # tidy: serialisable
 
 
-def test_distillation_and_self_targets(toy):
+def test_distillation_and_self_targets(toy, monkeypatch):
     tmp, cfg, task = toy
     train = task.pairs("train")
-    d = stages.distillation_targets(cfg, task)
+    d = stages.distillation_targets(cfg, task, None)
     pairs = [d.pair(i) for i in range(len(d))]
     # Empty outputs (EOS alone) are dropped; everything else ends in EOS, even when cut by max_len.
     assert len(d) > 0.5 * len(train)
@@ -144,7 +144,7 @@ def test_distillation_and_self_targets(toy):
         out = beam_decode(teacher, src, cfg.distill.beam, cfg.distill.alpha, task.max_len(cfg.decode)(src)).tokens[0]
         assert t == (out if out[-1] == task.eos_id else out + [task.eos_id])
     # Shards are resumable: the final store is reused without decoding again.
-    again = stages.distillation_targets(cfg, task)
+    again = stages.distillation_targets(cfg, task, None)
     assert again.path == d.path and [again.pair(i) for i in range(len(again))] == pairs
     cfg2 = tweak(cfg, base_targets="distilled", heads={"targets": "distilled"})
     p = stages.ensure_heads(cfg2, task)
@@ -172,7 +172,29 @@ def test_distillation_and_self_targets(toy):
     assert stages.heads_path_for(tweak(few, heads={"targets": "gold"}), task) == stages.heads_path_for(
         tweak(cfg, heads={"targets": "gold"}), task)
     assert stages.base_path_for(few, task) == stages.base_path_for(cfg, task)  # gold: nothing decoded
-    assert stages.base_path_for(few, task, "distilled") != stages.base_path_for(cfg, task, "distilled")
+    # distill.max_sources is the heads' targets' sample; a distilled base decodes distill.base_sources (null: all,
+    # the paper's), so it is compared with a gold base on the same sources.
+    assert stages.base_path_for(few, task, "distilled") == stages.base_path_for(cfg, task, "distilled")
+    few_base = tweak(cfg, distill={"base_sources": 5})
+    assert stages.base_path_for(few_base, task, "distilled") != stages.base_path_for(cfg, task, "distilled")
+    assert stages.base_path_for(few_base, task) == stages.base_path_for(cfg, task)
+    assert stages.heads_path_for(tweak(few_base, heads=on_self), task) == stages.heads_path_for(
+        tweak(cfg, heads=on_self), task)
+    asked = []
+
+    def record(cfg, task, sources):
+        asked.append(sources)
+        raise RuntimeError("recorded")
+
+    monkeypatch.setattr(stages, "distillation_targets", record)
+    both = tweak(cfg, distill={"base_sources": 7, "max_sources": 5}, base_targets="distilled",
+                 heads={"targets": "distilled"})
+    with pytest.raises(RuntimeError, match="recorded"):
+        stages.ensure_base(both, task, "distilled")
+    monkeypatch.setattr(stages, "ensure_base", lambda *a, **k: stages.base_path_for(cfg, task))
+    with pytest.raises(RuntimeError, match="recorded"):
+        stages.ensure_heads(both, task)
+    assert asked == [7, 5]  # the base's sample, then the heads'
 
 
 def test_paper_heads_on_a_plain_base(toy):

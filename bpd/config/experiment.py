@@ -23,10 +23,14 @@ class DistillConfig:
     alpha: float = 0.6
     batch_size: int = 64
     shard_size: int = 2048  # sources per resumable shard
-    # Decode only this many training sources (evenly spaced over the training set; null = all, the paper's):
-    # a corpus of 500k sentences takes hours to decode on a CPU, and a heads stage of a few thousand steps
-    # sees far fewer. The distilled or self-distilled training set is then those sources' pairs.
+    # The heads' decoded targets (heads.targets=self or distilled) on only this many training sources (evenly
+    # spaced over the training set; null = all): a corpus of 500k sentences takes hours to decode on a CPU, and
+    # a heads stage of a few thousand steps sees far fewer. Their training set is then those sources' pairs.
     max_sources: int | None = None
+    # The same for the distilled base model's training set (null = all, the paper's): a distilled base trained on
+    # a sample would see less text than the gold base it is compared with, and Table 1's distillation row would
+    # measure the smaller set along with distillation.
+    base_sources: int | None = None
 
 
 @dataclass
@@ -117,6 +121,9 @@ class ExperimentConfig:
             self.draft.model.validate()
             check(self.draft.max_steps is None or self.draft.max_steps >= 1,
                    f"draft.max_steps must be >= 1, or null for train.max_steps (got {self.draft.max_steps}).")
+        check(self.distill.base_sources is None or self.distill.base_sources >= 1,
+               f"distill.base_sources must be >= 1, or null to decode every training source "
+               f"(got {self.distill.base_sources}).")
         check(self.distill.max_sources is None or self.distill.max_sources >= 1,
                f"distill.max_sources must be >= 1, or null to decode every training source "
                f"(got {self.distill.max_sources}).")
