@@ -28,7 +28,7 @@ from bpd.training.checkpoint import load_model
 
 
 def decode_targets(cfg: ExperimentConfig, task: Task, model_path: Path, out: Path, beam: int, alpha: float,
-                   max_sources: int | None, shipped: Path | None = None) -> Pairs:
+                   max_sources: int | None, shipped: Path | None = None, superset: Path | None = None) -> Pairs:
     """Decode the training sources with a trained model (all, or ``max_sources`` of them spread evenly:
     ``sampled_sources``), in resumable shards; returns the (source, output) pairs as a token store
     (``out/targets.store``), in the training set's order.
@@ -37,7 +37,9 @@ def decode_targets(cfg: ExperimentConfig, task: Task, model_path: Path, out: Pat
     distillation. Outputs cut by the length limit still end in EOS (the heads must learn to stop); empty
     outputs are left out. Sources are decoded shortest first (little padding); each shard is an ``.npz`` of
     its example indices and outputs. ``shipped``: these outputs as ``bpd.shipped`` ships them (one file of
-    the shards' arrays), assembled instead of decoded.
+    the shards' arrays), assembled instead of decoded. ``superset``: the folder of a finished decode of all the
+    sources by the same model and search; a sample's outputs are then taken from it instead of decoded again
+    (each output as decoded in its batch there, whose length limit may have cut it differently).
     """
     out.mkdir(parents=True, exist_ok=True)
     final = out / "targets.store"
@@ -54,7 +56,32 @@ def decode_targets(cfg: ExperimentConfig, task: Task, model_path: Path, out: Pat
                 print(f"{desc_of(beam)} targets: the shipped {shipped.name}")
             dist.barrier()
             return PairStore(final)
+        decoded_all = superset is not None and (superset / "targets.store" / "manifest.json").is_file()
+        if max_sources is not None and decoded_all:
+            if process(cfg)[0].is_main:
+                train = task.pairs("train")
+                sample = _sample_of(sorted(superset.glob("shard*.npz")), sampled_sources(len(train), max_sources), out)
+                _assemble(final, [sample], train, task,
+                          {"model": model_path.name, "beam": beam, "alpha": alpha, "sampled_from": superset.name})
+                print(f"{desc_of(beam)} targets: {max_sources} sources' outputs from {superset.name}")
+            dist.barrier()
+            return PairStore(final)
         return _decode_targets(cfg, task, model_path, out, beam, alpha, max_sources)
+
+
+def _sample_of(shards: list[Path], chosen: np.ndarray, out: Path) -> Path:
+    """The outputs of a decode of every source (its ``shards``) on the ``chosen`` sources, as one shard in ``out``."""
+    index, lengths, tokens = read_shards(shards)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    row = np.full(int(index.max()) + 1, -1, dtype=np.int64)
+    row[index] = np.arange(len(index))
+    rows = row[chosen]
+    path = out / "sample.npz"
+    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}.npz")
+    np.savez(tmp, index=chosen, lengths=lengths[rows],
+             tokens=np.concatenate([tokens[starts[r] : starts[r] + lengths[r]] for r in rows]))
+    os.replace(tmp, path)
+    return path
 
 
 def _decode_targets(cfg: ExperimentConfig, task: Task, model_path: Path, out: Path, beam: int, alpha: float,
@@ -141,8 +168,11 @@ def distilled_pairs(cfg: ExperimentConfig, task: Task, teacher: Path, sources: i
     """The paper's sequence-level distillation: the ``teacher`` checkpoint beam-decodes the training sources
     (``sources`` of them; None: all)."""
     d = cfg.distill
-    out = cache_root(cfg) / "distill" / targets_dir_name(teacher.stem, f"beam{d.beam}_a{d.alpha:g}", sources)
-    return decode_targets(cfg, task, teacher, out, d.beam, d.alpha, sources)
+    folder = cache_root(cfg) / "distill"
+    desc = f"beam{d.beam}_a{d.alpha:g}"
+    # The distilled base's decode of every source (distill.base_sources: null) holds the heads' sample too.
+    return decode_targets(cfg, task, teacher, folder / targets_dir_name(teacher.stem, desc, sources), d.beam, d.alpha,
+                          sources, superset=folder / targets_dir_name(teacher.stem, desc, None))
 
 
 def self_pairs(cfg: ExperimentConfig, task: Task, base_path: Path) -> Pairs:

@@ -146,6 +146,13 @@ def test_distillation_and_self_targets(toy, monkeypatch):
     # Shards are resumable: the final store is reused without decoding again.
     again = stages.distillation_targets(cfg, task, None)
     assert again.path == d.path and [again.pair(i) for i in range(len(again))] == pairs
+    # A sample of the sources (the heads' distill.max_sources) is read from that decode of them all, not decoded.
+    with monkeypatch.context() as m:
+        m.setattr(targets, "_decode_targets", lambda *a: pytest.fail("decoded again"))
+        sample = stages.distillation_targets(tweak(cfg, distill={"max_sources": 5}), task, 5)
+    chosen = {tuple(train.src(int(i)).tolist()) for i in targets.sampled_sources(len(train), 5)}
+    expected = [(s, t) for s, t in pairs if tuple(s) in chosen]
+    assert sample.path != d.path and [sample.pair(i) for i in range(len(sample))] == expected and 0 < len(expected) <= 5
     cfg2 = tweak(cfg, base_targets="distilled", heads={"targets": "distilled"})
     p = stages.ensure_heads(cfg2, task)
     assert "distilled" in p.name
