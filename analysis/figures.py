@@ -212,3 +212,28 @@ def acceptance_by_position(acc: pd.DataFrame, out_dir: Path) -> list[Path]:
         ax.legend(fontsize=7)
     fig.suptitle("Per-position acceptance rate per head", fontsize=11)
     return save(fig, out_dir, "acceptance_per_position")
+
+
+def learning_curves(curves: pd.DataFrame, out_dir: Path, paper_bleu: float | None = None) -> list[Path]:
+    """The shipped translation bases' dev BLEU against training steps, one line per checkpoint, coloured by corpus
+    (so the effect of the data shows on one plot), styled by role; ``paper_bleu``: the paper's base on its WMT14 dev
+    set (newstest2013, Table 1), a dotted line for scale (another corpus)."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    colors = dict(zip(sorted(curves["task"].dropna().unique()), plt.rcParams["axes.prop_cycle"].by_key()["color"]))
+    styles = {"base": "-", "teacher": "--", "distilled": ":"}
+    for name, d in curves.groupby("checkpoint", sort=True):
+        d = d.sort_values("step")
+        task, role = d["task"].iloc[0], d["role"].iloc[0]
+        ax.plot(d["step"], d["bleu"], marker="o", ms=3, color=colors.get(task), ls=styles.get(role, "-"), label=name)
+    if curves.empty:
+        _no_data(ax, "no shipped translation base with a learning curve: make pretrain, make pretrain-debian")
+    else:
+        ax.legend(fontsize=7)
+    if paper_bleu is not None:
+        ax.axhline(paper_bleu, color="0.5", lw=0.8, ls=":")
+        ax.annotate(f"paper's base, WMT14 newstest2013: {paper_bleu:g}", (0.01, paper_bleu),
+                    xycoords=("axes fraction", "data"), textcoords="offset points", xytext=(0, 3), fontsize=7,
+                    color="0.4")
+    _frame(ax, "training step", "greedy dev BLEU", "Shipped bases: dev BLEU against training steps "
+           "(each on its own corpus's dev set)")
+    return save(fig, out_dir, "learning_curves")

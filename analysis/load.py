@@ -19,6 +19,7 @@ REPO_ROOT = ANALYSIS_DIR.parent
 PAPER_CSV = ANALYSIS_DIR / "paper_reference.csv"
 PUBLISHED_CSV = ANALYSIS_DIR / "published_reference.csv"  # other methods' published figures (docs/beyond.md)
 PAPER_SOURCE = "paper (Stern et al. 2018)"
+SHIPPED_DIR = REPO_ROOT / "checkpoints"  # the shipped base models and their manifests (docs/pretrained.md)
 
 #: Side studies live in ``results/studies/<name>/`` (at any depth): read, but never a sweep's own folder.
 STUDIES_DIR = "studies"
@@ -260,3 +261,16 @@ def paper_value(paper: pd.DataFrame, table: str, setting: str | None, k: float |
     if sel.empty:
         return None
     return _num(sel.iloc[0][column])
+
+
+def load_learning_curves(shipped_dir: Path = SHIPPED_DIR) -> pd.DataFrame:
+    """The shipped translation bases' learning curves from their manifests (``learning_curve``: greedy dev BLEU
+    every ``train.score_every`` steps): one row per checkpoint and step, with its corpus (``task``) and role."""
+    rows = []
+    for path in sorted(Path(shipped_dir).glob("*.json")):
+        m = json.loads(path.read_text(encoding="utf-8"))
+        for point in m.get("learning_curve") or []:
+            if "dev/bleu" in point:
+                rows.append({"checkpoint": path.stem, "task": m.get("task"), "role": m.get("role"),
+                             "step": int(point["step"]), "bleu": float(point["dev/bleu"])})
+    return pd.DataFrame(rows, columns=["checkpoint", "task", "role", "step", "bleu"])

@@ -32,9 +32,12 @@ from analysis.load import (  # noqa: E402
     PAPER_SOURCE,
     PUBLISHED_CSV,
     REPO_ROOT,
+    SHIPPED_DIR,
     _is_missing,
+    load_learning_curves,
     load_paper,
     load_rows,
+    paper_value,
     result_files,
 )
 from analysis.tables import build_all, speedup_points  # noqa: E402
@@ -300,7 +303,8 @@ by the paper, or no row of ours yet).
 
 
 def build_report(results_dir: Path, out_dir: Path, report_path: Path, paper_csv: Path = PAPER_CSV,
-                 prefer_mt: tuple[str, ...] = PREFER_MT, prefer_sr: tuple[str, ...] = PREFER_SR) -> Report:
+                 prefer_mt: tuple[str, ...] = PREFER_MT, prefer_sr: tuple[str, ...] = PREFER_SR,
+                 shipped_dir: Path = SHIPPED_DIR) -> Report:
     """Read the rows, build every table and figure, and write the markdown report."""
     results_dir, out_dir, report_path = Path(results_dir), Path(out_dir), Path(report_path)
     rows, peer_rows = peers.split_rows(load_rows(results_dir))
@@ -321,6 +325,9 @@ def build_report(results_dir: Path, out_dir: Path, report_path: Path, paper_csv:
     figs["beyond_speedup_vs_block"] = figures.beyond_speedup(
         tables["beyond"].data, pd.read_csv(PUBLISHED_CSV), paper[paper["table"].eq("figure4_peak")], out_dir
     )
+    curves = load_learning_curves(shipped_dir)
+    figs["learning_curves"] = figures.learning_curves(curves, out_dir, paper_value(paper, "table1", "regular", 1,
+                                                                                   "bleu"))
     acc_paths = figures.acceptance_by_position(tables["acceptance"].data, out_dir)
     if acc_paths:
         figs["acceptance_per_position"] = acc_paths
@@ -333,6 +340,7 @@ def build_report(results_dir: Path, out_dir: Path, report_path: Path, paper_csv:
     t1_spec = [c for c in SPECS["table1"] if c[0] in t["table1"].data.columns]  # the other corpora's, when present
     sections.append(_section(t["table1"], [md_table(t["table1"].data, t1_spec)], rd,
                              [(figs["table1_bleu_vs_block"], "BLEU against mean accepted block size")]))
+    sections.append(_curves_md(curves, figs["learning_curves"], shipped_dir, rd))
     sections.append(_section(t["topn"], [md_table(t["topn"].data, SPECS["topn"])], rd))
     sections.append(_section(t["min_block"], [md_table(t["min_block"].data, SPECS["min_block"])]
                              if not t["min_block"].data.empty else [], rd))
@@ -383,6 +391,19 @@ def build_report(results_dir: Path, out_dir: Path, report_path: Path, paper_csv:
                      "files yet")
     report_path.write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8")
     return Report(tables=tables, figures=figs, path=report_path, n_rows=len(rows))
+
+
+def _curves_md(curves: pd.DataFrame, paths: list[Path], shipped_dir: Path, report_dir: Path) -> str:
+    """The base models' learning curves: the figure, and each curve's last and best dev BLEU."""
+    parts = ["## The base models: dev BLEU against training steps", ""]
+    for name, d in curves.groupby("checkpoint", sort=True):
+        best = d.loc[d["bleu"].idxmax()]
+        parts.append(f"- `{name}`: {d['bleu'].iloc[-1]:.2f} at step {int(d['step'].iloc[-1]):,} "
+                     f"(best {best['bleu']:.2f} at {int(best['step']):,})")
+    parts += ["", _figure_md(paths, report_dir, "dev BLEU against training steps"), "",
+              f"From the manifests in `{_display(Path(shipped_dir))}` (`learning_curve`); each base on its own "
+              "corpus's dev set, so the lines compare how far each corpus lets the same recipe go, not one test."]
+    return "\n".join(parts)
 
 
 def _anchor(title: str) -> str:
@@ -465,6 +486,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                     help=f"experiment(s) preferred for Table 1 (default: {', '.join(PREFER_MT)}; else any)")
     ap.add_argument("--sr-experiment", action="append", default=None,
                     help=f"experiment(s) preferred for Table 2 (default: {', '.join(PREFER_SR)}; else any)")
+    ap.add_argument("--shipped", type=Path, default=SHIPPED_DIR,
+                    help="shipped base models whose manifests' learning curves are drawn (checkpoints/)")
     ap.add_argument("--wandb", action="store_true", help="also log all tables and figures to W&B (offline run)")
     ap.add_argument("--wandb-dir", type=Path, default=REPO_ROOT / "outputs", help="W&B offline directory")
     return ap.parse_args(argv)
@@ -477,7 +500,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     report = build_report(
         args.results, out, report_path, args.paper,
         tuple(args.mt_experiment) if args.mt_experiment else PREFER_MT,
-        tuple(args.sr_experiment) if args.sr_experiment else PREFER_SR,
+        tuple(args.sr_experiment) if args.sr_experiment else PREFER_SR, args.shipped,
     )
     n_missing = sum(1 for t in report.tables.values() if t.missing)
     n_figs = sum(len(p) for p in report.figures.values())

@@ -521,3 +521,28 @@ def test_table1_shows_the_main_corpus_beside_the_small_one(tmp_path) -> None:
     write_rows(tmp_path / "ding_only" / "table1_small" / "rows.jsonl", [mt_row("regular", 2, 5.5, 1.5)])
     only_ding = build_all(load_rows(tmp_path / "ding_only"), load_paper())["table1"]
     assert "bleu_small" not in only_ding.data.columns and set(only_ding.source["experiment"]) == {"table1_small"}
+
+
+def test_learning_curves_of_the_shipped_bases_are_drawn_and_listed(tmp_path) -> None:
+    """The report draws every shipped translation base's dev BLEU curve (from its manifest) on one plot and
+    lists each one's last and best point; a manifest without a curve (or without BLEU) adds nothing."""
+    from analysis.load import load_learning_curves
+
+    shipped = tmp_path / "checkpoints"
+    shipped.mkdir()
+    curve = [{"step": 1000, "dev/bleu": 2.5}, {"step": 2000, "dev/bleu": 14.0}, {"step": 3000, "dev/bleu": 13.0}]
+    (shipped / "big_base.json").write_text(json.dumps({"task": "big", "role": "base", "learning_curve": curve}))
+    (shipped / "small_base.json").write_text(json.dumps(
+        {"task": "small", "role": "base", "learning_curve": [{"step": 500, "dev/bleu": 1.0}]}))
+    (shipped / "images.json").write_text(json.dumps({"task": "sr", "learning_curve": [{"step": 1, "dev/psnr": 20}]}))
+    curves = load_learning_curves(shipped)
+    assert sorted(set(curves["checkpoint"])) == ["big_base", "small_base"] and len(curves) == 4
+    res = tmp_path / "results"
+    res.mkdir()
+    rc = make_report.main(["--results", str(res), "--out", str(res / "figures"), "--report", str(res / "REPORT.md"),
+                           "--shipped", str(shipped)])
+    assert rc == 0
+    assert (res / "figures" / "learning_curves.png").stat().st_size > 1000
+    md = (res / "REPORT.md").read_text()
+    assert "- `big_base`: 13.00 at step 3,000 (best 14.00 at 2,000)" in md
+    assert "- `small_base`: 1.00 at step 500 (best 1.00 at 500)" in md and "](figures/learning_curves.png)" in md
