@@ -71,7 +71,7 @@ def test_files_set_what_they_say():
     assert (cont.train.continue_from, cont.heads_train_config.continue_from) == ("a.pt", "b.pt")
     debian, _ = composed(["experiment=demo_debian"])
     assert (debian.task.name, debian.heads.arch, debian.heads.k, debian.heads.targets, debian.distill.max_sources) == (
-        "debian_en_de", "attend", 8, "self", 50000)
+        "debian_en_de", "attend", 6, "self", 50000)
     assert debian.heads_train_config.base_lr_scale == demo.heads_train_config.base_lr_scale  # the same heads recipe
     assert [(c.name, c.param) for c in demo.decode.criteria] == [("exact", None), ("topk", 2.0)]
     sr, _ = composed(["experiment=demo_sr"])
