@@ -20,25 +20,7 @@ DEVICE=${DEVICE:-cuda}
 RESULTS=${RESULTS:-results/bench-gpu}
 export WANDB_MODE=${WANDB_MODE:-offline} PYTHONUNBUFFERED=1
 
-# Python: the project's venv if there is one; else a python3 that has torch (a GPU image), with the missing
-# pure-Python packages installed from .whl/ (offline) or the index; else a new venv.
-if [ -n "${PY:-}" ]; then :
-elif [ -x .venv/bin/python ]; then PY=.venv/bin/python
-elif python3 -c "import torch" 2>/dev/null; then
-    PY=python3
-    if ! python3 -c "import hydra, omegaconf" 2>/dev/null; then
-        if compgen -G ".whl/*.whl" >/dev/null; then
-            python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/bpd-site .whl/*.whl
-        else
-            python3 -m pip install -q --target /tmp/bpd-site "hydra-core>=1.3,<1.4" "omegaconf>=2.3"
-        fi
-        export PYTHONPATH=/tmp/bpd-site${PYTHONPATH:+:$PYTHONPATH}
-    fi
-    export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-else
-    python3 -m venv .venv && .venv/bin/pip install -q -e ".[dev]"
-    PY=.venv/bin/python
-fi
+source bench/gpu_python.sh  # PY: the venv, or a GPU image's python3 with .whl/
 "$PY" - "$DEVICE" <<'EOF' || exit 2
 import importlib.util, sys
 missing = [m for m in ("torch", "hydra", "omegaconf", "sacrebleu", "sentencepiece", "tqdm", "numpy", "bpd")

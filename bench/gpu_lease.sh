@@ -29,12 +29,7 @@ mkdir -p "$OUT" "$WORK/ship" "$WORK/logs"
 elapsed() { echo $(($(date +%s) - START)); }
 export WANDB_MODE=disabled PYTHONUNBUFFERED=1
 
-PY=${PY:-python3}
-if ! "$PY" -c "import hydra, omegaconf" 2>/dev/null; then
-    "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/bpd-site .whl/*.whl || exit 2
-    export PYTHONPATH=/tmp/bpd-site${PYTHONPATH:+:$PYTHONPATH}
-fi
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+source bench/gpu_python.sh  # PY: as bench/gpu.sh picks it (a GPU image's python3 with .whl/)
 if [ -f gpu_carry/data.tar.xz ]; then mkdir -p outputs/cache/data && tar -xJf gpu_carry/data.tar.xz -C outputs/cache/data; fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | tee "$WORK/logs/gpu.txt"
 echo "setup done at $(elapsed) s"
