@@ -27,12 +27,12 @@ SELF_TARGETS = ("base",)  # whose greedy outputs ship: the demo's heads train on
 
 def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
     from bpd.data.batches import pad_rows
+    from bpd.data.tokenizer import export_tokenizer
     from bpd.runtime import cache_root, resolve_path
     from bpd.shipped import (
         already_shipped,
         export,
         export_greedy_targets,
-        export_tokenizer,
         install,
         refuse_other_data,
     )
@@ -84,7 +84,8 @@ def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
             print(f"{name}: dev {scores['dev']}, test {scores['test']} -> {manifest}")
         corpus = tokenizer_corpus(cfg.task, task.folder) if cfg.task.kind == "translation" else None
         if corpus is not None:  # runs on this corpus install it instead of learning it (bpd.shipped)
-            tok = export_tokenizer(task.tokenizer.model_path, cfg.paths.shipped_dir, corpus, task.vocab_size)
+            tok = export_tokenizer(task.tokenizer.model_path, resolve_path(cfg.paths.shipped_dir), corpus,
+                                   task.vocab_size)
             if tok is not None:
                 print(f"{name}: its tokenizer -> {tok}")
         if name in SELF_TARGETS and cfg.task.kind == "translation" and "greedy_train" not in json.loads(

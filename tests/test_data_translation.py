@@ -415,7 +415,7 @@ def test_a_shipped_tokenizer_is_installed_for_its_corpus_only(ding_file: Path, t
     from sentencepiece import sentencepiece_model_pb2
 
     from bpd.config import TranslationTaskConfig
-    from bpd.shipped import export_tokenizer, tokenizer_file
+    from bpd.data.tokenizer import export_tokenizer, tokenizer_file
     from bpd.tasks import translation
 
     ding = prepare_ding(tmp_path / "ding", ding_path=ding_file, n_dev=5, n_test=10)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -148,6 +149,50 @@ class Tokenizer:
         os.replace(tmp_prefix.with_name(tmp_prefix.name + ".vocab"), vocab_path)
         os.replace(tmp_prefix.with_name(tmp_prefix.name + ".model"), model_path)
         return cls(model_path)
+
+
+#: A corpus built from packages (the Debian corpus) ships the tokenizer learned from it beside its base models
+#: (``<task>_<corpus hash>.spm<pieces>.model``): a run on that corpus installs it instead of learning it again, which
+#: saves a minute and keeps the vocabulary, and so the shipped bases' fingerprints, the same where another
+#: sentencepiece version would learn other pieces from the same text.
+
+
+def tokenizer_file(shipped_dir: Path, corpus: str, vocab_size: int) -> Path:
+    """Where the tokenizer learned from ``corpus`` (``<task>_<corpus hash>``) with ``vocab_size`` pieces ships."""
+    return Path(shipped_dir) / f"{corpus}.spm{vocab_size}.model"
+
+
+def install_tokenizer(model_path: Path, shipped_dir: Path, corpus: str, vocab_size: int) -> bool:
+    """Copy the shipped tokenizer of ``corpus`` to ``model_path`` where the corpus has none yet (one already
+    there, learned or installed earlier, is kept); False if none ships for this corpus and vocabulary size."""
+    shipped = tokenizer_file(shipped_dir, corpus, vocab_size)
+    if model_path.is_file() or not shipped.is_file():
+        return False
+    model_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = model_path.with_name(f"{model_path.name}.tmp{os.getpid()}")
+    shutil.copyfile(shipped, tmp)
+    os.replace(tmp, model_path)  # a concurrent run sees the whole file or none
+    print(f"tokenizer: the shipped {shipped.name} (learned from this corpus)")
+    return True
+
+
+def export_tokenizer(model_path: Path, shipped_dir: Path, corpus: str, vocab_size: int) -> Path | None:
+    """Ship the tokenizer a base was trained with, unless one ships for this corpus already."""
+    out = tokenizer_file(shipped_dir, corpus, vocab_size)
+    if out.is_file():
+        return None
+    # The file records the training run's input paths and temporary prefix: keep only the file names, which
+    # say what it was learned from without this machine's folders (the pieces, what it does, are unchanged).
+    from sentencepiece import sentencepiece_model_pb2
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(model_path.read_bytes())
+    spec = proto.trainer_spec
+    spec.input[:] = [Path(f).name for f in spec.input]
+    spec.model_prefix = model_path.stem
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(proto.SerializeToString())
+    return out
 
 
 def _training_files(text_files: Sequence[str | Path]) -> list[Path]:

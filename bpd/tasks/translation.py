@@ -24,14 +24,13 @@ from bpd.config.methods import Role
 from bpd.data.debian.build import SOURCE_ORDER, DebianOptions, corpus_hash, prepare_debian
 from bpd.data.ding import prepare_ding
 from bpd.data.store import build_store, file_hash
-from bpd.data.tokenizer import Tokenizer
+from bpd.data.tokenizer import Tokenizer, install_tokenizer
 from bpd.data.translation import directed_name, prepare_wmt14
 from bpd.decoding.spec import DecodeSpec
 from bpd.decoding.timed import RunOutput
 from bpd.metrics import bleu
 from bpd.models import build_translation_model
 from bpd.runtime import config_hash
-from bpd.shipped import install_tokenizer
 from bpd.tasks.base import Pairs, Task, heads_options
 from bpd.tracking import Tracker
 
@@ -76,7 +75,7 @@ SOURCES: dict[str, Callable[[TranslationTaskConfig, Path], Path]] = {
 
 
 def tokenizer_corpus(cfg: TranslationTaskConfig, folder: Path) -> str | None:
-    """The name a tokenizer learned from this corpus ships under (``bpd.shipped.tokenizer_file``): only a corpus
+    """The name a tokenizer learned from this corpus ships under (``bpd.data.tokenizer.tokenizer_file``): only a corpus
     built with a content hash (the Debian corpus) can name the text it was learned from; None for the others."""
     return f"{cfg.name}_{corpus_hash(folder)}" if cfg.source == "debian" else None
 
@@ -106,7 +105,7 @@ class TranslationTask(Task):
     quality = "bleu"
 
     def __init__(self, cfg: TranslationTaskConfig, data_cache: Path, shipped_dir: str | Path | None = None) -> None:
-        """``shipped_dir``: where shipped tokenizers are looked for (``bpd.shipped.install_tokenizer``); None
+        """``shipped_dir``: where shipped tokenizers are looked for (``bpd.data.tokenizer.install_tokenizer``); None
         learns every tokenizer here."""
         folder = SOURCES[cfg.source](cfg, data_cache)
         for split in ("dev", "test"):  # before any training: an empty test set would only fail at scoring
@@ -115,7 +114,7 @@ class TranslationTask(Task):
                                  "sentence pairs (see docs/data.md).")
         corpus = tokenizer_corpus(cfg, folder)
         if corpus is not None and shipped_dir is not None:
-            install_tokenizer(folder / f"spm{cfg.vocab_size}.model", shipped_dir, corpus, cfg.vocab_size)
+            install_tokenizer(folder / f"spm{cfg.vocab_size}.model", Path(shipped_dir), corpus, cfg.vocab_size)
         # The tokenizer learns from a fixed-seed sample of the training text (sentencepiece's own sampling).
         tok = Tokenizer.train([folder / "train.src", folder / "train.tgt"], folder / f"spm{cfg.vocab_size}",
                               cfg.vocab_size, seed=0)
