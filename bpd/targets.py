@@ -60,28 +60,13 @@ def decode_targets(cfg: ExperimentConfig, task: Task, model_path: Path, out: Pat
         if max_sources is not None and decoded_all:
             if process(cfg)[0].is_main:
                 train = task.pairs("train")
-                sample = _sample_of(sorted(superset.glob("shard*.npz")), sampled_sources(len(train), max_sources), out)
-                _assemble(final, [sample], train, task,
-                          {"model": model_path.name, "beam": beam, "alpha": alpha, "sampled_from": superset.name})
+                _assemble(final, sorted(superset.glob("shard*.npz")), train, task,
+                          {"model": model_path.name, "beam": beam, "alpha": alpha, "sampled_from": superset.name},
+                          only=sampled_sources(len(train), max_sources))
                 print(f"{desc_of(beam)} targets: {max_sources} sources' outputs from {superset.name}")
             dist.barrier()
             return PairStore(final)
         return _decode_targets(cfg, task, model_path, out, beam, alpha, max_sources)
-
-
-def _sample_of(shards: list[Path], chosen: np.ndarray, out: Path) -> Path:
-    """The outputs of a decode of every source (its ``shards``) on the ``chosen`` sources, as one shard in ``out``."""
-    index, lengths, tokens = read_shards(shards)
-    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    row = np.full(int(index.max()) + 1, -1, dtype=np.int64)
-    row[index] = np.arange(len(index))
-    rows = row[chosen]
-    path = out / "sample.npz"
-    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}.npz")
-    np.savez(tmp, index=chosen, lengths=lengths[rows],
-             tokens=np.concatenate([tokens[starts[r] : starts[r] + lengths[r]] for r in rows]))
-    os.replace(tmp, path)
-    return path
 
 
 def _decode_targets(cfg: ExperimentConfig, task: Task, model_path: Path, out: Path, beam: int, alpha: float,
@@ -149,14 +134,19 @@ def read_shards(shards: list[Path]) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return np.concatenate(index), np.concatenate(lengths), np.concatenate(tokens)
 
 
-def _assemble(final: Path, shards: list[Path], train: Pairs, task: Task, info: dict) -> None:
-    """The shards' outputs in the training set's order, joined to their sources, as one store."""
+def _assemble(final: Path, shards: list[Path], train: Pairs, task: Task, info: dict,
+              only: np.ndarray | None = None) -> None:
+    """The shards' outputs in the training set's order, joined to their sources, as one store; ``only``: those of
+    these examples alone (a sample of the sources the shards decoded)."""
     n = len(train)
     index, lengths, tokens = read_shards(shards)
     starts = np.zeros(n, dtype=np.int64)
     starts[index] = np.concatenate([[0], np.cumsum(lengths)[:-1]])
     length_of = np.zeros(n, dtype=np.int64)
     length_of[index] = lengths
+    if only is not None:
+        length_of[np.setdiff1d(index, only)] = 0
+        index = only
     keep = np.flatnonzero(length_of > (1 if task.eos_id >= 0 else 0)).tolist()  # EOS alone: nothing to learn
     pairs = ((train.src(i), tokens[starts[i] : starts[i] + length_of[i]]) for i in keep)
     # Sources not decoded (distill.max_sources) have no output and are not counted as dropped.

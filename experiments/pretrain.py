@@ -29,13 +29,7 @@ def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
     from bpd.data.batches import pad_rows
     from bpd.data.tokenizer import export_tokenizer
     from bpd.runtime import cache_root, resolve_path
-    from bpd.shipped import (
-        already_shipped,
-        export,
-        export_greedy_targets,
-        install,
-        refuse_other_data,
-    )
+    from bpd.shipped import already_shipped, export, export_greedy_targets, install, refuse_other_data
     from bpd.stages import ensure_base
     from bpd.targets import decode_targets, read_shards, targets_dir_name
     from bpd.tasks import load_task
@@ -83,7 +77,7 @@ def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
                    {"role": name, "task": task.name}, sources, limit)
             print(f"{name}: dev {scores['dev']}, test {scores['test']} -> {manifest}")
         corpus = tokenizer_corpus(cfg.task, task.folder) if cfg.task.kind == "translation" else None
-        if corpus is not None:  # runs on this corpus install it instead of learning it (bpd.shipped)
+        if corpus is not None:  # runs on this corpus install it instead of learning it (bpd.data.tokenizer)
             tok = export_tokenizer(task.tokenizer.model_path, resolve_path(cfg.paths.shipped_dir), corpus,
                                    task.vocab_size)
             if tok is not None:
