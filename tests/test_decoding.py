@@ -76,11 +76,21 @@ def check_argmax_chain(model, src: torch.Tensor, tokens: list[list[int]]) -> Non
     identity_p1=st.booleans(),
     tree=st.sampled_from(["2", "3x2", "2x1x3", "beam1", "beam2", "beam4", "sparse", "leaf0", "chain+1+21"]),
     tied=st.booleans(),
+    first_entries=st.sampled_from([1, 3, 64]),
 )
 def test_exact_decoders_equal_greedy(seed, vocab, k, batch, src_len, max_len, arch, head_noise, identity_p1, tree,
-                                     tied):
+                                     tied, first_entries):
     """Every registered exact method, with exact acceptance, returns greedy's tokens (``EXACT_OPTIONS`` says how
-    each one runs; a new exact method without an entry fails here)."""
+    each one runs; a new exact method without an entry fails here). Caches that start small grow during a decode
+    (``KVCache.first_entries``); greedy's tokens are checked against uncached argmaxes."""
+    default_entries, KVCache.first_entries = KVCache.first_entries, first_entries
+    try:
+        check_exact_decoders(seed, vocab, k, batch, src_len, max_len, arch, head_noise, identity_p1, tree, tied)
+    finally:
+        KVCache.first_entries = default_entries
+
+
+def check_exact_decoders(seed, vocab, k, batch, src_len, max_len, arch, head_noise, identity_p1, tree, tied):
     model = random_model(vocab, k, seed, arch=arch, head_noise=head_noise, identity_p1=identity_p1,
                          heads_tied=tied and HEADS[arch].can_tie)
     src = random_src(batch, src_len, vocab, seed)
@@ -309,6 +319,34 @@ def test_beam_size_one_is_greedy(seed):
     src = random_src(3, 6, 20, seed)
     g = greedy_decode(model, src, max_len=18)
     assert beam_decode(model, src, beam_size=1, alpha=0.6, max_len=18).tokens == g.tokens
+
+
+@pytest.mark.parametrize("seed", [0, 2, 3])
+def test_beam_rows_decode_as_they_would_alone(seed, monkeypatch):
+    """Rows that finish leave the batch mid-decode (their cache, encoder state and beams): every other row must
+    still get what it gets decoded alone, whichever rows finish first (with caches that grow as they fill)."""
+    monkeypatch.setattr(KVCache, "first_entries", 2)
+    model = random_model(16, 1, seed, identity_p1=True)
+    base_logits = model.heads.base_logits
+
+    def eos_rising(h):  # EOS likelier at every step, more so on some rows: rows finish at different steps
+        out = base_logits(h).clone()
+        out[..., model.eos_id] += 0.5 * eos_rising.calls + 4.0 * h[..., 0]
+        eos_rising.calls += 1
+        return out
+
+    model.heads.base_logits = eos_rising
+    src = random_src(7, 6, 16, seed)
+
+    def decode(s, drop_finished=True):
+        eos_rising.calls = 0
+        return beam_decode(model, s, beam_size=3, alpha=0.6, max_len=14, drop_finished=drop_finished).tokens
+
+    together = decode(src)
+    assert len({len(t) for t in together}) > 1  # rows really finish at different steps
+    assert decode(src, drop_finished=False) == together  # bench/beam_decode.py's reference side
+    for r in range(src.shape[0]):
+        assert decode(src[r : r + 1, : int((src[r] != model.pad_id).sum())]) == [together[r]]
 
 
 def test_beam_finds_higher_scores_than_greedy():

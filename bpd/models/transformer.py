@@ -144,16 +144,22 @@ class DecoderLayer(nn.Module):
 
 
 class KVCache:
-    """Preallocated per-layer self-attention keys/values with a length per batch row.
+    """Per-layer self-attention keys/values with a length per batch row, up to ``capacity`` entries a row.
 
     Rows write new entries at their own offsets, so after a blockwise verify step each row rolls back to
     its accepted length by just lowering its length (stale entries are masked, later overwritten). The
     lengths are kept on the device (for positions and masks) and on the host, so the decoder sizes its
     mask without a device synchronisation.
+
+    Each layer holds ``first_entries`` entries at first and doubles (up to ``capacity``) when a call writes
+    past them, so that copying the cache, which ``select`` does (beam search reorders it at every step),
+    costs the entries in use rather than the whole capacity.
     """
 
+    first_entries = 16
+
     def __init__(self, n_layers: int, batch: int, n_heads: int, capacity: int, dh: int, dtype, device) -> None:
-        shape = (batch, n_heads, capacity, dh)
+        shape = (batch, n_heads, min(capacity, self.first_entries), dh)
         self.k = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(n_layers)]
         self.v = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(n_layers)]
         self.lengths = torch.zeros(batch, dtype=torch.long, device=device)
@@ -211,10 +217,22 @@ class KVCache:
               ) -> tuple[torch.Tensor, torch.Tensor]:
         """Store a decoder call's new keys and values (B, H, n, dh) of layer ``layer`` at each row's own slots
         (``at``: row and slot indices, (B, n) each) and return the layer's first ``upto`` entries."""
+        self._hold(layer, upto)
         (rows, slots), ck, cv = at, self.k[layer], self.v[layer]
         ck[rows, :, slots] = k.transpose(1, 2).to(ck.dtype)  # (B,H,n,dh) -> cache[b, :, slot[b, j]]
         cv[rows, :, slots] = v.transpose(1, 2).to(cv.dtype)
         return ck[:, :, :upto], cv[:, :, :upto]
+
+    def _hold(self, layer: int, upto: int) -> None:
+        """Grow layer ``layer``'s entries to hold at least ``upto`` (zeros: masked entries must be finite)."""
+        have = self.k[layer].shape[2]
+        if upto <= have:
+            return
+        n = min(self.capacity, max(upto, 2 * have))
+        for store in (self.k, self.v):
+            old = store[layer]
+            store[layer] = old.new_zeros(old.shape[0], old.shape[1], n, old.shape[3])
+            store[layer][:, :, :have] = old
 
     def mark(self) -> tuple[torch.Tensor, list[int]]:
         """The current lengths, to ``rewind`` to (the benchmark times many steps from one cache state)."""
