@@ -33,7 +33,7 @@ from bpd.decoding.methods.tree import TreeShape, build_tree, tree_decode
 from bpd.decoding.registry import METHODS
 from bpd.decoding.spec import DecodeAux, DecodeSpec, decoder_fn
 from bpd.models import HEAD_ARCHS, HEADS
-from bpd.models.transformer import KVCache
+from bpd.models.kv_cache import KVCache
 
 SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
 

@@ -18,7 +18,7 @@ import torch
 from bpd.decoding.common import RowTracker, checked_max_len, count_positions
 from bpd.decoding.criteria import Criterion, Exact
 from bpd.decoding.result import DecodeResult
-from bpd.models.transformer import KVCache
+from bpd.models.kv_cache import KVCache
 
 
 @dataclass

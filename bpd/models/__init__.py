@@ -3,7 +3,8 @@ super-resolution image model, and the decoding fast paths."""
 
 from bpd.models.heads import HEAD_ARCHS, HEADS, ProposalHeads, build_heads
 from bpd.models.image_transformer import ImageTransformer, ImageTransformerConfig, build_image_model
-from bpd.models.transformer import KVCache, Transformer, TransformerConfig, build_translation_model
+from bpd.models.kv_cache import KVCache
+from bpd.models.transformer import Transformer, TransformerConfig, build_translation_model
 
 #: Model classes by the ``kind`` a checkpoint's config records in ``extra`` (translation when absent).
 MODEL_CLASSES = {"translation": (Transformer, TransformerConfig), "image": (ImageTransformer, ImageTransformerConfig)}

@@ -115,12 +115,11 @@ def beam_decode(
                   last=t == max_len - 1, live=live)
         # Finished rows leave the batch (their w decoder rows, cache and encoder state), so a long straggler does
         # not keep the whole batch decoding; the others' beams are reordered in the same selection.
-        keep = [j for j, r in enumerate(live) if not beams.done[r]]
-        if not keep:
+        unfinished = [j for j, r in enumerate(live) if not beams.done[r]]
+        if not unfinished:
             break
-        if not drop_finished:
-            keep = list(range(len(live)))
-        elif len(keep) < len(live):
+        keep = unfinished if drop_finished else list(range(len(live)))
+        if len(keep) < len(live):
             beams.scores, beams.src_beam, beams.new_tok = (x[keep] for x in (beams.scores, beams.src_beam,
                                                                               beams.new_tok))
             rows = torch.tensor([j * w + i for j in keep for i in range(w)], dtype=torch.long, device=src.device)

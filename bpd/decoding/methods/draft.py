@@ -28,7 +28,7 @@ from bpd.decoding.loop import Accepted, Batch, Rounds, RowState, block_floor, ch
 from bpd.decoding.method import DecodeAux, Decoder, Method, Options, Role, RoundOptions, Sweep
 from bpd.decoding.methods.blockwise import run_round
 from bpd.decoding.result import DecodeResult
-from bpd.models.transformer import KVCache
+from bpd.models.kv_cache import KVCache
 
 
 def check_draft(model, draft) -> None:
