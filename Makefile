@@ -9,12 +9,12 @@ CPU_TORCH ?= torch==2.13.0
 export WANDB_MODE ?= offline
 export PYTHONHASHSEED := 0
 
-.PHONY: data setup test test-all lint demo demo-debian demo-sr bench figures reproduce reproduce-mt-small reproduce-sr-small \
+.PHONY: data setup test test-all lint demo demo-debian demo-ding demo-sr bench figures reproduce reproduce-mt-small reproduce-sr-small \
         reproduce-mt reproduce-mt-debian reproduce-sr reproduce-paper clean-results help bench-gpu-prep scale-check pretrain pretrain-debian \
         bench-scale export bench-peers
 
 help:
-	@echo "make demo     - the main job on embedded data (CPU, ~10 min after setup)"
+	@echo "make demo     - the main job on the Debian corpus (CPU, ~12 min with the data, after setup)"
 	@echo "make test     - the test suite (CPU, <10 min)"
 	@echo "make lint     - ruff"
 	@echo "see README.md and docs/ for the reproduction and benchmark targets"
@@ -50,21 +50,28 @@ DATA_DIR ?=
 FROM_SCRATCH ?=
 SHIPPED := $(if $(FROM_SCRATCH),shipped=false,)
 
-# The Debian English-German corpus (docs/data.md): packages fetched with apt into outputs/cache/data/, once.
+# The Debian English-German corpus (docs/data.md): Debian bookworm's packages fetched into outputs/cache/data/, once
+# (apt on Debian bookworm, HTTP from deb.debian.org anywhere else; DEBIAN_FETCH=apt|http|auto chooses).
 # DEB_DIR=/path/to/debs builds it offline from a folder of .deb files.
 DEB_DIR ?=
+DEBIAN_FETCH ?=
+DEBIAN_DATA = $(if $(DEB_DIR),task.debian_deb_dir=$(DEB_DIR),) $(if $(DEBIAN_FETCH),task.debian_fetch=$(DEBIAN_FETCH),)
 data: setup
-	$(PY) experiments/data.py task=debian_en_de $(if $(DEB_DIR),task.debian_deb_dir=$(DEB_DIR),)
+	$(PY) experiments/data.py task=debian_en_de $(DEBIAN_DATA)
 
+# The demo, on the Debian corpus: builds the corpus on first use (a 2.1 GB download; DEB_DIR and DEBIAN_FETCH as for
+# make data), installs the shipped Debian base and its tokenizer, trains k = 6 heads, prints the table.
 demo: setup
+	$(RUN) experiment=demo_debian $(DEBIAN_DATA) $(SHIPPED)
+	@echo "rows: results/demo_debian/rows.jsonl (W&B offline runs: outputs/wandb)"
+
+demo-debian: demo
+
+# The demo on the small ding corpus (13k pairs, one 2 MB download): the earlier main demo, and the model that
+# make export and make bench-peers use.
+demo-ding: setup
 	$(RUN) experiment=demo $(SHIPPED)
 	@echo "rows: results/demo/rows.jsonl (W&B offline runs: outputs/wandb)"
-
-# The demo on the Debian corpus: builds the corpus from the archive on first use (a 2.1 GB download; DEB_DIR as
-# for make data), installs the shipped Debian base and its tokenizer, trains k = 6 heads, prints the table.
-demo-debian: setup
-	$(RUN) experiment=demo_debian $(if $(DEB_DIR),task.debian_deb_dir=$(DEB_DIR),) $(SHIPPED)
-	@echo "rows: results/demo_debian/rows.jsonl (W&B offline runs: outputs/wandb)"
 
 demo-sr: setup
 	$(RUN) experiment=demo_sr $(SHIPPED)
@@ -123,8 +130,10 @@ reproduce-paper: setup
 	$(MAKE) reproduce-sr DATA_DIR=$(SR_DATA_DIR)
 	$(MAKE) figures
 
+# BENCH_EXPERIMENT=demo: the ding demo's model instead.
+BENCH_EXPERIMENT ?= demo_debian
 bench: setup
-	$(PY) experiments/bench.py experiment=demo
+	$(PY) experiments/bench.py experiment=$(BENCH_EXPERIMENT) $(if $(filter demo_debian,$(BENCH_EXPERIMENT)),$(DEBIAN_DATA),)
 
 # The shipped base as a Hugging Face model + tokenizer and its CTranslate2 conversions, checked against ours
 # (docs/export.md): outputs/export/<model>/, check rows in results/export/.

@@ -31,6 +31,9 @@ class TranslationTaskConfig:
     debian_kinds: list[str] = field(default_factory=lambda: ["sentences", "strings"])
     debian_min_words: int = 1
     debian_deb_dir: str | None = None
+    # debian: how the packages are fetched: apt, http (bookworm's from deb.debian.org, no apt needed) or auto
+    # (apt on Debian bookworm, the release of the reference build; http on any other machine). Not in cache keys.
+    debian_fetch: str = "auto"
 
     #: ``decode.proposal_vocab`` (the heads propose among the most frequent target tokens) applies here.
     proposal_vocab_applies = True
@@ -54,9 +57,12 @@ class TranslationTaskConfig:
                f"task.ding_path and task.include_phrases apply to the ding corpus; drop them for "
                f"task.source={self.source}.")
         debian_set = (self.debian_sources is not None or self.debian_kinds != ["sentences", "strings"]
-                      or self.debian_min_words != 1 or self.debian_deb_dir is not None)
+                      or self.debian_min_words != 1 or self.debian_deb_dir is not None
+                      or self.debian_fetch != "auto")
         check(self.source == "debian" or not debian_set,
                f"the task.debian_* options shape the Debian corpus; drop them for task.source={self.source}.")
+        check(self.debian_fetch in ("auto", "apt", "http"),
+               f"task.debian_fetch must be auto, apt or http (got {self.debian_fetch!r}).")
         check(self.data_dir is None or self.source != "debian",
                "task.data_dir names a wmt14 or folder corpus; the Debian corpus is built from packages (use "
                "task.debian_deb_dir for a folder of .deb files), so drop task.data_dir.")

@@ -91,6 +91,33 @@ def fetch_ding_with_apt(cache_dir: Path) -> Path | None:
     return path if path.is_file() else None
 
 
+def fetch_ding_from_mirror(cache_dir: Path) -> Path | None:
+    """Debian bookworm's ``trans-de-en`` over HTTP from deb.debian.org, unpacked without dpkg where it is
+    missing (``bpd.data.debian.mirror``): the same file as the apt path on a machine without apt, where the
+    upstream site may serve a newer dictionary than the one the shipped ding models were trained on."""
+    from bpd.data.debian.archive import ArchiveError
+    from bpd.data.debian.mirror import MirrorArchive
+
+    member = "./" + DING_SYSTEM_PATH.as_posix().lstrip("/")
+    try:
+        archive = MirrorArchive(Path(cache_dir) / "mirror", progress=False)
+        archive.update()
+        wanted = archive.candidates([DING_DEB_PACKAGE])
+        if not wanted:
+            return None
+        _, roots = archive.download_and_extract(wanted, {DING_DEB_PACKAGE: (member,)})
+    except ArchiveError:
+        return None
+    got = roots[DING_DEB_PACKAGE] / DING_SYSTEM_PATH.relative_to("/")
+    if not got.is_file():
+        return None
+    target = Path(cache_dir) / _CACHED_EXTRACT
+    target.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(target, got.read_bytes())
+    shutil.rmtree(Path(cache_dir) / "mirror", ignore_errors=True)  # 16 MB of indexes and the package
+    return target
+
+
 def fetch_ding_from_upstream(cache_dir: Path) -> Path | None:
     """Download the dictionary from its upstream site (TU Chemnitz); same format as the Debian file."""
     cache_dir.mkdir(parents=True, exist_ok=True)
@@ -104,7 +131,7 @@ def fetch_ding_from_upstream(cache_dir: Path) -> Path | None:
     return target
 
 
-DEFAULT_FETCHERS: tuple[Fetcher, ...] = (fetch_ding_with_apt, fetch_ding_from_upstream)
+DEFAULT_FETCHERS: tuple[Fetcher, ...] = (fetch_ding_with_apt, fetch_ding_from_mirror, fetch_ding_from_upstream)
 
 
 def find_ding_file(
@@ -117,7 +144,7 @@ def find_ding_file(
 
     Order: ``path`` (an explicit path that does not exist is an error, not something to paper over with a
     download); the installed Debian package; an earlier extract/download in ``cache_dir``; each fetcher
-    (default: ``apt-get download trans-de-en``, then the upstream URL). ``system_paths`` and ``fetchers``
+    (default: ``apt-get download trans-de-en``, Debian's package over HTTP, then the upstream URL). ``system_paths`` and ``fetchers``
     exist so tests can run this without touching apt or the network.
     """
     if path is not None:
@@ -139,7 +166,7 @@ def find_ding_file(
             return got
     raise FileNotFoundError(
         f"The ding German-English dictionary was not found (tried {', '.join(str(c) for c in candidates)}, "
-        f"apt-get download {DING_DEB_PACKAGE} and {DING_URL}): install Debian's {DING_DEB_PACKAGE} "
+        f"apt-get download {DING_DEB_PACKAGE}, deb.debian.org and {DING_URL}): install Debian's {DING_DEB_PACKAGE} "
         f"(apt-get install {DING_DEB_PACKAGE}) or pass task.ding_path=/path/to/de-en."
     )
 
@@ -358,6 +385,7 @@ __all__ = [
     "DingCorpus",
     "PHRASE_TAG",
     "extract_ding_pairs",
+    "fetch_ding_from_mirror",
     "fetch_ding_from_upstream",
     "fetch_ding_with_apt",
     "find_ding_file",

@@ -47,7 +47,8 @@ def _debian(cfg: TranslationTaskConfig, data_cache: Path) -> Path:
     opts = DebianOptions(direction=cfg.direction, sources=tuple(cfg.debian_sources or SOURCE_ORDER),
                          kinds=tuple(cfg.debian_kinds), min_words=cfg.debian_min_words, n_dev=cfg.n_dev,
                          n_test=cfg.n_test)
-    return prepare_debian(data_cache, opts, deb_dir=Path(cfg.debian_deb_dir) if cfg.debian_deb_dir else None)
+    return prepare_debian(data_cache, opts, deb_dir=Path(cfg.debian_deb_dir) if cfg.debian_deb_dir else None,
+                          fetch=cfg.debian_fetch)
 
 
 def _wmt14(cfg: TranslationTaskConfig, data_cache: Path) -> Path:
@@ -118,7 +119,7 @@ class TranslationTask(Task):
         # The tokenizer learns from a fixed-seed sample of the training text (sentencepiece's own sampling).
         tok = Tokenizer.train([folder / "train.src", folder / "train.tgt"], folder / f"spm{cfg.vocab_size}",
                               cfg.vocab_size, seed=0)
-        key_parts: list[Any] = [keyed_fields(cfg, drop=("ding_path", "debian_deb_dir"))]
+        key_parts: list[Any] = [keyed_fields(cfg, drop=("ding_path", "debian_deb_dir", "debian_fetch"))]
         if cfg.source == "debian":
             # The same options build another corpus after a format change or a point release: the corpus's own
             # hash keys the stores and every model trained on them, so no run resumes on a different corpus.

@@ -77,14 +77,22 @@ class Archive:
         self.download_seconds = 0.0  # how long the last download_and_extract downloaded (unpacking alongside)
         if self.deb_dir is not None and not self.deb_dir.is_dir():
             raise ArchiveError(f"task.debian_deb_dir={self.deb_dir} is not a folder: point it at a folder of .deb "
-                               "files (the corpus manifest lists them), or drop it to download with apt.")
-        if self.deb_dir is None:
-            missing = [t for t in ("apt-get", "apt-cache", "dpkg-deb") if shutil.which(t) is None]
-            if missing:
-                raise ArchiveError(f"{', '.join(missing)} not found: the Debian corpus needs apt and dpkg-deb "
-                                   "(Debian or Ubuntu), or task.debian_deb_dir=/path/to/debs with the .deb files.")
-        elif shutil.which("dpkg-deb") is None:
-            raise ArchiveError("dpkg-deb not found: unpacking .deb files needs it (apt-get install dpkg).")
+                               "files (the corpus manifest lists them), or drop it to download the packages.")
+        self._check_tools()
+
+    @staticmethod
+    def apt_tools_present() -> bool:
+        return all(shutil.which(t) is not None for t in ("apt-get", "apt-cache"))
+
+    def _check_tools(self) -> None:
+        """apt for the downloads (``.deb`` files are unpacked by dpkg-deb, or in Python where it is missing)."""
+        if self.deb_dir is None and not self.apt_tools_present():
+            raise ArchiveError("apt-get not found: task.debian_fetch=apt needs Debian's apt; use "
+                               "task.debian_fetch=http (any machine) or task.debian_deb_dir=/path/to/debs.")
+
+    def lists_dir(self) -> Path:
+        """Where the Translation indexes are read from."""
+        return self.deb_dir if self.deb_dir is not None else self.apt / "lists"
 
     # ---- the private apt state ---------------------------------------------------------------------------
 
@@ -194,19 +202,7 @@ class Archive:
         total = sum(wanted[p][1] for p in todo)
         bar = tqdm(total=total, unit="B", unit_scale=True, desc="download", disable=not self.progress or not todo)
         for chunk in _chunks(todo, {p: wanted[p][1] for p in todo}):
-            if self.deb_dir is not None:
-                for p in chunk:
-                    src = next(self.deb_dir.glob(f"{p}_*.deb"))
-                    try:  # a hard link where the folder is on the same disk: no 2 GB copy
-                        os.link(src, partial / src.name)
-                    except OSError:
-                        shutil.copyfile(src, partial / src.name)
-            else:
-                proc = _run(["apt-get", "download", *chunk], env=self._env(), cwd=partial)
-                if proc.returncode != 0:
-                    last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-                    raise ArchiveError(f"apt-get download failed for {', '.join(chunk)} ({last}); check the "
-                                       "network, or pass task.debian_deb_dir=/path/to/debs with these .deb files.")
+            self._fetch(chunk, wanted, partial)
             for deb in partial.glob("*.deb"):
                 os.replace(deb, self.debs / deb.name.replace("%3a", ":"))
             for p in chunk:
@@ -215,6 +211,22 @@ class Archive:
         bar.close()
         shutil.rmtree(partial, ignore_errors=True)
         return dict(sorted(infos.items()))
+
+    def _fetch(self, chunk: Sequence[str], wanted: dict[str, tuple[str, int]], partial: Path) -> None:
+        """Put the chunk's complete ``.deb`` files into ``partial`` (moved into ``debs/`` by the caller)."""
+        if self.deb_dir is not None:
+            for p in chunk:
+                src = next(self.deb_dir.glob(f"{p}_*.deb"))
+                try:  # a hard link where the folder is on the same disk: no 2 GB copy
+                    os.link(src, partial / src.name)
+                except OSError:
+                    shutil.copyfile(src, partial / src.name)
+            return
+        proc = _run(["apt-get", "download", *chunk], env=self._env(), cwd=partial)
+        if proc.returncode != 0:
+            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            raise ArchiveError(f"apt-get download failed for {', '.join(chunk)} ({last}); check the "
+                               "network, or pass task.debian_deb_dir=/path/to/debs with these .deb files.")
 
     def _sha256_cached(self, deb: Path) -> str:
         """sha256 of a .deb, remembered beside it (a .deb never changes under the same name)."""
@@ -245,7 +257,7 @@ class Archive:
         if error is not None:
             shutil.rmtree(tmp, ignore_errors=True)
             (self.debs / info.filename).unlink(missing_ok=True)  # fetched again by the next run
-            raise ArchiveError(f"dpkg-deb could not unpack {info.filename} ({error[:200]}); it was deleted: "
+            raise ArchiveError(f"{info.filename} could not be unpacked ({error[:200]}); it was deleted: "
                                "run the same command again to download it anew.")
         (tmp / ".bpd-deb").write_text(_stamp(info, members))
         shutil.rmtree(target, ignore_errors=True)
@@ -315,13 +327,13 @@ class Archive:
         for lang in ("en", "de"):
             target = self.i18n / f"Translation-{lang}"
             if not target.is_file():
-                where = self.deb_dir if self.deb_dir is not None else self.apt / "lists"
+                where = self.lists_dir()
                 files = sorted(p for p in where.iterdir() if re.search(rf"Translation-{lang}(\.\w+)?$", p.name))
                 if not files:
                     raise ArchiveError(f"{where} has no Translation-{lang} index: "
                                        + (f"copy it from an online build's {self.i18n}, or drop the ddtp source."
                                           if self.deb_dir is not None else
-                                          f"delete {self.apt} and run the same command again."))
+                                          f"delete {where} and run the same command again."))
                 tmp = target.with_name(target.name + ".tmp")
                 with open(tmp, "wb") as f:
                     for path in files:
@@ -372,7 +384,12 @@ def _unpack_text(deb: Path, target: Path, members: Sequence[str] | None = None) 
     """``dpkg-deb -x`` of only the files matching ``members`` (all when None), without ``SKIPPED_FILES``:
     dpkg-deb streams the data, tar picks. None when it worked, else the error. A wildcard that matches
     nothing in this package is no error. A wanted file stored as a hard link to a file outside ``members``
-    (debian-handbook's languages share files that way) is unpacked in a second pass with its target."""
+    (debian-handbook's languages share files that way) is unpacked in a second pass with its target.
+    Without dpkg-deb (not a Debian machine) the same files are unpacked in Python."""
+    if shutil.which("dpkg-deb") is None:
+        from bpd.data.debian.debfile import unpack_deb
+
+        return unpack_deb(deb, target, members, SKIPPED_FILES)
     excludes = " ".join(f"--exclude={shlex.quote(pat)}" for pat in SKIPPED_FILES)
     wanted = ""
     if members is not None:

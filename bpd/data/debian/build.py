@@ -32,6 +32,7 @@ from tqdm.auto import tqdm
 from bpd.data.debian import sources as _sources  # noqa: F401  (registers every source)
 from bpd.data.debian.archive import DISK_NEEDED_GB, Archive, ArchiveError, DebInfo, check_disk, sha256_file
 from bpd.data.debian.clean import Pair, clean_pairs
+from bpd.data.debian.mirror import RELEASE, MirrorArchive, open_archive
 from bpd.data.debian.sources.base import SOURCES, Document, members_to_unpack
 from bpd.data.translation import SPLITS, atomic_write_lines, check_direction, count_lines
 
@@ -254,14 +255,15 @@ def corpus_hash(folder: Path) -> str:
 
 
 def prepare_debian(cache_dir: Path, opts: DebianOptions, deb_dir: Path | None = None,
-                   progress: bool = True) -> Path:
-    """Build (or reuse) the corpus folder for ``opts`` under ``cache_dir`` and return it."""
+                   progress: bool = True, fetch: str = "auto") -> Path:
+    """Build (or reuse) the corpus folder for ``opts`` under ``cache_dir`` and return it; ``fetch``: apt, http or
+    auto (``bpd.data.debian.mirror.open_archive``)."""
     opts.validate()
     folder = corpus_folder(cache_dir, opts)
     if _reuse(folder, opts):
         return folder
     t0 = time.perf_counter()
-    fetched = _fetch(cache_dir, opts, deb_dir, progress)
+    fetched = _fetch(cache_dir, opts, deb_dir, progress, fetch)
     t_extract = time.perf_counter()
     splits, per_pkg, report, align_seconds = _align_and_split(cache_dir, opts, fetched, progress)
     t_align = time.perf_counter()
@@ -304,10 +306,13 @@ class _Fetched:
     fetched_at: float  # perf_counter when the index and the downloads were done (unpacking ran alongside)
 
 
-def _fetch(cache_dir: Path, opts: DebianOptions, deb_dir: Path | None, progress: bool) -> _Fetched:
+def _fetch(cache_dir: Path, opts: DebianOptions, deb_dir: Path | None, progress: bool, fetch: str) -> _Fetched:
     """Download the pinned packages of ``opts.sources`` (or take them from ``deb_dir``) and unpack what the
-    extractors read, after checking the disk; the Translation indexes too when ddtp is chosen."""
-    archive = Archive(Path(cache_dir) / "debian", deb_dir=deb_dir, progress=progress)
+    extractors read, after checking the disk; the Translation indexes too when ddtp is chosen. ``fetch``: how
+    (``bpd.data.debian.mirror.open_archive``)."""
+    archive = open_archive(Path(cache_dir) / "debian", deb_dir=deb_dir, fetch=fetch, progress=progress)
+    if isinstance(archive, MirrorArchive):
+        print(f"debian: fetching Debian {RELEASE}'s packages over HTTP from {archive.suites[0][0]} (no apt)")
     archive.update()
     wanted_names = sorted({p for s in opts.sources for p in SOURCES[s].packages()})
     available = archive.candidates(wanted_names)
