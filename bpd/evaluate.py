@@ -95,6 +95,7 @@ def _evaluate(cfg: ExperimentConfig, task: Task, model_path: Path, model, payloa
         model = model.to(torch.bfloat16)
         draft = draft.to(torch.bfloat16) if draft is not None else None
     model.heads.set_proposal_vocab(task.proposal_vocab(d.proposal_vocab))
+    model.heads.set_proposal_precision(d.proposal_precision)
     if d.threads:
         torch.set_num_threads(d.threads)
     pairs = task.pairs(d.split)
@@ -201,6 +202,7 @@ def row_provenance(cfg: ExperimentConfig, task: Task, model_path: Path, payload:
         "setting": cfg.setting,
         "batch_size": cfg.decode.batch_size,
         "proposal_vocab": cfg.decode.proposal_vocab,
+        "proposal_precision": cfg.decode.proposal_precision,
         "dtype": cfg.decode.dtype,
         "device": device_name(device),
         "threads": torch.get_num_threads(),

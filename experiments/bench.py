@@ -50,7 +50,8 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
     for arch in archs:
         c = arch_config(cfg, arch, b)
         path = ensure_heads(c, task)
-        model, payload = bench_model(path, device, b, task.proposal_vocab(cfg.decode.proposal_vocab))
+        model, payload = bench_model(path, device, b, task.proposal_vocab(cfg.decode.proposal_vocab),
+                                     cfg.decode.proposal_precision)
         specs = bench_specs(b, ks, draft=draft is not None)
         common = common_columns(cfg, c, task, path, model, payload, b, device, draft_path)
         rows, records = run_bench(model, sources, specs, b.batch_sizes, task.max_len(cfg.decode), device,
@@ -97,8 +98,9 @@ def arch_config(cfg: ExperimentConfig, arch: str, b) -> ExperimentConfig:
                                                                max_minutes=b.arch_train_minutes))
 
 
-def bench_model(path: Path, device, b, proposal_vocab):
-    """The trained model in the bench's dtype, with the experiment's proposal vocabulary, compiled if asked."""
+def bench_model(path: Path, device, b, proposal_vocab, proposal_precision: str = "float32"):
+    """The trained model in the bench's dtype, with the experiment's proposal vocabulary and precision, compiled
+    if asked."""
     import torch
 
     from bpd.bench.run import torch_dtype
@@ -108,6 +110,7 @@ def bench_model(path: Path, device, b, proposal_vocab):
     if b.dtype != "float32":
         model = model.to(torch_dtype(b.dtype))
     model.heads.set_proposal_vocab(proposal_vocab)  # the experiment's setting
+    model.heads.set_proposal_precision(proposal_precision)
     if b.compile:
         model.decode = torch.compile(model.decode, dynamic=True)
     return model, payload
@@ -131,6 +134,7 @@ def common_columns(cfg: ExperimentConfig, c: ExperimentConfig, task, path: Path,
         "heads_tied": model.heads.tie_slots,
         "trained_k": model.k,
         "proposal_vocab": cfg.decode.proposal_vocab,
+        "proposal_precision": cfg.decode.proposal_precision,
         "heads_training": (payload.get("heads_config") or {}).get("training"),
         "heads_targets": c.heads.targets,  # what the heads were trained on (gold, distilled, self)
         "setting": cfg.setting,

@@ -77,22 +77,27 @@ def check_argmax_chain(model, src: torch.Tensor, tokens: list[list[int]]) -> Non
     tree=st.sampled_from(["2", "3x2", "2x1x3", "beam1", "beam2", "beam4", "sparse", "leaf0", "chain+1+21"]),
     tied=st.booleans(),
     first_entries=st.sampled_from([1, 3, 64]),
+    precision=st.sampled_from(["float32", "int8"]),
 )
 def test_exact_decoders_equal_greedy(seed, vocab, k, batch, src_len, max_len, arch, head_noise, identity_p1, tree,
-                                     tied, first_entries):
+                                     tied, first_entries, precision):
     """Every registered exact method, with exact acceptance, returns greedy's tokens (``EXACT_OPTIONS`` says how
     each one runs; a new exact method without an entry fails here). Caches that start small grow during a decode
-    (``KVCache.first_entries``); greedy's tokens are checked against uncached argmaxes."""
+    (``KVCache.first_entries``), and proposal chains may multiply by int8 weights (``proposal_precision``);
+    greedy's tokens are checked against uncached argmaxes."""
     default_entries, KVCache.first_entries = KVCache.first_entries, first_entries
     try:
-        check_exact_decoders(seed, vocab, k, batch, src_len, max_len, arch, head_noise, identity_p1, tree, tied)
+        check_exact_decoders(seed, vocab, k, batch, src_len, max_len, arch, head_noise, identity_p1, tree, tied,
+                             precision)
     finally:
         KVCache.first_entries = default_entries
 
 
-def check_exact_decoders(seed, vocab, k, batch, src_len, max_len, arch, head_noise, identity_p1, tree, tied):
+def check_exact_decoders(seed, vocab, k, batch, src_len, max_len, arch, head_noise, identity_p1, tree, tied,
+                         precision="float32"):
     model = random_model(vocab, k, seed, arch=arch, head_noise=head_noise, identity_p1=identity_p1,
                          heads_tied=tied and HEADS[arch].can_tie)
+    model.heads.set_proposal_precision(precision)
     src = random_src(batch, src_len, vocab, seed)
     g = greedy_decode(model, src, max_len=max_len)
     # Rescoring by a bigram model of greedy's own outputs, half of them (a model of the data, not of these

@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 
 from bpd.config.common import CRITERIA, OTHER_CORPORA, SPLITS, check, split_parts
 
+#: What ``decode.proposal_precision`` may be (``ProposalHeads.set_proposal_precision``).
+PROPOSAL_PRECISIONS = ("float32", "int8")
+
 
 @dataclass
 class CriterionConfig:
@@ -48,6 +51,9 @@ class DecodeConfig:
     timing_repeats: int = 2
     naive_greedy: bool = False  # also the recompute-everything greedy (slow; a weak-baseline reference)
     proposal_vocab: int | None = None  # translation: heads propose among the N most frequent target tokens
+    # int8: the recurrent/attend proposal chain multiplies by int8 weights (CPU; exact decoding stays greedy's,
+    # k-hat may move: docs/benchmark.md)
+    proposal_precision: str = "float32"
     trees: list[str] = field(default_factory=list)  # also tree verification: shapes "3x2x1" (widths), "beam4"
     rescore: list[RescoreConfig] = field(default_factory=list)  # also rescored chains: [{beam: 4, weight: 0.5}]
     skip_existing: bool = True  # an evaluation whose run id already has rows is not redone
@@ -71,6 +77,8 @@ class DecodeConfig:
         check(self.dtype in ("float32", "bfloat16"), f"unknown decode.dtype {self.dtype!r}; use float32 or bfloat16.")
         check(self.proposal_vocab is None or self.proposal_vocab >= 1,
                f"decode.proposal_vocab={self.proposal_vocab}: use a positive number of tokens, or null.")
+        check(self.proposal_precision in PROPOSAL_PRECISIONS,
+               f"decode.proposal_precision={self.proposal_precision!r}: use one of {', '.join(PROPOSAL_PRECISIONS)}.")
         check(bool(self.ks), "decode.ks must list at least one k.")
         bad = [k for k in self.ks if k < 1 or (trained_k is not None and k > trained_k)]
         check(not bad,

@@ -144,8 +144,8 @@ def find_ding_file(
 
     Order: ``path`` (an explicit path that does not exist is an error, not something to paper over with a
     download); the installed Debian package; an earlier extract/download in ``cache_dir``; each fetcher
-    (default: ``apt-get download trans-de-en``, Debian's package over HTTP, then the upstream URL). ``system_paths`` and ``fetchers``
-    exist so tests can run this without touching apt or the network.
+    (default: ``apt-get download trans-de-en``, Debian's package over HTTP, then the upstream URL).
+    ``system_paths`` and ``fetchers`` exist so tests can run this without touching apt or the network.
     """
     if path is not None:
         p = Path(path).expanduser()

@@ -12,6 +12,13 @@ path returns; training always takes the plain path):
   implementation of the step ``RecurrentHeads.stepper`` hands out; the heads' proposal chain and
   ``recurrent_tree`` (a fixed-shape tree, a level at a time) run on whichever step they are given.
 
+* int8 proposals (``heads.set_proposal_precision("int8")``, ``decode.proposal_precision=int8``; inference on a
+  CPU): ``TableStep``'s matrix products with int8 weights (fbgemm's dynamic-quantized linear, per output
+  channel). At batch 1 a slot's products stream their weights from memory (the 4,000-token projection alone is
+  4 MB in float32, 1 MB in int8), so a quarter of the bytes is most of the time saved. Proposals are guesses
+  that verification checks with the float32 base, so exact decoding stays greedy's; only which proposals are
+  made, and so k̂, may change (measured in docs/benchmark.md).
+
 ``top1`` is the argmax every decoder uses: ``max(-1).indices``, faster than ``argmax`` on a CPU for the few
 rows of a step, with the same ties. The benchmark (``make bench``, docs/benchmark.md) measures what each buys.
 
@@ -23,6 +30,7 @@ the tensor's version counter, ``Tensor._version``, which autograd itself relies 
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
 import torch
@@ -130,6 +138,52 @@ def recurrent_slots(heads) -> list[tuple[torch.Tensor, ...]]:
     return heads.derived.get("recurrent", sources + ([] if ids is None else [ids]), lambda: recurrent_tables(heads))
 
 
+def pack_int8(weight: torch.Tensor, bias: torch.Tensor | None = None):
+    """An (out, in) weight (and bias) packed for ``torch.ops.quantized.linear_dynamic``: int8, symmetric, one scale
+    per output channel (an all-zero channel stays exactly zero)."""
+    w = weight.detach().float().contiguous()
+    scale = (w.abs().amax(dim=1) / 127).clamp_min(1e-12).double()
+    try:
+        with warnings.catch_warnings():  # quantized tensors are deprecated upstream; the pinned torch has them
+            warnings.simplefilter("ignore", UserWarning)
+            q = torch.quantize_per_channel(w, scale, torch.zeros(w.shape[0], dtype=torch.long), 0, torch.qint8)
+            return torch.ops.quantized.linear_prepack(q, None if bias is None else bias.detach().float().contiguous())
+    except (AttributeError, RuntimeError, NotImplementedError) as e:
+        raise ValueError(f"decode.proposal_precision=int8 needs PyTorch's quantized CPU ops (fbgemm), which this "
+                         f"build lacks ({type(e).__name__}); use float32.") from e
+
+
+def int8_linear(x: torch.Tensor, packed) -> torch.Tensor:
+    """``x @ W.T (+ b)`` through a ``pack_int8`` weight, in ``x``'s dtype (the op itself takes float32)."""
+    out = torch.ops.quantized.linear_dynamic(x.float().contiguous(), packed)
+    return out if x.dtype == torch.float32 else out.to(x.dtype)
+
+
+def int8_slots(heads) -> tuple[list[tuple], object]:
+    """Per recurrent slot the float tables of ``recurrent_slots`` with its matrices packed as int8 (tied slots
+    share their packs), and the packed proposal projection; cached like the float ones."""
+
+    def make():
+        packs: dict[int, object] = {}
+
+        def pack(w: torch.Tensor | None):  # a (in, out) matrix of the tables, packed as its (out, in) transpose
+            if w is None:
+                return None
+            if w.data_ptr() not in packs:
+                packs[w.data_ptr()] = pack_int8(w.t())
+            return packs[w.data_ptr()]
+
+        slots = [(table, ptable, pack(w_s), pack(w_o), pack(w_q), pack(w_c))
+                 for table, ptable, w_s, w_o, w_q, w_c in recurrent_slots(heads)]
+        wt, b = proposal_projection(heads)
+        return slots, pack_int8(wt.t(), b)
+
+    ids = heads.proposal_ids
+    sources = [heads.output.weight, heads.w_r_in, heads.b_r_in, heads.w_r_out, heads.b_r_out]
+    sources += [heads.w_q] if heads.reads_source else []
+    return heads.derived.get("recurrent_int8", sources + ([] if ids is None else [ids]), make)
+
+
 class TableStep:
     """Recurrent slot ``i``'s step from the decoding tables: the states after the slot and their logits over the
     proposal vocabulary, what ``RecurrentHeads.step`` and ``proposal_logits`` give, in a table lookup, addmm,
@@ -138,10 +192,16 @@ class TableStep:
     once, and indices become token ids once, at the end (``token_ids``)."""
 
     def __init__(self, heads, source=None) -> None:
-        self.slots = recurrent_slots(heads)
-        self.wt, self.bias = proposal_projection(heads)
         self.ids: torch.Tensor | None = heads.proposal_ids
         self.source = source
+        self.int8 = heads.proposal_precision == "int8"
+        if self.int8:
+            if heads.output.weight.device.type != "cpu":
+                raise ValueError("decode.proposal_precision=int8 runs on a CPU only (fbgemm); use float32 on a GPU.")
+            self.slots, self.packed_projection = int8_slots(heads)
+        else:
+            self.slots = recurrent_slots(heads)
+            self.wt, self.bias = proposal_projection(heads)
 
     def __call__(self, s: torch.Tensor, tok: torch.Tensor, i: int, from_proposal: bool = False
                  ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -156,9 +216,27 @@ class TableStep:
         """The step for flat states ``s`` (n, d) of ``batch`` rows (n / batch each, batch-first) reading ``tok``
         (n,)."""
         slot = self.slots[i - 1]
-        hidden = slot_hidden(slot[1 if from_proposal else 0][tok], s, slot, self.source, batch)
+        lookup = slot[1 if from_proposal else 0][tok]
+        if self.int8:
+            return self._flat_int8(s, lookup, slot, batch)
+        hidden = slot_hidden(lookup, s, slot, self.source, batch)
         s = torch.addmm(s, hidden, slot[3])
         return s, (s @ self.wt if self.bias is None else torch.addmm(self.bias, s, self.wt))
+
+    def _flat_int8(self, s: torch.Tensor, lookup: torch.Tensor, slot: tuple, batch: int
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``flat``'s products through the int8 packs of ``int8_slots``."""
+        _, _, w_s, w_o, w_q, w_c = slot
+        hidden = lookup.to(s.dtype) + int8_linear(s, w_s)
+        if w_q is not None:
+            if self.source is None:
+                from bpd.models.heads.source import MISSING
+
+                raise ValueError(MISSING)
+            read = self.source.read(int8_linear(s, w_q).view(batch, -1, s.shape[-1])).view(s.shape)
+            hidden += int8_linear(read, w_c)
+        s = s + int8_linear(hidden.relu_(), w_o)
+        return s, int8_linear(s, self.packed_projection)
 
     def token_ids(self, idx: torch.Tensor) -> torch.Tensor:
         """Token ids of proposal-vocabulary indices."""
@@ -189,4 +267,5 @@ def recurrent_tree(heads, h: torch.Tensor, first: torch.Tensor, plan, source=Non
     return step.token_ids(torch.cat(levels, dim=1))
 
 
-__all__ = ["DerivedCache", "TableStep", "applies", "project", "recurrent_tree", "top1"]
+__all__ = ["DerivedCache", "TableStep", "applies", "int8_linear", "pack_int8", "project", "recurrent_tree",
+           "top1"]

@@ -34,6 +34,7 @@ from collections.abc import Iterator
 import torch
 from torch import nn
 
+from bpd.config.decode import PROPOSAL_PRECISIONS
 from bpd.models import fastpath
 from bpd.models.fastpath import top1
 from bpd.models.heads.source import Source
@@ -64,6 +65,8 @@ class ProposalHeads(nn.Module):
         self.derived = fastpath.DerivedCache()
         # Decoding option: proposal heads choose among these token ids only (``set_proposal_vocab``).
         self.proposal_ids: torch.Tensor | None = None
+        # Decoding option: the precision of the proposal chain's products (``set_proposal_precision``).
+        self.proposal_precision = "float32"
         # Training option: the proposal slots' logits cover these token ids only (``set_loss_vocab``).
         self.loss_ids: torch.Tensor | None = None
         # A plain base model (k == 1 with identity p_1) has no extra parameters at all.
@@ -163,6 +166,15 @@ class ProposalHeads(nn.Module):
         the whole vocabulary, so exact decoding stays identical to greedy; a smaller projection makes each
         proposal slot cheaper (FR-Spec, Zhao et al. 2025), at the price of never proposing a rare token."""
         self.proposal_ids = self._token_ids(ids)
+
+    def set_proposal_precision(self, precision: str) -> None:
+        """``int8``: the recurrent and attend slots' decoding step multiplies by int8 weights (a CPU path;
+        ``fastpath.TableStep``), ``float32`` (the default): as trained. Like the proposal vocabulary, this only
+        changes what is proposed: verification scores p_1 with the base's own weights, so exact decoding stays
+        identical to greedy. Heads without a slot chain (paper, blockdiag, medusa) ignore it."""
+        if precision not in PROPOSAL_PRECISIONS:
+            raise ValueError(f"decode.proposal_precision={precision!r}: use one of {', '.join(PROPOSAL_PRECISIONS)}.")
+        self.proposal_precision = precision
 
     def set_loss_vocab(self, ids: torch.Tensor | None) -> None:
         """Train the proposal slots among ``ids`` only (``heads.proposal_vocab``): their logits in
