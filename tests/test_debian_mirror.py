@@ -247,3 +247,14 @@ def test_the_ding_dictionary_comes_from_the_mirror_without_apt(fake_mirror, tmp_
                               fetchers=(lambda d: None, ding.fetch_ding_from_mirror))
     assert got.read_bytes() == b"Haus :: house\n"
     assert not (tmp_path / "ding" / "mirror").exists()  # the indexes and the package are not kept
+
+
+def test_a_package_gone_from_the_mirror_refreshes_the_index(fake_mirror, tmp_path):
+    url, root = fake_mirror
+    archive = MirrorArchive(tmp_path / "cache", progress=False, mirror=f"{url}/debian",
+                            security=f"{url}/debian-security")
+    archive.update()
+    next((root / "debian").rglob("older_2.0-1_all.deb")).unlink()  # replaced upstream since the index was read
+    with pytest.raises(ArchiveError, match="gone from the mirror"):
+        archive.download(archive.candidates(["older"]))
+    assert not (archive.lists_dir() / ".complete").exists()  # the next run reads the index again

@@ -215,7 +215,13 @@ class MirrorArchive(Archive):
 
         def one(p: str) -> None:
             e = index[p]
-            http_get(f"{e.base}/{e.filename}", partial / f"{p}_{e.version}_{e.arch}.deb", sha256=e.sha256)
+            url = f"{e.base}/{e.filename}"
+            if http_get(url, partial / f"{p}_{e.version}_{e.arch}.deb", sha256=e.sha256) is None:
+                # The mirror keeps only current versions: an index fetched before an update names removed files.
+                (self.lists_dir() / ".complete").unlink(missing_ok=True)
+                raise ArchiveError(f"{url} is gone from the mirror (a newer version replaced it since the package "
+                                   "index was fetched); the next run fetches the index anew: run the same command "
+                                   "again.")
 
         with ThreadPoolExecutor(max_workers=self.workers) as pool:
             list(pool.map(one, chunk))
