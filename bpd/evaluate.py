@@ -10,7 +10,7 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, fields, replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ import torch
 from bpd import machine_load
 from bpd.bench.speedup_ci import timing_columns
 from bpd.config import ExperimentConfig
+from bpd.config.common import keyed_fields
 from bpd.config.methods import Role, role_of
 from bpd.decoding.agreement import mismatch_gaps
 from bpd.decoding.methods.rescore import NgramLM
@@ -38,7 +39,7 @@ def run_id(cfg: ExperimentConfig, model_path: Path, draft_path: Path | None = No
     """The id of an evaluation: the model file, the decoding options, the task and the device (and the draft
     model's file, with one). Whether to redo a run (``skip_existing``) is not part of what the run is: a
     redo keeps the id it redoes; nor is how often it is timed (``timing_repeats``: the same outputs)."""
-    decode = {k: v for k, v in asdict(cfg.decode).items() if k != "timing_repeats"}
+    decode = keyed_fields(cfg.decode, drop=("timing_repeats",))
     decode["skip_existing"] = True
     if draft_path is None:
         return config_hash(model_path.name, decode, cfg.task.name, cfg.device)

@@ -262,3 +262,19 @@ def test_another_corpus_split_is_checked(split: str, task: str, fix: str) -> Non
     with pytest.raises(ValueError, match=re.escape(fix)):
         composed([f"task={task}", f"decode.split={split}"])
     composed(["task=debian_en_de", "decode.split=ding:test"])  # the out-of-domain test of Table 1
+
+
+def test_committed_run_ids_survive_new_decode_options():
+    """Decoding options added later (``DecodeConfig.KEYED_WHEN_SET``) leave run ids at their defaults alone: the
+    committed demo rows keep their id (so a re-run finds and skips them), and setting the option makes a new one."""
+    import dataclasses
+    import json
+
+    from bpd.evaluate import run_id
+
+    rows = [json.loads(x) for x in (REPO / "results" / "demo_debian" / "rows.jsonl").read_text().splitlines() if x]
+    last = rows[-1]
+    cfg, _ = composed(["experiment=demo_debian"])
+    assert run_id(cfg, Path(last["model"])) == last["run_id"]
+    int8 = dataclasses.replace(cfg, decode=dataclasses.replace(cfg.decode, proposal_precision="int8"))
+    assert run_id(int8, Path(last["model"])) != last["run_id"]

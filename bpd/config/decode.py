@@ -58,6 +58,9 @@ class DecodeConfig:
     rescore: list[RescoreConfig] = field(default_factory=list)  # also rescored chains: [{beam: 4, weight: 0.5}]
     skip_existing: bool = True  # an evaluation whose run id already has rows is not redone
 
+    #: Options added after rows were written: in run ids only when they differ from their defaults.
+    KEYED_WHEN_SET = {"proposal_precision": "float32"}
+
     def validate(self, trained_k: int | None = None) -> None:
         corpus, split = split_parts(self.split)
         check(split in SPLITS and corpus in (None, *OTHER_CORPORA) and (corpus is None or split != "train"),
