@@ -43,7 +43,7 @@ EXPECTED_COLUMNS = (
     "step_cost_ratio ideal_speedup efficiency predicted_speedup efficiency_vs_predicted efficiency_ceiling "
     "tokens_per_s speedup_min speedup_max peak_mem_mb compile tree tree_nodes rescore_beam rescore_weight "
     "draft_model speedup_ci_low speedup_ci_high speedup_vs_chain speedup_vs_chain_ci_low speedup_vs_chain_ci_high "
-    "train_steps timing_busy timing_note load_other_cores load_self_cores"
+    "train_steps timing_busy timing_note load_other_cores load_self_cores proposal_precision"
 ).split()
 
 NUMERIC_COLUMNS = (
@@ -227,6 +227,10 @@ def load_rows(results_dir: Path) -> pd.DataFrame:
     # bench rows read as (and, in Figure 4, replace) the untied model's.
     tied = df["heads_tied"].map(_flag).astype(bool)
     df.loc[tied, "heads_arch"] = df.loc[tied, "heads_arch"].fillna("?").astype(str) + " tied"
+    # int8 proposal chains (decode.proposal_precision) are the same heads run another way: the same mark, so that an
+    # int8 run of a model neither replaces its float run nor reads as it.
+    int8 = df["proposal_precision"].fillna("float32").astype(str) == "int8"
+    df.loc[int8, "heads_arch"] = df.loc[int8, "heads_arch"].fillna("?").astype(str) + " int8"
     if df.empty:
         for c in ("table_setting", "source_file"):
             df[c] = pd.Series(dtype=object)

@@ -445,6 +445,19 @@ def test_tied_heads_are_their_own_architecture_in_tables_and_figure(tmp_path) ->
     assert sorted(build_all(rows, load_paper())["bench"].data["heads_arch"]) == ["recurrent", "recurrent tied"]
 
 
+def test_int8_proposal_runs_are_their_own_line(tmp_path) -> None:
+    """An int8-chain bench run of a model, made after its float run, keeps both lines (labelled), as tied slots do."""
+    common = _bench_k4_row(heads_arch="attend", mean_block_size=2.0, model="m.pt")
+    write_rows(tmp_path / "bench" / "rows.jsonl", [
+        {**common, "speedup": 1.0, "time": "2026-01-01T00:00:00"},
+        {**common, "proposal_precision": "float32", "speedup": 0.98, "time": "2026-01-02T00:00:00"},
+        {**common, "proposal_precision": "int8", "speedup": 1.04, "time": "2026-01-03T00:00:00"},
+    ])
+    rows = load_rows(tmp_path)
+    assert speedup_points(rows).set_index("series")["speedup"].to_dict() == {
+        "bench table1_small attend exact": 0.98, "bench table1_small attend int8 exact": 1.04}
+
+
 def test_bench_table_tells_the_same_heads_trained_longer_apart(tmp_path) -> None:
     """Two bench runs of one architecture whose heads trained for different step budgets are two models; the
     report's bench table shows each row's head steps, so they do not read as a repeat of one configuration."""
