@@ -258,3 +258,12 @@ def test_a_package_gone_from_the_mirror_refreshes_the_index(fake_mirror, tmp_pat
     with pytest.raises(ArchiveError, match="gone from the mirror"):
         archive.download(archive.candidates(["older"]))
     assert not (archive.lists_dir() / ".complete").exists()  # the next run reads the index again
+
+
+def test_the_ding_dictionary_is_bookworms_first_on_any_machine(monkeypatch):
+    from bpd.data import ding
+
+    monkeypatch.setattr(mirror_mod, "system_is_reference_release", lambda: False)
+    assert ding.default_fetchers()[0] is ding.fetch_ding_from_mirror  # Ubuntu's apt: another release
+    monkeypatch.setattr(mirror_mod, "system_is_reference_release", lambda: True)
+    assert ding.default_fetchers()[0] is ding.fetch_ding_with_apt

@@ -131,20 +131,29 @@ def fetch_ding_from_upstream(cache_dir: Path) -> Path | None:
     return target
 
 
-DEFAULT_FETCHERS: tuple[Fetcher, ...] = (fetch_ding_with_apt, fetch_ding_from_mirror, fetch_ding_from_upstream)
+def default_fetchers() -> tuple[Fetcher, ...]:
+    """apt first on Debian bookworm, the release the shipped ding models were trained on; on any other machine
+    bookworm's package over HTTP first, since another release's apt may serve another dictionary (which the
+    shipped models' fingerprint would refuse). The upstream site last: it serves its newest dictionary."""
+    from bpd.data.debian.mirror import system_is_reference_release
+
+    if system_is_reference_release():
+        return fetch_ding_with_apt, fetch_ding_from_mirror, fetch_ding_from_upstream
+    return fetch_ding_from_mirror, fetch_ding_with_apt, fetch_ding_from_upstream
 
 
 def find_ding_file(
     path: str | Path | None,
     cache_dir: Path,
     system_paths: Sequence[Path] = (DING_SYSTEM_PATH,),
-    fetchers: Sequence[Fetcher] = DEFAULT_FETCHERS,
+    fetchers: Sequence[Fetcher] | None = None,
 ) -> Path:
     """Locate the ding ``de-en`` dictionary, fetching it into ``cache_dir`` if needed.
 
     Order: ``path`` (an explicit path that does not exist is an error, not something to paper over with a
     download); the installed Debian package; an earlier extract/download in ``cache_dir``; each fetcher
-    (default: ``apt-get download trans-de-en``, Debian's package over HTTP, then the upstream URL).
+    (default, ``default_fetchers``: ``apt-get download trans-de-en`` and Debian's package over HTTP, in the order
+    that gets bookworm's, then the upstream URL).
     ``system_paths`` and ``fetchers`` exist so tests can run this without touching apt or the network.
     """
     if path is not None:
@@ -160,7 +169,7 @@ def find_ding_file(
     for cand in candidates:
         if cand.is_file():
             return cand
-    for fetch in fetchers:
+    for fetch in default_fetchers() if fetchers is None else fetchers:
         got = fetch(cache_dir)
         if got is not None and got.is_file():
             return got
@@ -332,7 +341,7 @@ def prepare_ding(
     n_dev: int = 500,
     n_test: int = 1000,
     seed: int = 0,
-    fetchers: Sequence[Fetcher] = DEFAULT_FETCHERS,
+    fetchers: Sequence[Fetcher] | None = None,
     system_paths: Sequence[Path] = (DING_SYSTEM_PATH,),
 ) -> Path:
     """Build ``cache_dir/ding_<direction>[_phrases]/{train,dev,test}.{src,tgt}`` and return the folder.
