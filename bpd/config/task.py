@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 from bpd.config.common import check
 
+#: How ``task.debian_fetch`` may fetch the Debian corpus's packages (``bpd.data.debian.mirror.open_archive``).
+DEBIAN_FETCH_MODES = ("auto", "apt", "http")
 
 @dataclass
 class TranslationTaskConfig:
@@ -61,8 +63,8 @@ class TranslationTaskConfig:
                       or self.debian_fetch != "auto")
         check(self.source == "debian" or not debian_set,
                f"the task.debian_* options shape the Debian corpus; drop them for task.source={self.source}.")
-        check(self.debian_fetch in ("auto", "apt", "http"),
-               f"task.debian_fetch must be auto, apt or http (got {self.debian_fetch!r}).")
+        check(self.debian_fetch in DEBIAN_FETCH_MODES,
+               f"task.debian_fetch must be one of {', '.join(DEBIAN_FETCH_MODES)} (got {self.debian_fetch!r}).")
         check(self.data_dir is None or self.source != "debian",
                "task.data_dir names a wmt14 or folder corpus; the Debian corpus is built from packages (use "
                "task.debian_deb_dir for a folder of .deb files), so drop task.data_dir.")

@@ -116,26 +116,36 @@ def recurrent_tables(heads) -> list[tuple[torch.Tensor, ...]]:
     return out
 
 
+def read_source(source, q: torch.Tensor, batch: int) -> torch.Tensor:
+    """An attend slot's read of the source with flat queries ``q`` (n, d) of ``batch`` rows (n / batch each)."""
+    if source is None:
+        from bpd.models.heads.source import MISSING  # heads import this module: imported when needed
+
+        raise ValueError(MISSING)
+    return source.read(q.view(batch, -1, q.shape[-1])).view(q.shape)
+
+
 def slot_hidden(lookup: torch.Tensor, s: torch.Tensor, slot: tuple, source, batch: int) -> torch.Tensor:
     """A recurrent slot's first layer, relu applied, at flat states ``s`` (n, d) of ``batch`` rows (n / batch
     each, batch-first) whose read tokens' table rows are ``lookup`` (n, d_ff + 1)."""
     _, _, w_s, _, w_q, w_c = slot
     hidden = torch.addmm(lookup, s, w_s)
     if w_q is not None:
-        if source is None:
-            from bpd.models.heads.source import MISSING  # heads import this module: imported when needed
-
-            raise ValueError(MISSING)
-        hidden.addmm_(source.read((s @ w_q).view(batch, -1, s.shape[-1])).view(s.shape), w_c)
+        hidden.addmm_(read_source(source, s @ w_q, batch), w_c)
     return hidden.relu_()
+
+
+def _slot_weights(heads) -> list[torch.Tensor]:
+    """What the decoding tables are made from: they are rebuilt when any of these changes."""
+    ids = heads.proposal_ids
+    sources = [heads.output.weight, heads.w_r_in, heads.b_r_in, heads.w_r_out, heads.b_r_out]
+    sources += [heads.w_q] if heads.reads_source else []
+    return sources + ([] if ids is None else [ids])
 
 
 def recurrent_slots(heads) -> list[tuple[torch.Tensor, ...]]:
     """``recurrent_tables``, cached until a weight or the proposal vocabulary changes."""
-    ids = heads.proposal_ids
-    sources = [heads.output.weight, heads.w_r_in, heads.b_r_in, heads.w_r_out, heads.b_r_out]
-    sources += [heads.w_q] if heads.reads_source else []
-    return heads.derived.get("recurrent", sources + ([] if ids is None else [ids]), lambda: recurrent_tables(heads))
+    return heads.derived.get("recurrent", _slot_weights(heads), lambda: recurrent_tables(heads))
 
 
 def pack_int8(weight: torch.Tensor, bias: torch.Tensor | None = None):
@@ -178,10 +188,7 @@ def int8_slots(heads) -> tuple[list[tuple], object]:
         wt, b = proposal_projection(heads)
         return slots, pack_int8(wt.t(), b)
 
-    ids = heads.proposal_ids
-    sources = [heads.output.weight, heads.w_r_in, heads.b_r_in, heads.w_r_out, heads.b_r_out]
-    sources += [heads.w_q] if heads.reads_source else []
-    return heads.derived.get("recurrent_int8", sources + ([] if ids is None else [ids]), make)
+    return heads.derived.get("recurrent_int8", _slot_weights(heads), make)
 
 
 class TableStep:
@@ -229,12 +236,7 @@ class TableStep:
         _, _, w_s, w_o, w_q, w_c = slot
         hidden = lookup.to(s.dtype) + int8_linear(s, w_s)
         if w_q is not None:
-            if self.source is None:
-                from bpd.models.heads.source import MISSING
-
-                raise ValueError(MISSING)
-            read = self.source.read(int8_linear(s, w_q).view(batch, -1, s.shape[-1])).view(s.shape)
-            hidden += int8_linear(read, w_c)
+            hidden += int8_linear(read_source(self.source, int8_linear(s, w_q), batch), w_c)
         s = s + int8_linear(hidden.relu_(), w_o)
         return s, int8_linear(s, self.packed_projection)
 

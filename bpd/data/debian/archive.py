@@ -56,6 +56,11 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
+def control_fields(block: str) -> dict[str, str]:
+    """The ``Field: value`` lines of one stanza of a Debian control file (``apt-cache show``, a Packages index)."""
+    return dict(re.findall(r"^([\w-]+): (.*)$", block, flags=re.M))
+
+
 _DEB_NAME = re.compile(r"^(?P<pkg>[^_]+)_(?P<ver>[^_]+)_(?P<arch>[^_]+)\.deb$")
 
 
@@ -164,7 +169,7 @@ class Archive:
             chunk = packages[chunk_start: chunk_start + 200]
             proc = _run(["apt-cache", "show", "--no-all-versions", *chunk], env=self._env())
             for block in proc.stdout.split("\n\n"):
-                fields = dict(re.findall(r"^([\w-]+): (.*)$", block, flags=re.M))
+                fields = control_fields(block)
                 if "Package" in fields and "Version" in fields:
                     out[fields["Package"]] = (fields["Version"], int(fields.get("Size", 0)))
         return out
@@ -337,7 +342,7 @@ class Archive:
                 tmp = target.with_name(target.name + ".tmp")
                 with open(tmp, "wb") as f:
                     for path in files:
-                        f.write(_decompress(path) + b"\n")
+                        f.write(decompress_index(path) + b"\n")
                 os.replace(tmp, target)
             out[f"Translation-{lang}"] = sha256_file(target)
         return self.i18n, out
@@ -413,7 +418,7 @@ def _unpack_text(deb: Path, target: Path, members: Sequence[str] | None = None) 
     return "; ".join(errors) or f"exit status {proc.returncode}"
 
 
-def _decompress(path: Path) -> bytes:
+def decompress_index(path: Path) -> bytes:
     """An apt index in whatever compression apt stored it: the standard library's codecs, else apt's own
     helper (lz4 and zstd, which apt uses in containers, have no standard-library codec)."""
     import bz2

@@ -13,7 +13,8 @@ import fnmatch
 import os
 import shutil
 import tarfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
@@ -56,6 +57,15 @@ def _data_member(f: BinaryIO, deb: Path) -> tuple[str, int]:
     raise DebFileError(f"{deb.name} has no data.tar member")
 
 
+@contextmanager
+def _data_tar(deb: Path) -> Iterator[tarfile.TarFile]:
+    """The package's data member as a streamed tar archive (read once, front to back)."""
+    with open(deb, "rb") as f:
+        kind, size = _data_member(f, deb)
+        with tarfile.open(fileobj=_Slice(f, size), mode=_TAR_MODES[kind]) as tar:  # type: ignore[call-overload]
+            yield tar
+
+
 def _norm(name: str) -> str:
     """A member name as GNU tar prints it (``./usr/...``): packages are built with a leading ``./``."""
     name = name.rstrip("/")
@@ -92,54 +102,50 @@ def unpack_deb(deb: Path, target: Path, members: Sequence[str] | None, skipped: 
     try:
         wanted_links: dict[str, list[Path]] = {}  # link target's name -> where its copies go
         written: dict[str, Path] = {}
-        with open(deb, "rb") as f:
-            kind, size = _data_member(f, deb)
-            with tarfile.open(fileobj=_Slice(f, size), mode=_TAR_MODES[kind]) as tar:  # type: ignore[call-overload]
+        with _data_tar(deb) as tar:
+            for ti in tar:
+                name = _norm(ti.name)
+                if not _selected(name, members, skipped):
+                    continue
+                path = _safe_path(target, name)
+                if path is None:
+                    continue
+                if ti.isdir():
+                    path.mkdir(parents=True, exist_ok=True)
+                elif ti.isfile():
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    src = tar.extractfile(ti)
+                    assert src is not None
+                    with open(path, "wb") as out:
+                        shutil.copyfileobj(src, out)
+                    written[name] = path
+                elif ti.islnk():
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    link = _norm(ti.linkname)
+                    if link in written:
+                        shutil.copyfile(written[link], path)
+                    else:
+                        wanted_links.setdefault(link, []).append(path)
+                elif ti.issym():
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    if path.is_symlink() or path.exists():
+                        path.unlink()
+                    os.symlink(ti.linkname, path)
+        if wanted_links:
+            with _data_tar(deb) as tar:
                 for ti in tar:
                     name = _norm(ti.name)
-                    if not _selected(name, members, skipped):
-                        continue
-                    path = _safe_path(target, name)
-                    if path is None:
-                        continue
-                    if ti.isdir():
-                        path.mkdir(parents=True, exist_ok=True)
-                    elif ti.isfile():
-                        path.parent.mkdir(parents=True, exist_ok=True)
+                    paths = wanted_links.pop(name, None)
+                    own = _safe_path(target, name)
+                    if paths and ti.isfile() and own is not None:
                         src = tar.extractfile(ti)
                         assert src is not None
-                        with open(path, "wb") as out:
-                            shutil.copyfileobj(src, out)
-                        written[name] = path
-                    elif ti.islnk():
-                        path.parent.mkdir(parents=True, exist_ok=True)
-                        link = _norm(ti.linkname)
-                        if link in written:
-                            shutil.copyfile(written[link], path)
-                        else:
-                            wanted_links.setdefault(link, []).append(path)
-                    elif ti.issym():
-                        path.parent.mkdir(parents=True, exist_ok=True)
-                        if path.is_symlink() or path.exists():
-                            path.unlink()
-                        os.symlink(ti.linkname, path)
-        if wanted_links:
-            with open(deb, "rb") as f:
-                kind, size = _data_member(f, deb)
-                with tarfile.open(fileobj=_Slice(f, size), mode=_TAR_MODES[kind]) as tar:  # type: ignore[call-overload]
-                    for ti in tar:
-                        name = _norm(ti.name)
-                        paths = wanted_links.pop(name, None)
-                        own = _safe_path(target, name)
-                        if paths and ti.isfile() and own is not None:
-                            src = tar.extractfile(ti)
-                            assert src is not None
-                            data = src.read()
-                            for path in (own, *paths):  # the target too, as tar's second pass unpacks it
-                                path.parent.mkdir(parents=True, exist_ok=True)
-                                path.write_bytes(data)
-                        if not wanted_links:
-                            break
+                        data = src.read()
+                        for path in (own, *paths):  # the target too, as tar's second pass unpacks it
+                            path.parent.mkdir(parents=True, exist_ok=True)
+                            path.write_bytes(data)
+                    if not wanted_links:
+                        break
             if wanted_links:
                 return f"hard link target(s) missing from the archive: {', '.join(sorted(wanted_links)[:3])}"
         return None

@@ -11,10 +11,7 @@ default) gives the same packages on any machine: apt on Debian bookworm, this ar
 
 from __future__ import annotations
 
-import bz2
-import gzip
 import hashlib
-import lzma
 import os
 import re
 import time
@@ -25,15 +22,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from bpd.data.debian.archive import Archive, ArchiveError
+from bpd.config.task import DEBIAN_FETCH_MODES as FETCH_MODES
+from bpd.data.debian.archive import Archive, ArchiveError, control_fields, decompress_index
 
 MIRROR = "http://deb.debian.org/debian"
 SECURITY_MIRROR = "http://deb.debian.org/debian-security"
 RELEASE = "bookworm"  # the release of the reference build (results/data/debian_manifest.json)
 #: The packages' text is the same on every architecture; one is fetched everywhere so every machine gets one corpus.
 ARCH = "amd64"
-FETCH_MODES = ("auto", "apt", "http")
-_DECOMPRESS = {"xz": lzma.decompress, "bz2": bz2.decompress, "gz": gzip.decompress}
 
 
 @dataclass(frozen=True)
@@ -109,7 +105,7 @@ def parse_packages(text: str, base: str) -> dict[str, PackageEntry]:
     """package -> its entry, from a ``Packages`` index."""
     out: dict[str, PackageEntry] = {}
     for block in text.split("\n\n"):
-        fields = dict(re.findall(r"^([\w-]+): (.*)$", block, flags=re.M))
+        fields = control_fields(block)
         if {"Package", "Version", "Filename", "SHA256"} <= fields.keys():
             out[fields["Package"]] = PackageEntry(fields["Version"], fields.get("Architecture", ARCH),
                                                   int(fields.get("Size", 0)), fields["Filename"], fields["SHA256"],
@@ -197,7 +193,7 @@ class MirrorArchive(Archive):
             for base, suite in self.suites:  # apt's candidate: the highest version in any suite
                 for path in sorted(self.lists_dir().glob(f"{_list_name(base, suite, 'main/binary-' + ARCH)}"
                                                          "_Packages.*")):
-                    text = _DECOMPRESS[path.suffix[1:]](path.read_bytes()).decode("utf-8", "replace")
+                    text = decompress_index(path).decode("utf-8", "replace")
                     for name, entry in parse_packages(text, base).items():
                         old = self._index.get(name)
                         if old is None or compare_versions(entry.version, old.version) > 0:
