@@ -9,6 +9,7 @@ from bpd.config.common import check
 #: How ``task.debian_fetch`` may fetch the Debian corpus's packages (``bpd.data.debian.mirror.open_archive``).
 DEBIAN_FETCH_MODES = ("auto", "apt", "http")
 
+
 @dataclass
 class TranslationTaskConfig:
     """A parallel corpus: the embedded ding sentences, the Debian corpus, WMT14, or any ``{train,dev,test}.{src,tgt}``
