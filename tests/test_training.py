@@ -76,6 +76,20 @@ def test_a_binding_time_cap_is_recorded(tmp_path, capsys):
     assert load_checkpoint(tmp_path / "m.pt")["stopped_by"] == "minutes"
 
 
+def test_the_bar_returns_to_the_step_budget_when_the_pace_recovers():
+    """A run paused early (SIGSTOP beside another job) looks slow and the bar counts towards the cap; once the
+    pace shows the steps will end the stage after all, the bar counts towards the steps again."""
+    from bpd.training.report import Reporter
+
+    cfg = TrainConfig(max_steps=100, max_minutes=1.0)
+    r = Reporter(cfg, "heads", 0, None, is_main=True, progress=True)
+    r.stepped(1, elapsed=30.0, budget_s=60.0)  # 30 s a step: the cap ends it at about step 2
+    assert r.bar.total == 2 and "min cap" in r.bar.desc
+    r.stepped(90, elapsed=31.0, budget_s=60.0)  # then fast: 100 steps end it well inside the minute
+    assert r.bar.total == 100 and "min cap" not in r.bar.desc
+    r.bar.close()
+
+
 @pytest.mark.parametrize("arch", HEAD_ARCHS)
 def test_frozen_training_keeps_base_bit_identical(tmp_path, arch):
     model = fresh_model(k=3, heads_arch=arch, identity_p1=True)

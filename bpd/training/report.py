@@ -27,12 +27,15 @@ class Reporter:
 
     def stepped(self, step: int, elapsed: float, budget_s: float | None) -> None:
         """One more step done. The bar's total is the budget that will end the stage: steps, or minutes when
-        the cap will bind first (its steps estimated from the pace so far)."""
+        the cap will bind first (its steps estimated from the pace so far). The pace can recover (a run paused
+        with SIGSTOP looks slow at first), so the bar goes back to the steps when the cap no longer binds."""
         if budget_s is not None:
             by_time = step + int(max(0.0, budget_s - elapsed) / max(1e-9, elapsed / max(1, step)))
-            if by_time < self.cfg.max_steps and self.bar.total != by_time:
-                self.bar.total = by_time
-                self.bar.set_description(f"train {self.stage} ({self.cfg.max_minutes:g} min cap)")
+            total = min(by_time, self.cfg.max_steps)
+            if self.bar.total != total:
+                self.bar.total = total
+                cap = f" ({self.cfg.max_minutes:g} min cap)" if by_time < self.cfg.max_steps else ""
+                self.bar.set_description(f"train {self.stage}{cap}")
         self.bar.update(1)
 
     def train_row(self, step: int, losses: StepLosses, lr: float, elapsed: float) -> None:
