@@ -13,6 +13,7 @@ from bpd.models import HEAD_ARCHS
 from bpd.training.checkpoint import CheckpointError, load_checkpoint, load_model, save_checkpoint
 from bpd.training.loop import train, trained_heads
 from bpd.training.losses import combine, head_losses, shifted_targets, teacher_tokens
+from bpd.training.report import Reporter
 
 
 def toy_batches(vocab: int = 20, n: int = 8, seed: int = 0):
@@ -79,8 +80,6 @@ def test_a_binding_time_cap_is_recorded(tmp_path, capsys):
 def test_the_bar_returns_to_the_step_budget_when_the_pace_recovers():
     """A run paused early (SIGSTOP beside another job) looks slow and the bar counts towards the cap; once the
     pace shows the steps will end the stage after all, the bar counts towards the steps again."""
-    from bpd.training.report import Reporter
-
     cfg = TrainConfig(max_steps=100, max_minutes=1.0)
     r = Reporter(cfg, "heads", 0, None, is_main=True, progress=True)
     r.stepped(1, elapsed=30.0, budget_s=60.0)  # 30 s a step: the cap ends it at about step 2

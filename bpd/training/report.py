@@ -31,10 +31,11 @@ class Reporter:
         with SIGSTOP looks slow at first), so the bar goes back to the steps when the cap no longer binds."""
         if budget_s is not None:
             by_time = step + int(max(0.0, budget_s - elapsed) / max(1e-9, elapsed / max(1, step)))
-            total = min(by_time, self.cfg.max_steps)
+            capped = by_time < self.cfg.max_steps
+            total = by_time if capped else self.cfg.max_steps
             if self.bar.total != total:
                 self.bar.total = total
-                cap = f" ({self.cfg.max_minutes:g} min cap)" if by_time < self.cfg.max_steps else ""
+                cap = f" ({self.cfg.max_minutes:g} min cap)" if capped else ""
                 self.bar.set_description(f"train {self.stage}{cap}")
         self.bar.update(1)
 
