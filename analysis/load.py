@@ -43,7 +43,7 @@ EXPECTED_COLUMNS = (
     "step_cost_ratio ideal_speedup efficiency predicted_speedup efficiency_vs_predicted efficiency_ceiling "
     "tokens_per_s speedup_min speedup_max peak_mem_mb compile tree tree_nodes rescore_beam rescore_weight "
     "draft_model speedup_ci_low speedup_ci_high speedup_vs_chain speedup_vs_chain_ci_low speedup_vs_chain_ci_high "
-    "train_steps timing_busy timing_note load_other_cores load_self_cores proposal_precision"
+    "train_steps timing_busy timing_note load_other_cores load_self_cores proposal_precision proposal_vocab"
 ).split()
 
 NUMERIC_COLUMNS = (
@@ -51,7 +51,7 @@ NUMERIC_COLUMNS = (
     "k trained_k batch_size min_block_size beam_size n_examples criterion_param bleu psnr psnr_vs_greedy "
     "pixel_agreement_with_greedy mean_block_size identical_to_greedy speedup wallclock_s greedy_wallclock_s "
     "t1_ms tk_ms step_cost_ratio ideal_speedup efficiency predicted_speedup efficiency_vs_predicted efficiency_ceiling "
-    "tokens_per_s speedup_min speedup_max peak_mem_mb train_steps load_other_cores load_self_cores"
+    "tokens_per_s speedup_min speedup_max peak_mem_mb train_steps load_other_cores load_self_cores proposal_vocab"
 ).split()
 
 #: What makes two rows "the same configuration": re-runs of it differ only in run_id, git_sha and time. The model
@@ -231,6 +231,14 @@ def load_rows(results_dir: Path) -> pd.DataFrame:
     # int8 run of a model neither replaces its float run nor reads as it.
     int8 = df["proposal_precision"].fillna("float32").astype(str) == "int8"
     df.loc[int8, "heads_arch"] = df.loc[int8, "heads_arch"].fillna("?").astype(str) + " int8"
+    # So is a decode-time proposal vocabulary other than the one a model usually runs with (decode.proposal_vocab;
+    # rows name no training vocabulary, so "usually" is the most frequent value among that model file's rows, and
+    # rows from before the field existed count as usual).
+    vocab = df["proposal_vocab"]
+    usual = vocab.groupby(df["model"].fillna("")).transform(lambda v: v.mode().min() if v.notna().any() else None)
+    other = vocab.notna() & usual.notna() & (vocab != usual)
+    df.loc[other, "heads_arch"] = (df.loc[other, "heads_arch"].fillna("?").astype(str) + " vocab "
+                                   + vocab[other].astype(int).astype(str))
     if df.empty:
         for c in ("table_setting", "source_file"):
             df[c] = pd.Series(dtype=object)

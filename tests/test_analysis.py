@@ -458,6 +458,21 @@ def test_int8_proposal_runs_are_their_own_line(tmp_path) -> None:
         "bench table1_small attend exact": 0.98, "bench table1_small attend int8 exact": 1.04}
 
 
+def test_a_narrower_decode_proposal_vocabulary_is_its_own_line(tmp_path) -> None:
+    """A later bench run of a model proposing among fewer tokens than it usually does neither replaces its usual
+    run nor reads as it; rows from before the field existed stay with the usual line."""
+    common = _bench_k4_row(heads_arch="attend", mean_block_size=2.0, model="m.pt")
+    write_rows(tmp_path / "bench" / "rows.jsonl", [
+        {**common, "speedup": 1.0, "time": "2026-01-01T00:00:00"},
+        {**common, "proposal_vocab": 4000, "speedup": 1.2, "time": "2026-01-02T00:00:00"},
+        {**common, "proposal_vocab": 4000, "speedup": 1.3, "time": "2026-01-03T00:00:00"},
+        {**common, "proposal_vocab": 2000, "speedup": 1.1, "time": "2026-01-04T00:00:00"},
+    ])
+    rows = load_rows(tmp_path)
+    assert speedup_points(rows).set_index("series")["speedup"].to_dict() == {
+        "bench table1_small attend exact": 1.3, "bench table1_small attend vocab 2000 exact": 1.1}
+
+
 def test_bench_table_tells_the_same_heads_trained_longer_apart(tmp_path) -> None:
     """Two bench runs of one architecture whose heads trained for different step budgets are two models; the
     report's bench table shows each row's head steps, so they do not read as a repeat of one configuration."""
