@@ -64,6 +64,12 @@ CONFIG_KEY = (
 ).split()
 
 
+def _mark_arch(df: pd.DataFrame, rows: pd.Series, suffix: str | pd.Series) -> None:
+    """Append ``suffix`` to the head architecture of ``rows``: the label every table and figure line, and the
+    configuration key, read, so that marked rows neither replace nor read as the unmarked ones."""
+    df.loc[rows, "heads_arch"] = df.loc[rows, "heads_arch"].fillna("?").astype(str) + suffix
+
+
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """Parse one JSON-lines file line by line.
 
@@ -225,20 +231,17 @@ def load_rows(results_dir: Path) -> pd.DataFrame:
     df["timing_busy"] = df["timing_busy"].map(_flag).astype(bool)
     # Tied slots are another head architecture to every table and figure line: without the mark a tied model's
     # bench rows read as (and, in Figure 4, replace) the untied model's.
-    tied = df["heads_tied"].map(_flag).astype(bool)
-    df.loc[tied, "heads_arch"] = df.loc[tied, "heads_arch"].fillna("?").astype(str) + " tied"
+    _mark_arch(df, df["heads_tied"].map(_flag).astype(bool), " tied")
     # int8 proposal chains (decode.proposal_precision) are the same heads run another way: the same mark, so that an
     # int8 run of a model neither replaces its float run nor reads as it.
-    int8 = df["proposal_precision"].fillna("float32").astype(str) == "int8"
-    df.loc[int8, "heads_arch"] = df.loc[int8, "heads_arch"].fillna("?").astype(str) + " int8"
+    _mark_arch(df, df["proposal_precision"].fillna("float32").astype(str) == "int8", " int8")
     # So is a decode-time proposal vocabulary other than the one a model usually runs with (decode.proposal_vocab;
-    # rows name no training vocabulary, so "usually" is the most frequent value among that model file's rows, and
-    # rows from before the field existed count as usual).
+    # rows name no training vocabulary, so "usually" is the most frequent value among that model file's rows; rows
+    # from before the field existed, or naming no model file, count as usual).
     vocab = df["proposal_vocab"]
-    usual = vocab.groupby(df["model"].fillna("")).transform(lambda v: v.mode().min() if v.notna().any() else None)
+    usual = vocab.groupby(df["model"]).transform(lambda v: v.mode().min() if v.notna().any() else None)
     other = vocab.notna() & usual.notna() & (vocab != usual)
-    df.loc[other, "heads_arch"] = (df.loc[other, "heads_arch"].fillna("?").astype(str) + " vocab "
-                                   + vocab[other].astype(int).astype(str))
+    _mark_arch(df, other, " vocab " + vocab[other].astype(int).astype(str))
     if df.empty:
         for c in ("table_setting", "source_file"):
             df[c] = pd.Series(dtype=object)
