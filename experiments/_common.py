@@ -136,6 +136,10 @@ def friendly(fn: Callable[[ExperimentConfig, Any], object], cfg: DictConfig) -> 
     try:
         check_optional_choices()
         experiment, entry = to_configs(cfg)
+        if experiment.decode.proposal_precision == "int8":  # refused before any training, not at the evaluation
+            from bpd.models.fastpath import require_int8
+
+            require_int8()
         if experiment.threads:
             import torch
 

@@ -51,3 +51,21 @@ def test_packed_zero_channel_stays_zero():
     w[2] = 0.0
     out = fastpath.int8_linear(torch.randn(4, 8), fastpath.pack_int8(w))
     assert torch.all(out[:, 2] == 0)
+
+
+def test_int8_is_refused_with_the_fix_where_the_engine_is_missing(monkeypatch):
+    monkeypatch.setattr(fastpath, "quantized_engines", lambda: ["qnnpack"])
+    model = random_model(12, 3, seed=0, arch="recurrent", dtype=torch.float32)
+    with pytest.raises(ValueError, match="use decode.proposal_precision=float32"):
+        model.heads.set_proposal_precision("int8")
+
+
+def test_int8_products_do_not_saturate():
+    """Activations and weights spanning their whole 8-bit ranges: without VNNI (AVX2), fbgemm adds pairs of u8 x s8
+    products into saturating 16-bit sums, which 8-bit activations overflow (errors of 15% of the largest output
+    seen on an AVX2 CPU); 7-bit activations cannot. This runs the product the user's CPU runs."""
+    g = torch.Generator().manual_seed(0)
+    w, x = torch.randn(256, 512, generator=g), 3 * torch.randn(4, 512, generator=g)
+    exact = x @ w.t()
+    err = (fastpath.int8_linear(x, fastpath.pack_int8(w)) - exact).abs().max()
+    assert err < 0.03 * exact.abs().max(), f"{torch.backends.cpu.get_cpu_capability()}: max error {err:.2f}"

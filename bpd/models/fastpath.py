@@ -42,8 +42,10 @@ def top1(logits: torch.Tensor) -> torch.Tensor:
 
 
 def applies(weight: torch.Tensor) -> bool:
-    """Whether the CPU fast paths are in force: inference on a CPU."""
-    return weight.device.type == "cpu" and torch.is_inference_mode_enabled()
+    """Whether the CPU fast paths are in force: inference on a CPU, run eagerly. Code that ``torch.compile``
+    traces (the static decode path, ``bpd.decoding.engine``) takes the plain path: the compiler fuses and
+    prepacks it itself, and the caches here are keyed by storage addresses it cannot trace."""
+    return weight.device.type == "cpu" and not torch.compiler.is_compiling() and torch.is_inference_mode_enabled()
 
 
 class DerivedCache:
@@ -148,6 +150,20 @@ def recurrent_slots(heads) -> list[tuple[torch.Tensor, ...]]:
     return heads.derived.get("recurrent", _slot_weights(heads), lambda: recurrent_tables(heads))
 
 
+def quantized_engines() -> list[str]:
+    return list(torch.backends.quantized.supported_engines)
+
+
+def require_int8() -> None:
+    """Refuse int8 proposals, with the fix, where this PyTorch build cannot run them (no fbgemm / x86 quantized
+    engine, e.g. an ARM build): checked when the option is set, before any work, not at the first proposal."""
+    engines = quantized_engines()
+    if not {"fbgemm", "x86"} & set(engines):
+        raise ValueError("decode.proposal_precision=int8 needs PyTorch's x86 quantized engine (fbgemm), which this "
+                         f"build lacks (it has {', '.join(engines) or 'none'}); use decode.proposal_precision=float32.")
+    pack_int8(torch.ones(1, 1))  # the engine is listed but its ops may still be missing from the build
+
+
 def pack_int8(weight: torch.Tensor, bias: torch.Tensor | None = None):
     """An (out, in) weight (and bias) packed for ``torch.ops.quantized.linear_dynamic``: int8, symmetric, one scale
     per output channel (an all-zero channel stays exactly zero)."""
@@ -164,8 +180,15 @@ def pack_int8(weight: torch.Tensor, bias: torch.Tensor | None = None):
 
 
 def int8_linear(x: torch.Tensor, packed) -> torch.Tensor:
-    """``x @ W.T (+ b)`` through a ``pack_int8`` weight, in ``x``'s dtype (the op itself takes float32)."""
-    out = torch.ops.quantized.linear_dynamic(x.float().contiguous(), packed)
+    """``x @ W.T (+ b)`` through a ``pack_int8`` weight, in ``x``'s dtype (the op itself takes float32).
+
+    The activations are quantized to 7 bits (``reduce_range``), on every CPU. Without VNNI (AVX2, and AVX-512
+    without VNNI), fbgemm multiplies u8 activations by s8 weights with ``vpmaddubsw``, which adds each pair of
+    products into a saturating 16-bit sum: two 8-bit products (up to 255 x 127 each) overflow it, and the
+    logits come out corrupted (``torch.ao.quantization.quantize_dynamic`` reduces the range on x86 for this
+    reason). With 7 bits a pair cannot overflow. VNNI machines do not need it, but taking it everywhere makes
+    the int8 products the same on every x86 CPU, and it costs no time (the same kernel runs)."""
+    out = torch.ops.quantized.linear_dynamic(x.float().contiguous(), packed, True)
     return out if x.dtype == torch.float32 else out.to(x.dtype)
 
 
@@ -270,4 +293,4 @@ def recurrent_tree(heads, h: torch.Tensor, first: torch.Tensor, plan, source=Non
 
 
 __all__ = ["DerivedCache", "TableStep", "applies", "int8_linear", "pack_int8", "project", "recurrent_tree",
-           "top1"]
+           "require_int8", "top1"]

@@ -174,6 +174,8 @@ class ProposalHeads(nn.Module):
         identical to greedy. Heads without a slot chain (paper, blockdiag, medusa) ignore it."""
         if precision not in PROPOSAL_PRECISIONS:
             raise ValueError(f"decode.proposal_precision={precision!r}: use one of {', '.join(PROPOSAL_PRECISIONS)}.")
+        if precision == "int8":
+            fastpath.require_int8()
         self.proposal_precision = precision
 
     def set_loss_vocab(self, ids: torch.Tensor | None) -> None:
