@@ -2,12 +2,14 @@
 README name in code exists (as the README table test does for its table), and docs/ pages hold no dated
 notebook entries, machine nicknames or commit hashes outside one provenance paragraph per example.
 
-Torch-free: reads the Makefile, ``conf/`` and the typed configs of ``bpd.config`` (the base layer).
+The example tables of reproduction.md and benchmark.md are checked number by number against their rows.
+Torch-free: reads the Makefile, ``conf/``, the typed configs of ``bpd.config`` (the base layer) and rows.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import typing
 from pathlib import Path
@@ -150,3 +152,39 @@ def test_the_checks_catch_what_they_are_for(tmp_path):
     assert all(map(known, ("heads.arch", "decode.ks", "bench.n_examples", "task.debian_fetch", "train.max_steps")))
     assert picks == {("experiment", "demoo")}
     assert NICKNAME.search("ran on CPU 2") and COMMIT.search("at b6e4190 on") and not COMMIT.search("at 1,200 steps")
+
+
+def _rows(path: str) -> list[dict]:
+    return [json.loads(line) for line in (REPO / path).read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _latest(rows: list[dict]) -> dict:
+    return max(rows, key=lambda r: (r.get("n_examples") or 0, r.get("time") or ""))
+
+
+def test_reproduction_example_is_the_rows():
+    """docs/reproduction.md's Table 1 example: every BLEU, k̂ and speedup is what the rows hold."""
+    text = (REPO / "docs" / "reproduction.md").read_text(encoding="utf-8")
+    rows = [r for r in _rows("results/table1_debian/rows.jsonl") if r.get("split") == "test"
+            and r.get("method") == "blockwise" and r.get("criterion") == "exact"
+            and (r.get("min_block_size") or 1) == 1]
+    cells = re.findall(r"^\| (\w+) \| ([\d.]+) \| ([\d.]+) / ([\d.]+) \| ([\d.]+)x \|", text, re.M)
+    assert len(cells) == 6
+    for setting, bleu, k4, k10, speedup in cells:
+        r4 = _latest([r for r in rows if r["setting"] == setting and r["k"] == 4])
+        r10 = _latest([r for r in rows if r["setting"] == setting and r["k"] == 10])
+        assert (f"{r4['bleu']:.2f}", f"{r4['mean_block_size']:.2f}", f"{r10['mean_block_size']:.2f}",
+                f"{r4['speedup']:.2f}") == (bleu, k4, k10, speedup), setting
+
+
+def test_benchmark_example_is_the_rows():
+    """docs/benchmark.md's printout: each decoder's k̂, tokens/s and paired speedup are what its rows hold."""
+    text = (REPO / "docs" / "benchmark.md").read_text(encoding="utf-8")
+    rows = [r for r in _rows("results/bench/rows.jsonl")
+            if r.get("command") == "python experiments/bench.py experiment=demo_debian" and r["batch_size"] == 1]
+    lines = re.findall(r"^attend\s+1 (\w+)\s+([\d.]+)\s+(\d+)\s+([\d.]+)x \[([\d.]+),([\d.]+)\]", text, re.M)
+    assert len(lines) == 8
+    for decoder, khat, toks, sp, lo, hi in lines:
+        (r,) = [r for r in rows if r["decoder"] == decoder]
+        assert (f"{r['mean_block_size']:.2f}", f"{r['tokens_per_s']:.0f}", f"{r['speedup']:.2f}",
+                f"{r['speedup_ci_low']:.2f}", f"{r['speedup_ci_high']:.2f}") == (khat, toks, sp, lo, hi), decoder
