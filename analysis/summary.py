@@ -50,13 +50,15 @@ def _paper_cells(paper: pd.DataFrame) -> pd.DataFrame:
     cells = paper[paper["table"].isin(["table1", "topn"])].copy()
     cells["label"] = [s if t == "table1" else f"{s} top-{int(p)}"
                       for t, s, p in zip(cells["table"], cells["setting"], cells["criterion_param"])]
-    return cells.rename(columns={"bleu": "b", "mean_block_size": "kh"})
+    return cells.rename(columns={"bleu": "b", "mean_block_size": "kh", "split": "dataset"})
 
 
 def _our_cells(t1: pd.DataFrame, topn: pd.DataFrame) -> pd.DataFrame:
     ex = t1.assign(label=t1["setting"]) if not t1.empty else t1
     tn = topn.assign(label=[f"{s} top-{int(n)}" for s, n in zip(topn["setting"], topn["n"])]) if not topn.empty \
         else topn
+    if not tn.empty and not ex.empty and "dataset" in ex:  # top-n rows come from the main sweep's Both model
+        tn = tn.assign(dataset=ex["dataset"].dropna().iloc[0] if ex["dataset"].notna().any() else None)
     both = pd.concat([ex, tn], ignore_index=True) if not (ex.empty and tn.empty) else ex
     return both.rename(columns={"bleu_ours": "b", "block_ours": "kh"}) if not both.empty else \
         pd.DataFrame(columns=["label", "k", "b", "kh"])
@@ -67,7 +69,8 @@ def _cell(c: pd.Series | None, base: float | None, unit: str = "BLEU") -> str:
         return "—"
     loss = "" if base is None or _is_missing(c.get("b")) else f", {c['b'] - base:+.2f}"
     quality = "" if _is_missing(c.get("b")) else f"; {unit} {c['b']:.2f}{loss}"
-    return f"k̂ **{c['kh']:.2f}** ({c['label']}, k = {int(c['k'])}{quality})"
+    corpus = "" if _is_missing(c.get("dataset")) else f"; {c['dataset']}"
+    return f"k̂ **{c['kh']:.2f}** ({c['label']}, k = {int(c['k'])}{quality}{corpus})"
 
 
 def _base_bleu(cells: pd.DataFrame) -> float | None:
@@ -95,7 +98,7 @@ def iteration_lines(t: dict[str, Table], paper: pd.DataFrame) -> list[str]:
                         ("any", "2, at any loss: the longest blocks of any exact or top-n cell")):
         lines.append(f"| {claim} | {_cell(pick(theirs, base_p, rule), base_p)} | "
                      f"{_cell(pick(ours, base_o, rule), base_o)} |")
-    sr_p = _best(paper[paper["table"].eq("table2")].rename(columns={"mean_block_size": "kh"})
+    sr_p = _best(paper[paper["table"].eq("table2")].rename(columns={"mean_block_size": "kh", "split": "dataset"})
                  .assign(label=lambda d: d["setting"], b=float("nan")), "kh")
     t2 = t["table2"].data
     sr_o = _best(t2.rename(columns={"block_ours": "kh", "psnr": "b"}).assign(label=t2.get("setting")), "kh") \
