@@ -25,7 +25,7 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 
 import pandas as pd  # noqa: E402
 
-from analysis import figures, peers  # noqa: E402
+from analysis import figures, peers, summary  # noqa: E402
 from analysis.cells import PREFER_MT, PREFER_SR, Table, provenance  # noqa: E402
 from analysis.load import (  # noqa: E402
     PAPER_CSV,
@@ -291,14 +291,11 @@ class Report:
 HEADER = """# Blockwise parallel decoding: our measurements beside the paper's
 
 The **paper's numbers are reference values copied from the paper** (Stern, Shazeer & Uszkoreit,
-*Blockwise Parallel Decoding for Deep Autoregressive Models*, NeurIPS 2018; all of them are in
-`analysis/paper_reference.csv`, source column "{source}"). They were measured on WMT14 En-De and
-CelebA with `transformer_base`-size models trained for a million steps on 8 GPUs, on inference hardware
-the paper does not name. **Ours are what this repository's code measured** on the hardware listed under
-each table, **at a much smaller scale** (small models, minutes of training, small corpora), so absolute
-BLEU is not comparable; compare the trends: how the mean accepted block size k̂ grows with k and with
-each setting, and what it costs in quality and wall clock. Δ = ours − paper; — = no value (not reported
-by the paper, or no row of ours yet).
+*Blockwise Parallel Decoding for Deep Autoregressive Models*, NeurIPS 2018; `analysis/paper_reference.csv`,
+source column "{source}"): WMT14 En-De and CelebA, `transformer_base`-size models trained for a million steps
+on 8 GPUs, inference hardware not reported. **Ours are what this repository's code measured**, read from the
+rows under `results/`, on the hardware each table names. Δ = ours − paper; — = no value (not reported by the
+paper, or no row of ours yet).
 """
 
 
@@ -372,7 +369,7 @@ def build_report(results_dir: Path, out_dir: Path, report_path: Path, paper_csv:
 
     files = result_files(results_dir)
     missing = [tb.missing for tb in tables.values() if tb.missing]
-    lines = [HEADER.format(source=PAPER_SOURCE)]
+    lines = [HEADER.format(source=PAPER_SOURCE), summary.summary_md(tables, paper), ""]
     lines.append(
         f"Generated {time.strftime('%Y-%m-%d %H:%M:%S')} by `python analysis/make_report.py` from {len(rows)} "
         f"rows (latest run of each configuration) in {len(files)} file(s) under `{_display(results_dir)}`."

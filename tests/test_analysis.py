@@ -574,3 +574,31 @@ def test_learning_curves_of_the_shipped_bases_are_drawn_and_listed(tmp_path) -> 
     md = (res / "REPORT.md").read_text()
     assert "- `big_base`: 13.00 at step 3,000 (best 14.00 at 2,000)" in md
     assert "- `small_base`: 1.00 at step 500 (best 1.00 at 500)" in md and "](figures/learning_curves.png)" in md
+
+
+def test_report_opens_with_the_three_claims_computed_from_the_rows(report) -> None:
+    """The first screen (40 lines) holds the paper's three claims, each with our figure picked from the tables by
+    the rule its line states, the paper's beside it, and a scale caveat written from what the rows are."""
+    from analysis import summary
+
+    res, _, tables = report
+    head = "\n".join((res / "REPORT.md").read_text().splitlines()[:40])
+    assert "## Summary: the paper's three claims" in head
+    for claim in ("**1. Fewer iterations, no loss in quality**", "**2. More iterations, a small loss**",
+                  "**3. Wall-clock speedup**", "**What our rows are.**"):
+        assert claim in head
+    t1 = tables["table1"].data
+    frozen = t1[t1["setting"].isin(summary.FROZEN)]
+    best = frozen.loc[frozen["block_ours"].idxmax()]
+    assert f"k̂ **{best['block_ours']:.2f}** ({best['setting']}, k = {int(best['k'])}" in head
+    assert "k̂ **1.91** (distillation, k = 8; BLEU 26.25" in head  # the paper's, by the same rule
+    assert "ding_en_de, base preset tiny" in head and "small models, minutes of training" not in head
+
+
+def test_hardware_names_the_instruction_set_and_threads() -> None:
+    from analysis.summary import hardware
+
+    assert hardware("cpu:Intel(R) Xeon(R) Processor (AVX512+AMX) x2 threads") == "CPU (AVX512+AMX), 2 threads"
+    assert hardware("cpu:AMD EPYC (AVX2) x1 threads") == "CPU (AVX2), 1 thread"
+    assert hardware("cpu:Intel(R) Xeon(R) Processor x2 threads") == "CPU, 2 threads"
+    assert hardware("cuda:NVIDIA H200") == "`cuda:NVIDIA H200`" and hardware(None) == "device not recorded"
