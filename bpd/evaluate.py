@@ -126,6 +126,7 @@ def _evaluate(cfg: ExperimentConfig, task: Task, model_path: Path, model, payloa
         aux=DecodeAux(draft, lm),
         repeats=d.timing_repeats,
     )
+    outs = {s.name: outs[s.key] for s in specs}  # one decode path per evaluation: names are unique
     load = machine_load.load_columns(start, machine_load.sample(), torch.get_num_threads())
     if info.distributed:
         outs = merge_shards(dist.all_gather_object((mine, outs)), len(sources))
@@ -245,6 +246,7 @@ def make_rows(outputs: dict[str, RunOutput], specs: list[DecodeSpec], scorer: Sc
             "hit_length_limit": sum(not t or t[-1] != eos_id for t in o.tokens) if eos_id >= 0 else None,
             "wallclock_s": o.wallclock_s,  # per pass: each batch's median over the timing repeats
             "greedy_wallclock_s": g.wallclock_s,
+            "compile_s": o.compile_s,  # the static path's compilation, before and outside the timing
             **speedup_columns(g, o, bool(common.get("timing_busy"))),
             "acceptance_rate_per_position": rates,
             "block_size_histogram": {str(k): v for k, v in block_histogram(o.block_sizes).items()},

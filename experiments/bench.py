@@ -22,7 +22,8 @@ from bpd.config import CHAIN_ARCHS, ExperimentConfig
 
 
 def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
-    from bpd.bench.rows import format_bench, format_breakdown
+    from bpd.bench.floor import memory_bandwidth
+    from bpd.bench.rows import format_bench, format_breakdown, format_floors
     from bpd.bench.run import run_bench, torch_dtype
     from bpd.bench.specbench import write_jsonl
     from bpd.decoding.methods.rescore import NgramLM
@@ -43,6 +44,7 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
     out_dir = resolve_path(b.results_dir)
     all_rows = []
     stamp = time.strftime("%Y%m%d-%H%M%S")
+    bandwidth = memory_bandwidth(device) if b.floors else None
     # What the rescored and draft decoders need is the same for every architecture's heads: made once.
     lm = NgramLM.fit_pairs(task.pairs("train"), task.vocab_size, task.bos_id) if b.rescore else None
     draft_path = ensure_draft(cfg, task)
@@ -60,7 +62,7 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
                                   n_examples=b.n_examples, criterion_kwargs=task.criterion_kwargs,
                                   common=common, model_id=f"{cfg.name}-{arch}", step_repeats=b.step_repeats,
                                   category=task.name, detok=task.detokenize,
-                                  aux=DecodeAux(draft, lm))
+                                  aux=DecodeAux(draft, lm), engines=b.engines, bandwidth=bandwidth)
         append_rows(out_dir / "rows.jsonl", rows)
         if b.specbench_records:
             for model_id, recs in records.items():  # one file per decoder; *-greedy.jsonl is the baseline
@@ -68,6 +70,9 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
         print(format_bench(rows), flush=True)
         print("\nwhere a step's time goes (ms; exact rounds; scoring = p_1 projection, argmax, accept, sync, rollback)")
         print(format_breakdown(rows), flush=True)
+        if bandwidth:
+            print("\neach step against its floor (the weight bytes it reads over the memory bandwidth)")
+            print(format_floors(rows), flush=True)
         all_rows += rows
     print(f"\nrows: {Path(out_dir) / 'rows.jsonl'}")
     if b.specbench_records:

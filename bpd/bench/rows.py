@@ -36,16 +36,16 @@ def bench_rows(
     also keep as ``speedup_repeat_median``. ``vs_chain`` (``chain_estimates``) gives the decoders beyond
     the paper their paired speedup over the chain."""
     rows = []
-    g_runs = [r["greedy"] for r in runs]
+    g_runs = [r[specs[0].key] for r in runs]
     for spec in specs:
-        outs = [r[spec.name] for r in runs]
+        outs = [r[spec.key] for r in runs]
         decoded = decoded_columns(outs, g_runs, spec)
-        speed = speedup_columns(outs, g_runs, (estimates or {}).get(spec.name), (vs_chain or {}).get(spec.name),
+        speed = speedup_columns(outs, g_runs, (estimates or {}).get(spec.key), (vs_chain or {}).get(spec.key),
                                 common.get("ci_target"))
         cost = cost_columns(costs, spec, decoded["mean_block_size"], speed["speedup"], outs[0].invocations,
                             g_runs[0].invocations, common.get("n_batches"))
         accepted = [a / r if r else None for a, r in zip(outs[0].position_accepted, outs[0].position_reached)]
-        rows.append({**common, **spec.columns(), **decoded, **speed, **cost,
+        rows.append({**common, **spec.columns(), **decoded, **speed, **cost, "compile_s": outs[0].compile_s,
                      "acceptance_rate_per_position": accepted})
     return rows
 
@@ -152,8 +152,8 @@ def format_bench(rows: list[dict[str, Any]]) -> str:
     efficiency the once-per-batch costs leave, pred = the speedup the step costs predict, eff_p = speedup /
     pred (the loop's own share)."""
     head = (
-        f"{'arch':<9} {'bs':>3} {'decoder':<24} {'k_hat':>5} {'tok/s':>8} {'speedup [95% CI]':>18} {'rep':>3} "
-        f"{'sb':>5} {'t_k/t_1':>7} "
+        f"{'arch':<9} {'engine':<8} {'bs':>3} {'decoder':<24} {'k_hat':>5} {'tok/s':>8} {'speedup [95% CI]':>18} "
+        f"{'rep':>3} {'sb':>5} {'t_k/t_1':>7} "
         f"{'ideal':>6} {'eff':>5} {'ceil':>5} {'pred':>5} {'eff_p':>5} {'=greedy':>7}"
     )
     lines = [head, "-" * len(head)]
@@ -165,16 +165,51 @@ def format_bench(rows: list[dict[str, Any]]) -> str:
         rng = f"{sp:5.2f}x [{lo:.2f},{hi:.2f}]"
         f = lambda v, fmt: format(v, fmt) if isinstance(v, int | float) else "-"  # noqa: E731
         lines.append(
-            f"{str(r.get('heads_arch')):<9} {r['batch_size']:>3} {r['decoder']:<24} {r['mean_block_size']:5.2f} "
+            f"{str(r.get('heads_arch')):<9} {str(r.get('engine', 'eager')):<8} {r['batch_size']:>3} {r['decoder']:<24} "
+            f"{r['mean_block_size']:5.2f} "
             f"{f(r['tokens_per_s'], '8.0f')} {rng:>18} {r['repeats']:>3} {f(r.get('speedup_specbench'), '5.2f')} "
             f"{f(r['step_cost_ratio'], '7.2f')} "
             f"{f(r['ideal_speedup'], '6.2f')} {f(r['efficiency'], '5.2f')} {f(r.get('efficiency_ceiling'), '5.2f')} "
             f"{f(r.get('predicted_speedup'), '5.2f')} "
             f"{f(r.get('efficiency_vs_predicted'), '5.2f')} {r['identical_to_greedy']:7.2f}"
         )
+    base = [r for r in rows if r.get("speedup_vs_base_greedy") is not None]
+    if base:  # another decode path against the first path's greedy, paired in the same repeats
+        lines += ["", f"against {base[0]['base_engine']} greedy (paired, 95% interval):"]
+        lines += [f"{r['engine']:<8} {r['batch_size']:>3} {r['decoder']:<24} {r['speedup_vs_base_greedy']:5.2f}x "
+                  f"[{r['speedup_vs_base_greedy_ci_low']:.2f},{r['speedup_vs_base_greedy_ci_high']:.2f}]"
+                  + ("" if not r.get("compile_s") else f"   (compiled in {r['compile_s']:.0f} s, untimed)")
+                  for r in base]
     versus = [r for r in rows if r.get("speedup_vs_chain") is not None]
     if versus:  # the decoders beyond the paper against the chain itself, paired in the same repeats
         lines += ["", "against the chain at the same k and criterion (paired, 95% interval):"]
         lines += [f"{r['batch_size']:>3} {r['decoder']:<28} {r['speedup_vs_chain']:5.2f}x "
                   f"[{r['speedup_vs_chain_ci_low']:.2f},{r['speedup_vs_chain_ci_high']:.2f}]" for r in versus]
+    return "\n".join(lines)
+
+
+def format_floors(rows: list[dict[str, Any]]) -> str:
+    """Each path's greedy step and exact rounds against their floors (``bpd.bench.floor``): the weight bytes a step
+    reads over the measured memory bandwidth, and the measured cost as a multiple of it."""
+    rows = [r for r in rows if r.get("t1_floor_ms") is not None]
+    if not rows:
+        return ""
+    head = f"{'engine':<9} {'bs':>3} {'step':<6} {'ms':>7} {'MB read':>8} {'floor ms':>8} {'x floor':>7} {'/ t_1':>6}"
+    lines = [f"memory bandwidth {rows[0]['bandwidth_gbs']:.1f} GB/s (a read far larger than the caches)", head,
+             "-" * len(head)]
+    seen = set()
+    for r in rows:
+        reference = role_of(r["method"]) is Role.REFERENCE
+        if not reference and (role_of(r["method"]) is not Role.CHAIN or r["criterion"] != "exact"
+                              or r.get("tk_floor_ms") is None):
+            continue
+        key = (r.get("engine"), r["batch_size"], r["k"] if not reference else 1)
+        if key in seen:
+            continue
+        seen.add(key)
+        ms, mb, floor = ((r["t1_ms"], r["t1_bytes"], r["t1_floor_ms"]) if reference
+                         else (r["tk_ms"], r["tk_bytes"], r["tk_floor_ms"]))
+        name = "t_1" if reference else f"t_{r['k']}"
+        lines.append(f"{str(r.get('engine')):<9} {r['batch_size']:>3} {name:<6} {ms:7.3f} {mb / 2**20:8.1f} "
+                     f"{floor:8.3f} {ms / floor:7.2f} {ms / r['t1_ms']:6.2f}")
     return "\n".join(lines)

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from bpd.bench.floor import floor_columns, step_bytes
 from bpd.bench.rows import bench_rows
 from bpd.bench.specbench import specbench_records, specbench_speed
 from bpd.bench.speedup_ci import SpeedupEstimate, paired_speedup
@@ -76,7 +77,7 @@ def settle(model, sources: list[list[int]], specs: list[DecodeSpec], max_len, ba
     for p in range(1, max_passes + 1):
         out = decode_and_time(model, sources[:n], specs, max_len, batch_size=batch_size, device=device,
                               criterion_kwargs=criterion_kwargs, warmup=0, progress=False, aux=aux)
-        t = out["greedy"].wallclock_s
+        t = out[specs[0].key].wallclock_s
         if t < min_s and n < len(sources):  # too short to compare: grow the head and start comparing afresh
             n = min(len(sources), math.ceil(n * 1.2 * min_s / max(t, 1e-3) / batch_size) * batch_size)
             prev = None
@@ -87,10 +88,12 @@ def settle(model, sources: list[list[int]], specs: list[DecodeSpec], max_len, ba
     return max_passes
 
 
-def paired_estimates(runs: list[dict[str, RunOutput]], specs: list[DecodeSpec]) -> dict[str, SpeedupEstimate]:
-    """Each spec's paired speedup over greedy from the per-batch times of every repeat (``bpd.bench.speedup_ci``)."""
-    g = _batch_times(runs, "greedy")
-    return {s.name: paired_speedup(g, _batch_times(runs, s.name)) for s in specs}
+def paired_estimates(runs: list[dict[str, RunOutput]], specs: list[DecodeSpec], ref: DecodeSpec
+                     ) -> dict[str, SpeedupEstimate]:
+    """Each spec's paired speedup over the reference ``ref`` (greedy on the same decode path) from the per-batch
+    times of every repeat (``bpd.bench.speedup_ci``), by ``spec.key``."""
+    g = _batch_times(runs, ref.key)
+    return {s.key: paired_speedup(g, _batch_times(runs, s.key)) for s in specs}
 
 
 def _batch_times(runs: list[dict[str, RunOutput]], name: str) -> np.ndarray:
@@ -106,8 +109,24 @@ def chain_estimates(runs: list[dict[str, RunOutput]], specs: list[DecodeSpec]) -
     for s in specs:
         chain = chains.get((s.k, s.criterion, s.criterion_param)) if s.role is Role.BEYOND else None
         if chain is not None:
-            out[s.name] = paired_speedup(_batch_times(runs, chain.name), _batch_times(runs, s.name))
+            out[s.key] = paired_speedup(_batch_times(runs, chain.key), _batch_times(runs, s.key))
     return out
+
+
+def on_engines(specs: list[DecodeSpec], engines: list[str]) -> list[DecodeSpec]:
+    """Every spec on the first decode path, then those with a path of their own on each other one (greedy first
+    on each): the benchmark's decoders, each path's greedy the reference of its ratios."""
+    out = [s.on(engines[0]) for s in specs]
+    for e in engines[1:]:
+        out += [s.on(e) for s in specs if s.entry.engine_of(e) == e]
+    return out
+
+
+def by_engine(specs: list[DecodeSpec]) -> dict[str, list[DecodeSpec]]:
+    groups: dict[str, list[DecodeSpec]] = {}
+    for s in specs:
+        groups.setdefault(s.path, []).append(s)
+    return groups
 
 
 def run_bench(
@@ -129,14 +148,24 @@ def run_bench(
     ci_target: float = 0.03,
     aux=None,
     ci_batch_sizes: list[int] | None = None,
+    engines: list[str] | None = None,
+    bandwidth: float | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
     """Rows, and Spec-Bench records by model id (one file's worth per batch size and decoder; greedy's is the
     baseline) from the median repeat, for every batch size (greedy must be the first spec).
 
     Each batch size takes at least ``repeats`` passes; those in ``ci_batch_sizes`` (None: all) continue, up to
     ``max_repeats``, until every configuration's 95% interval is within +-``ci_target`` of its speedup; rows
-    say whether it got there (and carry no target where none was pursued)."""
+    say whether it got there (and carry no target where none was pursued).
+
+    ``engines`` (default: eager only): the decode paths timed, all in the same passes. Each path's rows take
+    their ratios against greedy on that path; rows off the first path also carry their paired speedup over
+    the first path's greedy (``speedup_vs_base_greedy``), e.g. compiled greedy over eager greedy.
+
+    ``bandwidth`` (bytes/s, ``bpd.bench.floor.memory_bandwidth``): rows also carry each step's floor, the weight
+    bytes it reads over the bandwidth, and t_1 and t_k as multiples of their floors."""
     assert specs[0].role is Role.REFERENCE, "greedy is the reference and must come first"
+    engines = list(engines or ["eager"])
     max_repeats = max(repeats, max_repeats or repeats)
     rows: list[dict[str, Any]] = []
     records: dict[str, list[dict[str, Any]]] = {}
@@ -147,22 +176,36 @@ def run_bench(
         srcs = sources[:n]
         # Step costs at this batch size, on the first inputs, cache length ~ a typical prefix.
         src = pad_rows(srcs[:bs], model.pad_id, min_width=1).to(device)
-        costs = step_costs(model, src, ks, repeats=step_repeats, criterion_kwargs=criterion_kwargs, trees=trees)
+        costs = {e: step_costs(model, src, ks, repeats=step_repeats, criterion_kwargs=criterion_kwargs,
+                               trees=trees if e == "eager" else None, engine=e, max_len=max_len(src))
+                 for e in engines}
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
         # A method quadratic in length (the naive recompute-everything greedy): batch 1 only, as a reference.
-        bs_specs = [s for s in specs if not s.entry.quadratic or bs == 1]
+        bs_specs = on_engines([s for s in specs if not s.entry.quadratic or bs == 1], engines)
         passes = settle(model, srcs, bs_specs, max_len, bs, device, criterion_kwargs, aux=aux)
         pursue = ci_batch_sizes is None or bs in ci_batch_sizes
         cap = max_repeats if pursue else repeats
         runs = timed_repeats(model, srcs, bs_specs, max_len, bs, device, criterion_kwargs, aux, repeats, cap,
                              ci_target)
-        est = paired_estimates(runs, bs_specs)
         extra = {**(common or {}), "batch_size": bs, "n_batches": -(-n // bs), "peak_mem_mb": peak_memory_mb(device),
                  "warmup_passes": passes, "max_repeats": cap, "ci_target": ci_target if pursue else None}
-        bs_rows = bench_rows(runs, bs_specs, costs, extra, est, chain_estimates(runs, bs_specs))
-        records |= specbench_figures(bs_rows, bs_specs, runs, f"{model_id}-b{bs}", category, detok)
-        rows += bs_rows
+        base = bs_specs[0]
+        for engine, e_specs in by_engine(bs_specs).items():
+            est = paired_estimates(runs, e_specs, e_specs[0])
+            e_rows = bench_rows(runs, e_specs, costs[engine], extra, est, chain_estimates(runs, e_specs))
+            if bandwidth:
+                nbytes = step_bytes(model, ks)
+                for row, spec in zip(e_rows, e_specs):
+                    row |= floor_columns(costs[engine], nbytes, bandwidth, spec.step_cost_key)
+            if engine != base.path:
+                vs_base = paired_estimates(runs, e_specs, base)
+                for row, spec in zip(e_rows, e_specs):
+                    e = vs_base[spec.key]
+                    row |= {"speedup_vs_base_greedy": e.speedup, "speedup_vs_base_greedy_ci_low": e.low,
+                            "speedup_vs_base_greedy_ci_high": e.high, "base_engine": base.path}
+            records |= specbench_figures(e_rows, e_specs, runs, f"{model_id}-b{bs}", category, detok)
+            rows += e_rows
     return rows, records
 
 
@@ -178,7 +221,9 @@ def timed_repeats(model, srcs: list[list[int]], specs: list[DecodeSpec], max_len
                                     criterion_kwargs=criterion_kwargs, warmup=0, desc=f"bench b{batch_size} r{r}",
                                     rotate=r, aux=aux))
         if len(runs) >= repeats:
-            est = paired_estimates(runs, specs[1:])
+            est = {}
+            for e_specs in by_engine(specs).values():
+                est |= paired_estimates(runs, e_specs[1:], e_specs[0])
             if all(e.halfwidth <= ci_target for e in est.values()):
                 break
     return runs
@@ -191,10 +236,10 @@ def specbench_figures(rows: list[dict[str, Any]], specs: list[DecodeSpec], runs:
     spec's, greedy's, is the baseline); their speedup and mean accepted tokens go into the spec's row."""
     records = {}
     for spec in specs:
-        mid = f"{prefix}-{spec.name}"
-        records[mid] = specbench_records(median_run([r[spec.name] for r in runs]), mid, category, detok)
-    baseline = records[f"{prefix}-{specs[0].name}"]
+        mid = f"{prefix}-{spec.key}"
+        records[mid] = specbench_records(median_run([r[spec.key] for r in runs]), mid, category, detok)
+    baseline = records[f"{prefix}-{specs[0].key}"]
     for row, spec in zip(rows, specs):
-        sb = specbench_speed(records[f"{prefix}-{spec.name}"], baseline)
+        sb = specbench_speed(records[f"{prefix}-{spec.key}"], baseline)
         row["speedup_specbench"], row["mean_accepted_tokens"] = sb["speedup"], sb["mean_accepted_tokens"]
     return records

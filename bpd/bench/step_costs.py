@@ -101,6 +101,8 @@ def step_costs(
     repeats: int = 200,
     criterion_kwargs: dict | None = None,
     trees: list[tuple[int, TreeShape]] | None = None,
+    engine: str = "eager",
+    max_len: int | None = None,
 ) -> dict[str, float]:
     """Median milliseconds of one greedy step (``t1``), one blockwise round per k (``t<k>``), one tree round
     per (k, shape) of ``trees`` (``tree<k>_<shape>``: build the tree, verify, accept, keep the path), the
@@ -111,9 +113,21 @@ def step_costs(
 
     The cache is filled with ``prefix_len`` tokens first and rolled back after every timed step, so
     every step and round sees the same cache length.
+
+    On the static path (``engine``: static, compiled) the engine's own fixed-shape functions are timed (steps,
+    rounds, start calls and the encoder; no parts, no trees), with the capacity an output of ``max_len`` tokens
+    gets (default: the output-length rule's for ``src``).
     """
-    p = prefill(model, src, prefix_len, max(ks + [1] + [shape.n_nodes for _, shape in trees or []]))
     crit = make_criterion(criterion, criterion_param, **(criterion_kwargs or {}))
+    if engine != "eager":
+        from bpd.config.decode import output_limit
+        from bpd.decoding.engine import engine_for
+
+        limit = max_len if max_len is not None else output_limit(src.shape[1])
+        fns = engine_for(model, engine).step_functions(src, ks, crit, prefix_len, limit)
+        warm_up(list(fns.values()))
+        return median_ms(fns, repeats, src.device)
+    p = prefill(model, src, prefix_len, max(ks + [1] + [shape.n_nodes for _, shape in trees or []]))
     fns, parts = step_functions(model, src, p, ks, crit, trees or [])
     warm_up([*fns.values(), *parts.values()])
     costs = median_ms(fns, repeats, src.device)

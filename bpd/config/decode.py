@@ -9,6 +9,9 @@ from bpd.config.common import CRITERIA, OTHER_CORPORA, SPLITS, check, split_part
 
 #: What ``decode.proposal_precision`` may be (``ProposalHeads.set_proposal_precision``).
 PROPOSAL_PRECISIONS = ("float32", "int8")
+#: What ``decode.engine`` may be (``bpd.decoding.engine``): the eager reference path; the static path's fixed-shape
+#: functions run as they are; the same compiled (inductor on a CPU, CUDA graphs on a GPU).
+ENGINES = ("eager", "static", "compiled")
 
 
 @dataclass
@@ -54,12 +57,15 @@ class DecodeConfig:
     # int8: the recurrent/attend proposal chain multiplies by int8 weights (CPU; exact decoding stays greedy's,
     # k-hat may move: docs/benchmark.md)
     proposal_precision: str = "float32"
+    # eager | static | compiled: the path greedy and blockwise decoding take (bpd.decoding.engine); methods
+    # without a static path (beam, trees, rescoring, draft models) decode eagerly, and their rows say so
+    engine: str = "eager"
     trees: list[str] = field(default_factory=list)  # also tree verification: shapes "3x2x1" (widths), "beam4"
     rescore: list[RescoreConfig] = field(default_factory=list)  # also rescored chains: [{beam: 4, weight: 0.5}]
     skip_existing: bool = True  # an evaluation whose run id already has rows is not redone
 
     #: Options added after rows were written: in run ids only when they differ from their defaults.
-    KEYED_WHEN_SET = {"proposal_precision": "float32"}
+    KEYED_WHEN_SET = {"proposal_precision": "float32", "engine": "eager"}
 
     def validate(self, trained_k: int | None = None) -> None:
         corpus, split = split_parts(self.split)
@@ -82,6 +88,7 @@ class DecodeConfig:
                f"decode.proposal_vocab={self.proposal_vocab}: use a positive number of tokens, or null.")
         check(self.proposal_precision in PROPOSAL_PRECISIONS,
                f"decode.proposal_precision={self.proposal_precision!r}: use one of {', '.join(PROPOSAL_PRECISIONS)}.")
+        check(self.engine in ENGINES, f"unknown decode.engine {self.engine!r}; use one of {', '.join(ENGINES)}.")
         check(bool(self.ks), "decode.ks must list at least one k.")
         bad = [k for k in self.ks if k < 1 or (trained_k is not None and k > trained_k)]
         check(not bad,

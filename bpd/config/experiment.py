@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from bpd.config.common import CRITERIA, DTYPES, HEAD_ARCHS, check, split_parts
-from bpd.config.decode import CriterionConfig, DecodeConfig, RescoreConfig, check_tree_shapes
+from bpd.config.decode import ENGINES, CriterionConfig, DecodeConfig, RescoreConfig, check_tree_shapes
 from bpd.config.model import HeadsConfig, HeadsTrainConfig, ModelConfig, TrainConfig, heads_train_config
 from bpd.config.task import TASK_KINDS, TranslationTaskConfig
 
@@ -177,6 +177,10 @@ class BenchConfig:
     arch_train_minutes: float | None = 10.0  # ... with this cap (rows record when it binds)
     dtype: str = "float32"  # float32 | bfloat16 | float16 (half precision: for GPUs)
     compile: bool = False  # torch.compile the decoder layers, for both decoders
+    # the decode paths timed, in the same passes (bpd.decoding.engine); each path's rows take greedy on that path
+    # as their reference, the first path's greedy is every other path's second reference
+    engines: list[str] = field(default_factory=lambda: ["eager", "compiled"])
+    floors: bool = True  # measure the memory bandwidth and put each step's floor beside its cost
     step_repeats: int = 200
     results_dir: str = "results/bench"
     # Spec-Bench's per-example records (results_dir/specbench/), on demand: megabytes per run, while the rows
@@ -203,6 +207,9 @@ class BenchConfig:
         for c in self.criteria:
             check(c.name in CRITERIA, f"unknown acceptance criterion {c.name!r}; choose one of {', '.join(CRITERIA)}.")
         check_tree_shapes(self.trees, "bench.trees")
+        bad_e = [e for e in self.engines if e not in ENGINES]
+        check(bool(self.engines) and not bad_e and len(set(self.engines)) == len(self.engines),
+               f"bench.engines {list(self.engines)}: list distinct decode paths among {', '.join(ENGINES)}.")
 
 
 def from_dict(cls: type, d: Any, where: str = "") -> Any:

@@ -120,6 +120,13 @@ class Method(ABC):
     own_columns: ClassVar[tuple[str, ...]] = ()
     #: Recomputes the whole prefix at every step (cost quadratic in length): the bench times it at batch 1 only.
     quadratic: ClassVar[bool] = False
+    #: The decode paths it has (``bpd.decoding.engine``): a method with a static path takes ``engine=`` in
+    #: ``decoder``; the others decode eagerly whatever ``decode.engine`` says (``engine_of`` tells which ran).
+    engines: ClassVar[tuple[str, ...]] = ("eager",)
+
+    def engine_of(self, engine: str) -> str:
+        """The path this method decodes on when ``engine`` is asked for."""
+        return engine if engine in self.engines else "eager"
 
     @property
     def rounds(self) -> bool:

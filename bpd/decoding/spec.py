@@ -9,6 +9,7 @@ from functools import cached_property
 from typing import Any
 
 from bpd.config import BenchConfig, DecodeConfig
+from bpd.decoding.engine import checked_engine
 from bpd.decoding.method import DecodeAux, Decoder, Method, Options, Role, RoundOptions, Sweep
 from bpd.decoding.registry import METHODS, registered
 
@@ -17,7 +18,7 @@ __all__ = ["DecodeAux", "DecodeSpec", "bench_specs", "decode_specs", "decoder_fn
 #: Row columns every decoder's row has, the method's options filling what applies: the design's decoder
 #: columns (``RoundOptions.columns``), then each method's own in registry order.
 COLUMNS: dict[str, Any] = {c: None for c in RoundOptions().columns()} | {"k": 1} | {
-    c: None for m in METHODS.values() for c in m.own_columns}
+    c: None for m in METHODS.values() for c in m.own_columns} | {"engine": "eager"}
 #: The ``spec`` row column: every option of every method, at its default where this method has no such option.
 RECORD: dict[str, Any] = {f.name: f.default for cls in (RoundOptions, *(m.options for m in METHODS.values()))
                           for f in fields(cls)}
@@ -30,8 +31,10 @@ class DecodeSpec:
 
     method: str
     options: Options
+    engine: str  # the decode path asked for (``decode.engine``); ``path`` is the one the method takes
 
-    def __init__(self, method: str, options: Options | None = None, **option_values: Any) -> None:
+    def __init__(self, method: str, options: Options | None = None, engine: str = "eager",
+                 **option_values: Any) -> None:
         m = registered(method)
         if options is None:
             options = m.make_options(**option_values)
@@ -39,12 +42,28 @@ class DecodeSpec:
             raise ValueError(f"give {method!r} either a {m.options.__name__} or its option values.")
         object.__setattr__(self, "method", method)
         object.__setattr__(self, "options", options)
+        object.__setattr__(self, "engine", checked_engine(engine))
 
     def __getattr__(self, name: str) -> Any:
         """Options as attributes; only called for names the spec itself lacks."""
-        if name.startswith("__") or name in ("method", "options"):
+        if name.startswith("__") or name in ("method", "options", "engine"):
             raise AttributeError(name)
         return getattr(self.options, name)
+
+    def on(self, engine: str) -> DecodeSpec:
+        """The same decoder on another decode path."""
+        return DecodeSpec(self.method, self.options, engine=engine)
+
+    @property
+    def path(self) -> str:
+        """The decode path this decoder runs on: the engine asked for where the method has it, else eager."""
+        return self.entry.engine_of(self.engine)
+
+    @property
+    def key(self) -> str:
+        """What tells this decoder apart when several paths decode in one run (the benchmark's): its name, with
+        ``@<path>`` off the eager path."""
+        return self.name if self.path == "eager" else f"{self.name}@{self.path}"
 
     @property
     def entry(self) -> Method:
@@ -66,7 +85,7 @@ class DecodeSpec:
 
     def columns(self) -> dict[str, Any]:
         """The row columns that identify this decoder (None where a column does not apply)."""
-        return {"decoder": self.name, "method": self.method, **COLUMNS, **self.options.columns()}
+        return {"decoder": self.name, "method": self.method, **COLUMNS, **self.options.columns(), "engine": self.path}
 
     def record(self) -> dict[str, Any]:
         """The ``spec`` row column: the method and every option (other methods' at their defaults)."""
@@ -82,10 +101,10 @@ class DecodeSpec:
         return self.entry.start_cost_key(self.options)
 
 
-def specs_for(sweep: Sweep) -> list[DecodeSpec]:
+def specs_for(sweep: Sweep, engine: str = "eager") -> list[DecodeSpec]:
     """Every method's configurations of ``sweep``, methods in registry order (greedy, every ratio's reference,
-    first)."""
-    return [DecodeSpec(name, o) for name, m in METHODS.items() for o in m.sweep(sweep)]
+    first), on the decode path ``engine`` (where a method has it)."""
+    return [DecodeSpec(name, o, engine=engine) for name, m in METHODS.items() for o in m.sweep(sweep)]
 
 
 def decode_specs(decode: DecodeConfig, trained_k: int, draft: bool = False) -> list[DecodeSpec]:
@@ -94,7 +113,7 @@ def decode_specs(decode: DecodeConfig, trained_k: int, draft: bool = False) -> l
     speculative decoding (each method's ``sweep`` says which of its configurations apply)."""
     decode.validate(trained_k)
     return specs_for(Sweep(tuple(decode.ks), tuple(decode.criteria), decode.naive_greedy, decode.beam_size,
-                           decode.alpha, tuple(decode.trees), tuple(decode.rescore), draft))
+                           decode.alpha, tuple(decode.trees), tuple(decode.rescore), draft), decode.engine)
 
 
 def bench_specs(bench: BenchConfig, ks: list[int], draft: bool = False) -> list[DecodeSpec]:
@@ -104,8 +123,12 @@ def bench_specs(bench: BenchConfig, ks: list[int], draft: bool = False) -> list[
                            tuple(bench.rescore), draft, floors=False))
 
 
-def decoder_fn(spec: DecodeSpec, criterion_kwargs: dict[str, Any] | None = None, aux: DecodeAux | None = None
-               ) -> Decoder:
+def decoder_fn(spec: DecodeSpec, criterion_kwargs: dict[str, Any] | None = None, aux: DecodeAux | None = None,
+               engine: str | None = None) -> Decoder:
     """``fn(model, src, max_len) -> DecodeResult`` for the spec (a task's criterion options included; ``aux``:
-    the draft model or n-gram model the spec needs)."""
-    return spec.entry.decoder(spec.options, criterion_kwargs, aux or DecodeAux())
+    the draft model or n-gram model the spec needs) on its decode path (``spec.path``; ``engine`` asks for
+    another)."""
+    engine = spec.entry.engine_of(engine) if engine is not None else spec.path
+    if engine == "eager":
+        return spec.entry.decoder(spec.options, criterion_kwargs, aux or DecodeAux())
+    return spec.entry.decoder(spec.options, criterion_kwargs, aux or DecodeAux(), engine=engine)

@@ -43,6 +43,8 @@ class RunOutput:
     batch_wall_s: list[float] = field(default_factory=list)  # each batch's wall time, in decoding order
     # Each repeat's batch times, (repeats, batches): batch_wall_s is their per-batch median.
     repeat_wall_s: list[list[float]] = field(default_factory=list)
+    # The static path's compilation before timing (``precompile``), not in any wall time above.
+    compile_s: float = 0.0
 
 
 def _sync(device: torch.device) -> None:
@@ -69,7 +71,9 @@ def decode_and_time(
     ``rotate`` set, the j-th timed call of a batch's specs (batch b, repeat r: j = b * repeats + r) starts at
     spec ``(j + rotate) % len(specs)``; else in the given order. ``repeats``: timed decodes of each batch per
     spec (outputs from the first; ``wallclock_s`` and ``batch_wall_s`` from the per-batch medians). ``aux``:
-    what draft and rescored specs need (moved to the device here)."""
+    what draft and rescored specs need (moved to the device here). Outputs are keyed by ``spec.key`` (the
+    decoder's name, with its decode path off the eager one); a spec on the static path first compiles every
+    shape the batches need (``precompile``), untimed."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1 (got {repeats}).")
     device = torch.device(device)
@@ -77,18 +81,22 @@ def decode_and_time(
     if aux is not None:
         aux = DecodeAux(aux.draft.to(device).eval() if aux.draft is not None else None,
                         aux.lm.to(device) if aux.lm is not None else None)
-    fns = {s.name: decoder_fn(s, criterion_kwargs, aux) for s in specs}
+    fns = {s.key: decoder_fn(s, criterion_kwargs, aux) for s in specs}
     # Batches of similar length waste less on padding; the original order is restored at the end.
     order = sorted(range(len(sources)), key=lambda i: len(sources[i])) if batch_size > 1 else list(range(len(sources)))
     batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
     n = len(sources)
-    out = {s.name: RunOutput([[]] * n, [0] * n, [[]] * n, example_wall_s=[0.0] * n, example_batch_size=[0] * n)
+    out = {s.key: RunOutput([[]] * n, [0] * n, [[]] * n, example_wall_s=[0.0] * n, example_batch_size=[0] * n)
            for s in specs}
+    compiled = precompile(model, [pad_rows([sources[i] for i in idx], model.pad_id, min_width=1).to(device)
+                                  for idx in batches], specs, fns, max_len)
+    for key, seconds in compiled.items():
+        out[key].compile_s = seconds
     for idx in batches[: min(warmup, len(batches))]:  # warm-up: allocator, kernels, caches
         src = pad_rows([sources[i] for i in idx], model.pad_id, min_width=1).to(device)
         for fn in fns.values():
             fn(model, src, max_len(src))
-    times = {s.name: [[0.0] * len(batches) for _ in range(repeats)] for s in specs}
+    times = {s.key: [[0.0] * len(batches) for _ in range(repeats)] for s in specs}
     for bi, idx in enumerate(tqdm(batches, desc=desc, disable=not progress, leave=False,
                                   mininterval=progress_interval())):
         src = pad_rows([sources[i] for i in idx], model.pad_id, min_width=1).to(device)
@@ -96,9 +104,9 @@ def decode_and_time(
         for r in range(repeats):
             first = 0 if rotate is None else (bi * repeats + r + rotate) % len(specs)
             for spec in specs[first:] + specs[:first]:
-                res, times[spec.name][r][bi] = _timed_call(fns[spec.name], model, src, limit, device)
+                res, times[spec.key][r][bi] = _timed_call(fns[spec.key], model, src, limit, device)
                 if r == 0:
-                    _record(out[spec.name], res, idx)
+                    _record(out[spec.key], res, idx)
     for name, o in out.items():
         o.repeat_wall_s = times[name]
         o.batch_wall_s = [statistics.median(col) for col in zip(*times[name])]
@@ -107,6 +115,31 @@ def decode_and_time(
             for i in idx:
                 o.example_wall_s[i] = dt
     return out
+
+
+def precompile(model, batches: list[torch.Tensor], specs: list[DecodeSpec], fns: dict, max_len) -> dict[str, float]:
+    """Decode one batch of every shape the static path will see (batch size, padded source length, capacity)
+    with every spec on that path, so that no timed call compiles; returns the seconds each spec's compilation
+    took (only for specs it compiled anything for)."""
+    from bpd.decoding.engine import engine_for
+
+    seconds: dict[str, float] = {}
+    for spec in specs:
+        if spec.path == "eager":
+            continue
+        engine = engine_for(model, spec.path)
+        seen: set[tuple] = set()
+        for src in batches:
+            limit = max_len(src)
+            shape = engine.shape_key(src, limit)
+            if shape in seen:
+                continue
+            seen.add(shape)
+            before = engine.compile_seconds
+            fns[spec.key](model, src, limit)
+            engine = engine_for(model, spec.path)  # (the same engine unless the call replaced it)
+            seconds[spec.key] = seconds.get(spec.key, 0.0) + engine.compile_seconds - before
+    return seconds
 
 
 def _timed_call(fn, model, src: torch.Tensor, limit: int, device: torch.device) -> tuple[DecodeResult, float]:

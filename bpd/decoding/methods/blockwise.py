@@ -23,8 +23,10 @@ from typing import Any
 
 import torch
 
+from bpd.config.decode import ENGINES
 from bpd.decoding.common import top1
 from bpd.decoding.criteria import Criterion, Verdict
+from bpd.decoding.engine import checked_engine, engine_for
 from bpd.decoding.loop import Accepted, Batch, Rounds, RowState, block_floor, checked_criterion, decode_rounds
 from bpd.decoding.method import DecodeAux, Decoder, Method, Options, Role, RoundOptions, Sweep
 from bpd.decoding.result import DecodeResult
@@ -154,6 +156,7 @@ def blockwise_decode(
     min_block_size: int = 1,
     max_len: int | None = None,
     proposer: Proposer | None = None,
+    engine: str = "eager",
 ) -> DecodeResult:
     """Blockwise parallel decoding at any batch size; exact criterion == greedy output.
 
@@ -161,7 +164,8 @@ def blockwise_decode(
     effective minimum block size is the larger of ``min_block_size`` and the criterion's own.
     ``proposer(model, h_last, first, k, prev, enc) -> (B, k)`` replaces the heads' own proposals (e.g. a
     rescored lattice, ``bpd.decoding.methods.rescore.Rescorer``; ``prev`` is the token before ``first``, ``enc`` the
-    rows' encoder state).
+    rows' encoder state). ``engine``: the eager loop, or the static path's fixed-shape rounds
+    (``bpd.decoding.engine``: static, compiled; the heads' own proposals only).
     """
     k = model.k if k is None else int(k)
     if not 1 <= k <= model.k:
@@ -171,6 +175,11 @@ def blockwise_decode(
         )
     criterion = checked_criterion(criterion)
     floor = block_floor(criterion, k, min_block_size)
+    if checked_engine(engine) != "eager":
+        if proposer is not None:
+            raise ValueError(f"engine={engine!r} runs the heads' own proposals; a custom proposer decodes on the "
+                             "eager path (engine='eager').")
+        return engine_for(model, engine).blockwise(src, k, criterion, floor, max_len)
     return decode_rounds(model, src, max_len, ChainRounds(k, criterion, floor, proposer))
 
 
@@ -183,6 +192,7 @@ class Blockwise(Method):
     order = 30
     options = RoundOptions
     exact = True
+    engines = ENGINES
 
     def decoder_name(self, o: RoundOptions) -> str:
         floor = "" if o.min_block_size == 1 else f"_l{o.min_block_size}"
@@ -200,9 +210,10 @@ class Blockwise(Method):
                     out.append(RoundOptions(k, crit.name, crit.param, int(floor)))
         return out
 
-    def decoder(self, o: RoundOptions, criterion_kwargs: dict[str, Any] | None, aux: DecodeAux) -> Decoder:
+    def decoder(self, o: RoundOptions, criterion_kwargs: dict[str, Any] | None, aux: DecodeAux,
+                engine: str = "eager") -> Decoder:
         crit = o.criterion_for(criterion_kwargs)
-        return lambda m, s, n: blockwise_decode(m, s, k=o.k, criterion=crit, max_len=n)
+        return lambda m, s, n: blockwise_decode(m, s, k=o.k, criterion=crit, max_len=n, engine=engine)
 
     def step_cost_key(self, o: RoundOptions) -> str:
         return f"t{o.k}"

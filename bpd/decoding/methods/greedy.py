@@ -12,7 +12,9 @@ from typing import Any
 
 import torch
 
+from bpd.config.decode import ENGINES
 from bpd.decoding.common import top1
+from bpd.decoding.engine import checked_engine, engine_for
 from bpd.decoding.loop import Accepted, Batch, Rounds, RowState, decode_rounds
 from bpd.decoding.method import DecodeAux, Decoder, Method, Options, Role, Sweep
 from bpd.decoding.result import DecodeResult
@@ -44,8 +46,11 @@ class GreedyRounds(Rounds):
 
 
 @torch.inference_mode()
-def greedy_decode(model, src: torch.Tensor, max_len: int | None = None) -> DecodeResult:
-    """Argmax of p_1 one token at a time, reusing the encoder output and the decoder's KV cache."""
+def greedy_decode(model, src: torch.Tensor, max_len: int | None = None, engine: str = "eager") -> DecodeResult:
+    """Argmax of p_1 one token at a time, reusing the encoder output and the decoder's KV cache; ``engine``:
+    the eager loop, or the static path's fixed-shape step (``bpd.decoding.engine``: static, compiled)."""
+    if checked_engine(engine) != "eager":
+        return engine_for(model, engine).greedy(src, max_len)
     return decode_rounds(model, src, max_len, GreedyRounds())
 
 
@@ -61,12 +66,14 @@ class Greedy(Method):
     label = "greedy"
     order = 0
     exact = True
+    engines = ENGINES
 
     def sweep(self, s: Sweep) -> list[Options]:
         return [Options()]  # always: every ratio's reference
 
-    def decoder(self, o: Options, criterion_kwargs: dict[str, Any] | None, aux: DecodeAux) -> Decoder:
-        return lambda m, s, n: greedy_decode(m, s, max_len=n)
+    def decoder(self, o: Options, criterion_kwargs: dict[str, Any] | None, aux: DecodeAux,
+                engine: str = "eager") -> Decoder:
+        return lambda m, s, n: greedy_decode(m, s, max_len=n, engine=engine)
 
     def step_cost_key(self, o: Options) -> str:
         return "t1"

@@ -92,7 +92,7 @@ class RecurrentHeads(ProposalHeads):
     def stepper(self, source: Source | None = None) -> SlotStep:
         """The slot step decoding runs, chosen once per call: the decoding tables under inference mode (no
         autograd to serve; ``fastpath.TableStep``), else the parameters (``PlainStep``)."""
-        if torch.is_inference_mode_enabled() and self.n_learned:
+        if self.n_learned and not torch.compiler.is_compiling() and torch.is_inference_mode_enabled():
             return fastpath.TableStep(self, source)
         return PlainStep(self, source)
 

@@ -1,0 +1,425 @@
+"""The static decode path: greedy steps and blockwise rounds as fixed-shape functions, compiled once per shape.
+
+The eager path (``bpd.decoding.loop``) is the readable reference: a Python loop of small ops over a growing
+cache, dropping finished rows. Its step costs several times what its weights take to read: every op is a
+Python call and a dispatch, and every call has new shapes. Here (gpt-fast's design, for an encoder-decoder):
+
+* the source is padded to a bucket length and the cache allocated once at a bucket capacity
+  (``StaticKVCache``), so a batch's every call has the same shapes;
+* a greedy step (decode one token, p_1, argmax, advance the lengths) and a blockwise round (verify the k
+  proposals, score p_1, judge the criterion, advance each row by its accepted block, propose the next block
+  at the last accepted position) are each one function of tensors, with no host synchronisation inside;
+* finished rows stay in the batch with their lengths frozen (``alive``), so the batch keeps its shape;
+* ``engine="compiled"`` compiles each function with ``torch.compile(fullgraph=True)``: on a CPU with
+  inductor's weight freezing and C++ wrapper, on a GPU as CUDA graphs (``mode="reduce-overhead"``);
+  ``engine="static"`` runs the same functions uncompiled (what the property tests check quickly).
+
+The host reads one small tensor per step or round (the tokens and block sizes) and does the bookkeeping the
+eager loop does (``RowTracker``: EOS inside a block, the length limit). Compilation happens once per shape
+(batch, padded source length, capacity) and function; ``compile_seconds`` says how long it took, so that the
+benchmark reports it apart from decoding.
+
+int8 proposal chains (fbgemm's packed weights) cannot be traced: with them the round is compiled up to the
+proposals, and the chain runs eagerly after it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from bpd.config.decode import ENGINES
+from bpd.decoding.common import RowTracker, checked_max_len, count_positions
+from bpd.decoding.criteria import Criterion
+from bpd.decoding.result import DecodeResult
+from bpd.models.fastpath import top1
+from bpd.models.static_cache import StaticKVCache, decode_static
+from bpd.models.transformer import EncoderState
+
+#: The smallest padded source length and cache capacity: shorter ones share these shapes.
+LEAST_BUCKET = 16
+
+
+def bucket(n: int, least: int = LEAST_BUCKET) -> int:
+    """The padded size for ``n``: the next power of two (at least ``least``), so that a test set's lengths
+    share a handful of shapes and each compiles once."""
+    return max(least, 1 << max(0, int(n) - 1).bit_length())
+
+
+def checked_engine(engine: str) -> str:
+    if engine not in ENGINES:
+        raise ValueError(f"unknown decode engine {engine!r}; use one of {', '.join(ENGINES)}.")
+    return engine
+
+
+@dataclass
+class StaticBatch:
+    """One batch on the static path: its padded source's encoder state, what attend heads read of it, the
+    cache, which rows still decode (``alive``) and their bookkeeping."""
+
+    enc: EncoderState
+    source: tuple | None  # (k, v, mask) of the heads' Source, or None
+    cache: StaticKVCache
+    alive: torch.Tensor  # (B,) bool
+    rows: RowTracker
+    max_len: int
+
+
+class StaticEngine:
+    """One model's fixed-shape functions (greedy step, chain start, chain round per k and criterion), made and
+    compiled on first use. The compiled functions freeze the weights as they were: ``engine_for`` makes a new
+    engine when any parameter changes."""
+
+    def __init__(self, model, compiled: bool) -> None:
+        self.model, self.compiled = model, compiled
+        self.fns: dict[tuple, Callable] = {}
+        self.shapes: set[tuple] = set()  # (function key, input shapes) already compiled
+        self.buffers: dict[tuple, tuple] = {}  # per (batch, padded source, capacity): ``begin``'s tensors
+        self.compile_seconds = 0.0
+        self.fingerprint = weights_fingerprint(model)
+        # Room for a round's k proposals past max_len, the same for every decoder of this model, so that greedy
+        # and blockwise decode a sentence with the same shapes (the same attention cost per entry).
+        self.room = model.k + 1
+
+    # -- shapes ------------------------------------------------------------------------------------------------
+    def capacity(self, max_len: int, src_width: int) -> int:
+        """The cache entries a row gets: room for ``max_len`` tokens and a round past them, and at least twice the
+        padded source (``src_width``), so that the output-length rule's limits (1.5 x source + 10) of one source
+        bucket share one capacity, and a test set compiles once per source bucket, not per (source, limit)."""
+        cap = bucket(max(max_len, 2 * src_width) + self.room)
+        if self.model.cfg.positions == "learned":
+            cap = min(cap, self.model.cfg.max_positions)
+        return cap
+
+    def padded(self, src: torch.Tensor) -> torch.Tensor:
+        """The source padded to its bucket length (models whose inputs have one fixed length keep it)."""
+        if not getattr(self.model, "source_buckets", True):
+            return src
+        width = bucket(src.shape[1])
+        return torch.nn.functional.pad(src, (0, width - src.shape[1]), value=self.model.pad_id)
+
+    def shape_key(self, src: torch.Tensor, max_len: int) -> tuple[int, int, int]:
+        """(batch, padded source length, capacity): a batch with a new key compiles every function anew."""
+        width = self.padded(src).shape[1]
+        return src.shape[0], width, self.capacity(max_len, width)
+
+    # -- one batch ---------------------------------------------------------------------------------------------
+    def begin(self, src: torch.Tensor, max_len: int | None) -> StaticBatch:
+        """Encode the padded source into this shape's buffers and empty its cache: every batch of one shape
+        decodes in the same tensors, so compiled graphs (and a GPU's CUDA graphs) see the same addresses."""
+        model = self.model
+        max_len = checked_max_len(model, src, max_len)
+        padded = self.padded(src)
+        enc = model.encode(padded)
+        shape = (src.shape[0], padded.shape[1], self.capacity(max_len, padded.shape[1]))
+        buf = self.buffers.get(shape)
+        if buf is None:
+            buf = self.buffers[shape] = self.new_buffers(enc, shape)
+        held, cache, alive = buf
+        held.src_mask.copy_(enc.src_mask)
+        for (k, v), (k_new, v_new) in zip(held.cross_kv, enc.cross_kv):
+            k.copy_(k_new)
+            v.copy_(v_new)
+        if held.aligned is not None:
+            held.aligned.copy_(enc.aligned)
+        cache.reset()
+        alive.fill_(True)
+        source = (*held.cross_kv[-1], held.src_mask) if model.heads.reads_source else None
+        return StaticBatch(held, source, cache, alive, RowTracker(src.shape[0], model.eos_id, max_len), max_len)
+
+    def new_buffers(self, enc: EncoderState, shape: tuple[int, int, int]
+                    ) -> tuple[EncoderState, StaticKVCache, torch.Tensor]:
+        """A shape's encoder-state, cache and ``alive`` tensors, allocated once (on a GPU, marked as static
+        addresses so that CUDA graphs may write the cache in place)."""
+        model = self.model
+        held = EncoderState(enc.src_mask.clone(), [(k.contiguous().clone(), v.contiguous().clone())
+                                                   for k, v in enc.cross_kv],
+                            None if enc.aligned is None else enc.aligned.clone())
+        a = model.dec_layers[0].self_attn
+        p = model.tgt_embed.weight
+        cache = StaticKVCache(model.n_dec_layers, shape[0], a.h, shape[2], a.dh, p.dtype, p.device)
+        alive = torch.ones(shape[0], dtype=torch.bool, device=p.device)
+        if self.compiled and p.device.type == "cuda":
+            tensors = [*cache.tensors(), alive, held.src_mask, *(t for kv in held.cross_kv for t in kv)]
+            for t in tensors + ([held.aligned] if held.aligned is not None else []):
+                torch._dynamo.mark_static_address(t)
+        return held, cache, alive
+
+    def call(self, key: tuple, make: Callable[[], Callable], *args):
+        """``self.fns[key](*args)``, made (and compiled) on first use; the first call of each input shape is
+        timed into ``compile_seconds``."""
+        fn = self.fns.get(key)
+        if fn is None:
+            fn = self.fns[key] = compile_fn(make(), self.model) if self.compiled else make()
+        shape = (key, *(tuple(a.shape) for a in _tensors(args)))
+        if shape in self.shapes:
+            if not self.compiled:
+                return fn(*args)
+            # Every guard of a compiled graph is checked before each call: on the weights, the cache's tensors,
+            # every input. With one model's graphs in dynamo's cache (``engine_for``) and each shape compiled
+            # before it is used (here), only the guards that tell those graphs apart are needed.
+            with torch.compiler.set_stance("default", skip_guard_eval_unsafe=True):
+                return self._run(fn, args)
+        t0 = time.perf_counter()
+        out = self._run(fn, args)
+        if self.compiled:
+            self.compile_seconds += time.perf_counter() - t0
+        self.shapes.add(shape)
+        return out
+
+    def _run(self, fn: Callable, args: tuple):
+        if not (self.compiled and self.model.tgt_embed.weight.device.type == "cuda"):
+            return fn(*args)
+        # A CUDA graph's outputs live in its memory pool and the next replay overwrites them, while a round's
+        # proposals are the next round's input: each call is its own step, its outputs copied out.
+        torch.compiler.cudagraph_mark_step_begin()
+        out = fn(*args)
+        return tuple(t.clone() for t in out) if isinstance(out, tuple) else out.clone()
+
+    def batch_args(self, b: StaticBatch) -> tuple:
+        enc = b.enc
+        return (b.alive, b.cache.lengths, b.cache.k, b.cache.v, enc.cross_kv, enc.src_mask, enc.aligned, b.source)
+
+    # -- greedy ------------------------------------------------------------------------------------------------
+    def greedy(self, src: torch.Tensor, max_len: int | None = None) -> DecodeResult:
+        """Greedy decoding on the static path: one fixed-shape step per token."""
+        b = self.begin(src, max_len)
+        if b.max_len <= 0:
+            return b.rows.result(0)
+        tok = torch.full((src.shape[0], 1), self.model.bos_id, dtype=torch.long, device=src.device)
+        calls = 0
+        while b.rows.active:
+            nxt = self.call(("greedy",), lambda: greedy_step(self.model), tok, *self.batch_args(b))
+            calls += 1
+            host = nxt.tolist()
+            finished = [i for i in b.rows.active if b.rows.accept(b.rows.active.index(i), [host[i]])]
+            _finish(b, finished)
+            tok = nxt[:, None]
+        return b.rows.result(calls)
+
+    # -- blockwise ---------------------------------------------------------------------------------------------
+    def blockwise(self, src: torch.Tensor, k: int, criterion: Criterion, floor: int,
+                  max_len: int | None = None) -> DecodeResult:
+        """Blockwise decoding on the static path: the start call, then one fixed-shape round per iteration."""
+        model = self.model
+        b = self.begin(src, max_len)
+        reached, accepted = [0] * (k - 1), [0] * (k - 1)
+        if b.max_len <= 0:
+            return b.rows.result(0, position_reached=reached, position_accepted=accepted)
+        traced = model.heads.proposal_precision != "int8"
+        bos = torch.full((src.shape[0], 1), model.bos_id, dtype=torch.long, device=src.device)
+        props = self.call(("start", k, traced), lambda: chain_start(model, k, traced), bos, *self.batch_args(b))
+        if not traced:
+            props = eager_proposals(model, b, *props, k)
+        calls = 1
+        key = ("round", k, criterion, floor, traced)
+        while b.rows.active:
+            out = self.call(key, lambda: chain_round(model, k, criterion, floor, traced), props, *self.batch_args(b))
+            calls += 1
+            khat, runs, nxt = out[0], out[1], out[2]
+            if not traced:
+                nxt = eager_proposals(model, b, out[2], out[3], k)
+            host = torch.cat([props, khat[:, None], runs[:, None]], dim=1).tolist()
+            finished = []
+            for row in list(b.rows.active):
+                slot = b.rows.active.index(row)
+                line = host[row]
+                n, run = line[k], line[k + 1]
+                if b.rows.accept(slot, line[:n]):
+                    finished.append(row)
+                count_positions(reached, accepted, run, n, b.rows.blocks[row][-1])
+            _finish(b, finished)
+            props = nxt
+        return b.rows.result(calls, position_reached=reached, position_accepted=accepted)
+
+
+    # -- isolated step costs (``bpd.bench.step_costs``) ---------------------------------------------------------
+    def step_functions(self, src: torch.Tensor, ks: list[int], criterion: Criterion, prefix_len: int,
+                       max_len: int) -> dict[str, Callable[[], None]]:
+        """Zero-argument functions the benchmark times on this path, as ``step_costs`` keys them: a greedy step
+        (``t1``), a round per k (``t<k>``: verify, judge, advance, propose; the host reads its block sizes), the
+        start call per k (``s<k>``) and the encoder (``enc``), each from rows ``prefix_len`` long and leaving
+        them so. Every function is called once here: shapes compile now, not while timed."""
+        model = self.model
+        b = self.begin(src, max_len)
+        args = self.batch_args(b)
+        tok = torch.full((src.shape[0], 1), model.bos_id, dtype=torch.long, device=src.device)
+        lengths = b.cache.lengths
+        padded = self.padded(src)
+
+        def rewind() -> None:
+            lengths.fill_(prefix_len)
+
+        def greedy() -> None:
+            self.call(("greedy",), lambda: greedy_step(model), tok, *args).tolist()
+            rewind()
+
+        fns: dict[str, Callable[[], None]] = {"t1": greedy, "enc": lambda: model.encode(padded)}
+        for k in ks:
+            traced = model.heads.proposal_precision != "int8"
+            props = torch.full((src.shape[0], k), model.bos_id, dtype=torch.long, device=src.device)
+
+            def round_k(k: int = k, props: torch.Tensor = props, traced: bool = traced) -> None:
+                out = self.call(("round", k, criterion, 1, traced),
+                                lambda: chain_round(model, k, criterion, 1, traced), props, *args)
+                nxt = out[2] if traced else eager_proposals(model, b, out[2], out[3], k)
+                torch.cat([nxt, out[0][:, None]], dim=1).tolist()
+                rewind()
+
+            def start_k(k: int = k, traced: bool = traced) -> None:
+                out = self.call(("start", k, traced), lambda: chain_start(model, k, traced), tok, *args)
+                (out if traced else eager_proposals(model, b, *out, k)).tolist()
+                rewind()
+
+            fns[f"t{k}"], fns[f"s{k}"] = round_k, start_k
+        rewind()
+        for fn in fns.values():
+            fn()
+        return fns
+
+
+def _finish(b: StaticBatch, finished: list[int]) -> None:
+    """Rows that finished leave the bookkeeping and freeze on the device (their lengths stop moving); the batch
+    keeps its shape. ``RowTracker`` slots are then the original rows, since none is ever removed from the batch."""
+    if not finished:
+        return
+    b.rows.drop([b.rows.active.index(r) for r in finished])
+    b.alive[finished] = False
+
+
+def _tensors(args) -> list[torch.Tensor]:
+    out = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            out.append(a)
+        elif isinstance(a, list | tuple):
+            out += _tensors(a)
+    return out
+
+
+# -- the fixed-shape functions ---------------------------------------------------------------------------------
+# Each takes the batch's tensors in the order of ``StaticEngine.batch_args`` after its own first argument.
+
+def _state(cross_kv, src_mask, aligned) -> EncoderState:
+    return EncoderState(src_mask, cross_kv, aligned)
+
+
+def _source(source):
+    from bpd.models.heads.source import Source
+
+    return None if source is None else Source(*source)
+
+
+def p1_logits(model, h: torch.Tensor) -> torch.Tensor:
+    return model.heads.base_logits(h)
+
+
+def greedy_step(model) -> Callable:
+    def step(tok, alive, lengths, k_cache, v_cache, cross_kv, src_mask, aligned, source):
+        h = decode_static(model, tok, _state(cross_kv, src_mask, aligned), k_cache, v_cache, lengths)[:, -1]
+        lengths.add_(alive.long())
+        return top1(p1_logits(model, h))
+
+    return step
+
+
+def _propose(model, h, first, k, source):
+    """Slots 1..k-1 at ``h`` (B, d) after p_1's ``first`` (B, 1): the block (B, k)."""
+    if k == 1:
+        return first
+    return torch.cat([first, model.heads.propose(h, first, k, _source(source))], dim=-1)
+
+
+def chain_start(model, k: int, traced: bool) -> Callable:
+    """The propose-only first call: BOS through the decoder, p_1's argmax, the first block's proposals (with int8
+    chains: the state and p_1's argmax there, for ``eager_proposals``)."""
+
+    def start(bos, alive, lengths, k_cache, v_cache, cross_kv, src_mask, aligned, source):
+        h = decode_static(model, bos, _state(cross_kv, src_mask, aligned), k_cache, v_cache, lengths)[:, 0]
+        lengths.add_(alive.long())
+        first = top1(p1_logits(model, h))[:, None]
+        return _propose(model, h, first, k, source) if traced else (h, first)
+
+    return start
+
+
+def chain_round(model, k: int, criterion: Criterion, floor: int, traced: bool) -> Callable:
+    """One round: verify ``props`` (B, k), judge them, advance each live row by its accepted block, and propose the
+    next block at the last accepted position. Returns the block sizes (B,) (0 for finished rows), the accepted
+    runs after slot 0 (B,) and the next block (or, with int8 chains, the state and p_1's argmax to propose from)."""
+
+    def round_(props, alive, lengths, k_cache, v_cache, cross_kv, src_mask, aligned, source):
+        h = decode_static(model, props, _state(cross_kv, src_mask, aligned), k_cache, v_cache, lengths)
+        logits = p1_logits(model, h)
+        best = top1(logits)
+        if k > 1:
+            flags = criterion.accept(logits[:, :-1], props[:, 1:], best[:, :-1])
+            runs = flags.long().cumprod(dim=1).sum(dim=1)
+        else:
+            runs = torch.zeros_like(lengths)
+        khat = (runs + 1).clamp(min=floor) * alive.long()
+        lengths.add_(khat)
+        last = (khat - 1).clamp(min=0)
+        h_last = h.gather(1, last[:, None, None].expand(-1, 1, h.shape[-1]))[:, 0]
+        first = best.gather(1, last[:, None])
+        if traced:
+            return khat, runs, _propose(model, h_last, first, k, source)
+        return khat, runs, h_last, first
+
+    return round_
+
+
+def eager_proposals(model, b: StaticBatch, h: torch.Tensor, first: torch.Tensor, k: int) -> torch.Tensor:
+    """The next block from the proposal chain run eagerly (int8 chains), at the states the compiled part gave."""
+    return _propose(model, h, first, k, b.source)
+
+
+# -- compiling -------------------------------------------------------------------------------------------------
+
+def compile_fn(fn: Callable, model) -> Callable:
+    """``fn`` compiled whole: on a CPU by inductor with the weights frozen into the graph (prepacked for the CPU's
+    matrix kernels) and a C++ wrapper (no Python between kernels); on a GPU as CUDA graphs."""
+    import torch._dynamo
+
+    # One compiled graph per (shape, function): a test set's buckets and the bench's ks exceed dynamo's default.
+    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 256)
+    if model.tgt_embed.weight.device.type == "cuda":
+        return torch.compile(fn, fullgraph=True, dynamic=False, mode="reduce-overhead")
+    return torch.compile(fn, fullgraph=True, dynamic=False, options={"freezing": True, "cpp_wrapper": True})
+
+
+def weights_fingerprint(model) -> tuple:
+    """What the frozen weights were made from: every parameter's storage and version (an optimizer step, a
+    ``load_state_dict`` or an in-place edit moves it), the dtype and the proposal settings."""
+    heads = model.heads
+    ids = heads.proposal_ids
+    return (tuple((p.data_ptr(), p._version, p.dtype) for p in model.parameters()),
+            None if ids is None else (ids.data_ptr(), tuple(ids.shape)), heads.proposal_precision)
+
+
+def engine_for(model, engine: str) -> StaticEngine:
+    """The model's static engine (``static`` or ``compiled``), kept on the model until its weights change."""
+    checked_engine(engine)
+    if engine == "eager":
+        raise ValueError("engine_for is the static path's; the eager path needs no engine.")
+    global _COMPILED_FOR
+    engines = model.__dict__.setdefault("_static_engines", {})
+    e = engines.get(engine)
+    if e is None or e.fingerprint != weights_fingerprint(model):
+        e = engines[engine] = StaticEngine(model, compiled=engine == "compiled")
+    if e.compiled and _COMPILED_FOR is not e:
+        # Dynamo keeps compiled graphs per code object, and every engine's functions share their code: graphs of
+        # another model (or of this one's earlier weights) are dropped, so that the guards ``StaticEngine.call``
+        # skips are never what tells two models' frozen weights apart.
+        torch._dynamo.reset()
+        for other in engines.values():
+            other.shapes.clear()
+        _COMPILED_FOR = e
+    return e
+
+
+#: The engine whose compiled graphs dynamo holds now (``engine_for``).
+_COMPILED_FOR: StaticEngine | None = None

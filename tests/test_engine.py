@@ -1,0 +1,125 @@
+"""The static decode path (``decode.engine``, ``bpd.decoding.engine``): fixed shapes give the eager path's outputs,
+the compiled functions give the static ones', and what the engine keeps (compiled graphs, frozen weights) follows
+the model. That every exact method equals greedy on the static path is in the property test
+(tests/test_decoding.py)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import random_model, random_src
+
+from bpd.config.decode import DecodeConfig
+from bpd.decoding import blockwise_decode, criteria, greedy_decode
+from bpd.decoding.engine import bucket, engine_for
+from bpd.decoding.spec import DecodeSpec, decoder_fn
+
+
+def test_buckets_are_powers_of_two_from_sixteen():
+    assert [bucket(n) for n in (1, 16, 17, 32, 33, 100)] == [16, 16, 32, 32, 64, 128]
+
+
+@pytest.mark.parametrize("arch", ["attend", "medusa"])
+def test_static_rounds_are_the_eager_rounds(arch):
+    """Not only the tokens: every round accepts the same block, with the same per-slot counts, for exact and top-2
+    acceptance, at batch 3 with ragged sources and rows finishing at different rounds."""
+    model = random_model(30, 5, seed=4, arch=arch, head_noise=0.05, heads_tied=arch == "attend")
+    src = random_src(3, 7, 30, seed=5)
+    for crit in (criteria.Exact(), criteria.TopK(2), criteria.Exact(min_block_size=2)):
+        eager = blockwise_decode(model, src, k=4, criterion=crit, max_len=25)
+        static = blockwise_decode(model, src, k=4, criterion=crit, max_len=25, engine="static")
+        assert static.tokens == eager.tokens and static.block_sizes == eager.block_sizes, crit
+        assert static.position_accepted == eager.position_accepted
+        assert static.position_reached == eager.position_reached
+        assert static.invocations == eager.invocations
+    assert max(max(b) for b in eager.block_sizes) > 1  # not vacuous
+
+
+def test_compiled_engine_decodes_as_the_static_one():
+    """The compiled functions (inductor, frozen weights) in float32 on the demo's head design: greedy, exact and
+    top-2 give the static path's tokens and blocks, and a second k reuses the engine without mixing its graphs
+    up. Compile time is counted apart."""
+    model = random_model(40, 4, seed=2, arch="attend", head_noise=0.05, heads_tied=True, dtype=torch.float32)
+    src = random_src(2, 6, 40, seed=3)
+    g = greedy_decode(model, src, max_len=16, engine="static")
+    assert greedy_decode(model, src, max_len=16, engine="compiled").tokens == g.tokens
+    for k, crit in ((4, criteria.Exact()), (2, criteria.Exact()), (4, criteria.TopK(2)), (4, criteria.Exact())):
+        static = blockwise_decode(model, src, k=k, criterion=crit, max_len=16, engine="static")
+        compiled = blockwise_decode(model, src, k=k, criterion=crit, max_len=16, engine="compiled")
+        assert compiled.tokens == static.tokens and compiled.block_sizes == static.block_sizes, (k, crit)
+        if crit == criteria.Exact():
+            assert compiled.tokens == g.tokens
+    assert engine_for(model, "compiled").compile_seconds > 0
+
+
+def test_new_weights_make_a_new_engine():
+    """The compiled graphs hold the weights as constants: after an in-place change the next decode builds them
+    anew instead of decoding with the old weights."""
+    model = random_model(20, 3, seed=1, arch="recurrent", head_noise=0.05)
+    src = random_src(1, 5, 20, seed=1)
+    first = engine_for(model, "static")
+    assert engine_for(model, "static") is first
+    with torch.no_grad():
+        model.tgt_embed.weight.mul_(-1.0)
+    assert engine_for(model, "static") is not first
+    assert greedy_decode(model, src, max_len=10, engine="static").tokens == greedy_decode(model, src, 10).tokens
+
+
+def test_methods_without_a_static_path_decode_eagerly():
+    model = random_model(20, 3, seed=1, arch="recurrent", head_noise=0.05)
+    src = random_src(2, 5, 20, seed=1)
+    beam = DecodeSpec("beam", beam_size=2)
+    assert beam.entry.engine_of("compiled") == "eager"
+    assert DecodeSpec("blockwise", k=3).entry.engine_of("compiled") == "compiled"
+    eager = decoder_fn(beam)(model, src, 8)
+    assert decoder_fn(beam, engine="static")(model, src, 8).tokens == eager.tokens
+
+
+def test_bad_engines_are_refused_with_the_fix():
+    model = random_model(12, 2, seed=0, arch="medusa")
+    src = random_src(1, 3, 12, seed=0)
+    with pytest.raises(ValueError, match="use one of eager, static, compiled"):
+        greedy_decode(model, src, 5, engine="fast")
+    with pytest.raises(ValueError, match="decode.engine 'jit'"):
+        DecodeConfig(engine="jit").validate()
+    with pytest.raises(ValueError, match="custom proposer decodes on the eager path"):
+        blockwise_decode(model, src, k=2, max_len=5, engine="static", proposer=lambda *a: None)
+
+
+def test_bench_times_both_paths_in_the_same_passes():
+    """``bench.engines``: each path's rows take greedy on that path as reference; the static path's rows also carry
+    their paired speedup over eager greedy, and every row its floor (weight bytes over the bandwidth)."""
+    from bpd.bench.floor import step_bytes
+    from bpd.bench.rows import format_bench, format_floors
+    from bpd.bench.run import run_bench
+
+    model = random_model(24, 4, 0, arch="attend", head_noise=0.05, heads_tied=True, dtype=torch.float32)
+    sources = [row.tolist() for row in random_src(6, 6, 24, 0, ragged=False)]
+    specs = [DecodeSpec("greedy"), DecodeSpec("naive_greedy"), DecodeSpec("blockwise", k=3)]
+    rows, _ = run_bench(model, sources, specs, [1], lambda s: 12, torch.device("cpu"), repeats=2, step_repeats=5,
+                        common={"heads_arch": "attend"}, engines=["eager", "static"], bandwidth=1e10)
+    by = {(r["engine"], r["decoder"]): r for r in rows}
+    assert set(by) == {("eager", "greedy"), ("eager", "naive_greedy"), ("eager", "blockwise_k3_exact"),
+                       ("static", "greedy"), ("static", "blockwise_k3_exact")}  # no static path, no static row
+    assert by["static", "blockwise_k3_exact"]["identical_to_greedy"] == 1.0
+    assert by["static", "blockwise_k3_exact"]["mean_block_size"] == by["eager", "blockwise_k3_exact"]["mean_block_size"]
+    assert by["static", "greedy"]["speedup"] == 1.0 and by["static", "greedy"]["speedup_vs_base_greedy"] > 0
+    assert by["eager", "greedy"].get("speedup_vs_base_greedy") is None
+    nbytes = step_bytes(model, [3])
+    r = by["static", "blockwise_k3_exact"]
+    assert r["tk_floor_ms"] == pytest.approx(nbytes["t3"] / 1e10 * 1e3) and r["tk_vs_floor"] > 0
+    assert "static" in format_bench(rows) and "t_3" in format_floors(rows)
+
+
+def test_step_bytes_count_what_a_step_reads():
+    from bpd.bench.floor import chain_bytes, decoder_bytes
+
+    model = random_model(24, 5, 0, arch="attend", head_noise=0.05, dtype=torch.float32)
+    tied = random_model(24, 5, 0, arch="attend", head_noise=0.05, dtype=torch.float32, heads_tied=True)
+    layer = model.dec_layers[0]
+    per_layer = sum(p.numel() for p in layer.parameters()) - sum(p.numel() for p in layer.cross_attn.kv.parameters())
+    d, v = model.cfg.d_model, model.cfg.vocab_size
+    assert decoder_bytes(model) == 4 * (model.n_dec_layers * per_layer + 2 * d + v * d)
+    assert chain_bytes(model, 1) == 0
+    assert chain_bytes(model, 4) > chain_bytes(tied, 4) > 0  # three weight sets against one
+    assert chain_bytes(model, 4) - chain_bytes(model, 3) > chain_bytes(tied, 4) - chain_bytes(tied, 3)
