@@ -143,6 +143,11 @@ def test_every_peer_says_what_it_is():
     assert set(PEERS) == {"hf_greedy", *BATCH_ONE_PEERS, *(f"ct2_{q}" for q in QUANTIZATIONS)}
     assert all(set(c) == {"library", *PEER_COLUMNS} for c in PEERS.values())
     assert {c["peer_quantization"] for c in PEERS.values() if c["library"] == "ctranslate2"} == set(QUANTIZATIONS)
+    from bpd.export.bundle import peer_columns
+
+    assert peer_columns("hf_blockwise_k4") == {"library": "transformers", "peer_mode": "blockwise",
+                                               "peer_quantization": None, "k": 4, "criterion": "exact"}
+    assert peer_columns("hf_greedy") == PEERS["hf_greedy"]
 
 
 def test_assisted_generation_keeps_the_assistant_cache_in_step(exported, monkeypatch):
@@ -201,6 +206,10 @@ def test_peers_at_batch_8_give_our_batched_greedy(exported):
     peers = bundle_peers(dirs, vocab, tok.eos_id, threads=1, draft_hf_dir=hf_dir, batch_one=False)
     assert set(peers) == {"hf_greedy", "ct2_float32", "ct2_int8"} and not set(BATCH_ONE_PEERS) & set(peers)
     assert peers["hf_greedy"](src, limit) == ours
+    # The export carries the model's heads (k = 2): an HF blockwise peer per k asked for, exact at batch 8 too.
+    blockwise = bundle_peers(dirs, vocab, tok.eos_id, threads=1, batch_one=False, blockwise_ks=(2,))
+    assert set(blockwise) == {"hf_greedy", "hf_blockwise_k2", "ct2_float32", "ct2_int8"}
+    assert blockwise["hf_blockwise_k2"](src, limit) == ours
     assert peers["ct2_float32"](src, limit) == ours
     assert all(0 < len(t) <= limit for t in peers["ct2_int8"](src, limit))
     at_one = bundle_peers(dirs, vocab, tok.eos_id, threads=1, draft_hf_dir=hf_dir, batch_one=True)
