@@ -131,6 +131,7 @@ def test_peer_bench_pairs_every_decoder(exported):
     assert (k2["method"], k2["k"], k2["criterion"], k2["min_block_size"]) == ("blockwise", 2, "exact", 1)
     assert by["short"]["method"] is None and by["short"]["k"] is None and by["short"]["peer_quantization"] == "int8"
     assert by["same"]["peer_quantization"] is None and by["greedy"]["peer_mode"] is None
+    assert by["same"]["speedup_over_hf_greedy"] is None  # no hf_greedy timed here
     assert len({tuple(r) for r in rows}) == 1 and set(PEER_COLUMNS) <= set(rows[0])  # one set of columns
 
 

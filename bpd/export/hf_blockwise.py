@@ -61,7 +61,9 @@ class ProposalHeads:
                   for name, t in weights.items()}
         self.embedding = embedding.index_select(1, self.inverse)  # (V, d) in our order
         self.ids = self.w.get("proposal_ids")
-        self.proposal_embedding = self.embedding if self.ids is None else self.embedding[self.ids]
+        # (d, P) laid out for the product each slot makes: a transposed view would be copied on every call.
+        rows = self.embedding if self.ids is None else self.embedding[self.ids]
+        self.proposal_projection = rows.T.contiguous()
 
     def ours(self, h: torch.Tensor) -> torch.Tensor:
         """A decoder state of the exported model in our residual order."""
@@ -69,7 +71,7 @@ class ProposalHeads:
 
     def top1(self, s: torch.Tensor) -> torch.Tensor:
         """Proposal ids: the argmax over the proposal vocabulary (first index on ties, as ours)."""
-        best = (s @ self.proposal_embedding.T).max(-1).indices
+        best = (s @ self.proposal_projection).max(-1).indices
         return best if self.ids is None else self.ids[best]
 
     def propose(self, h: torch.Tensor, first: torch.Tensor, k: int, source) -> torch.Tensor:
