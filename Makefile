@@ -141,8 +141,8 @@ bench: setup
 export: setup
 	$(PY) experiments/export.py experiment=demo 'models=[base,heads]'
 
-# Our decoders beside HF transformers (greedy, blockwise with our heads, assisted, prompt lookup) and CTranslate2 on the same weights
-# (docs/export.md): the demo's model at batch 1 and 2 threads, rows in results/bench-peers/.
+# Our decoders beside HF transformers (greedy, blockwise with our heads, assisted, prompt lookup) and CTranslate2 on
+# the same weights (docs/export.md): the demo's model at batch 1 and 2 threads, rows in results/bench-peers/.
 bench-peers: setup
 	$(PY) experiments/bench_peers.py experiment=demo draft=tiny
 
