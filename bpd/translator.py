@@ -51,12 +51,20 @@ def refuse_other_tasks(model_config: dict[str, Any], path: Path) -> None:
 
 
 def shipped_tokenizer(path: Path, payload: dict[str, Any], vocab_size: int, shipped_dir: str | Path) -> Path:
-    """The tokenizer shipped for the corpus of a shipped model (or of a cache copy installed from one):
+    """The tokenizer shipped for the corpus of a shipped model, of a cache copy installed from one, or of a heads
+    model trained over one (its ``meta.config.base`` names the base's cache file, which the manifest names too):
     ``<shipped_dir>/<task>_<corpus hash>.spm<vocab>.model``."""
+    from bpd.shipped import manifests
+
     folder = resolve_path(shipped_dir)
     manifest = path.with_suffix(".json")
     if not manifest.is_file() and payload.get("shipped"):
         manifest = resolve_path(payload["shipped"]).with_suffix(".json")
+    base = ((payload.get("meta") or {}).get("config") or {}).get("base")
+    by_cache_name = manifests(shipped_dir)
+    for name in (path.name, base):
+        if not manifest.is_file() and name in by_cache_name:
+            manifest = by_cache_name[name]["manifest"]
     task = json.loads(manifest.read_text()).get("task") if manifest.is_file() else None
     found = sorted(folder.glob(f"{task}_*.spm{vocab_size}.model")) if task else []
     if len(found) != 1:

@@ -88,6 +88,8 @@ def run(cfg: TranslateConfig) -> None:
     sources = encode_texts(tok, texts, longest_source(model, spec.k), cfg.allow_unknown)
     specs = [spec] if not cfg.stats or spec.method == "greedy" else [spec, DecodeSpec("greedy")]
     with torch.inference_mode():
+        if cfg.stats:  # the first calls pay one-off costs (allocations, thread pools): not the decoders' times
+            decode_texts(model, tok, sources[:1], specs, 1)
         results = decode_texts(model, tok, sources, specs, cfg.batch_size)
     for line in results[0].texts:
         print(line)
