@@ -135,13 +135,14 @@ BENCH_EXPERIMENT ?= demo_debian
 bench: setup
 	$(PY) experiments/bench.py experiment=$(BENCH_EXPERIMENT) $(if $(filter demo_debian,$(BENCH_EXPERIMENT)),$(DEBIAN_DATA),)
 
-# The shipped base as a Hugging Face model + tokenizer and its CTranslate2 conversions, checked against ours
-# (docs/export.md): outputs/export/<model>/, check rows in results/export/.
+# The shipped base as a Hugging Face model + tokenizer and its CTranslate2 conversions, and the demo's heads model
+# with its proposal heads for blockwise decoding in HF generate (trained first if missing: minutes), checked
+# against ours (docs/export.md): outputs/export/<model>/, check rows in results/export/.
 export: setup
-	$(PY) experiments/export.py experiment=demo
+	$(PY) experiments/export.py experiment=demo 'models=[base,heads]'
 
-# Our decoders beside HF transformers (greedy, assisted, prompt lookup) and CTranslate2 on the same weights
-# (docs/export.md): the demo's model at batch 1 and 2 threads, rows in results/bench-peers/.
+# Our decoders beside HF transformers (greedy, blockwise with our heads, assisted, prompt lookup) and CTranslate2 on
+# the same weights (docs/export.md): the demo's model at batch 1 and 2 threads, rows in results/bench-peers/.
 bench-peers: setup
 	$(PY) experiments/bench_peers.py experiment=demo draft=tiny
 

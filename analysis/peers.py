@@ -24,6 +24,7 @@ RUN_KEY = ["source_experiment", "model", "device", "threads", "batch_size"]
 #: CTranslate2's rows then by their weights.
 PEER_LABELS: dict[tuple[str, str], str] = {
     ("transformers", "greedy"): "HF generate greedy",
+    ("transformers", "blockwise"): "HF blockwise",
     ("transformers", "assisted"): "HF assisted generation",
     ("transformers", "prompt_lookup"): "HF prompt lookup",
     ("ctranslate2", "greedy"): "CTranslate2 greedy",
@@ -92,6 +93,8 @@ def label(row: pd.Series) -> str:
     name = PEER_LABELS.get((row.get("library"), row.get("peer_mode")))
     if name is None:
         return str(row["decoder"])
+    if row.get("peer_mode") == "blockwise" and _given(row.get("k")):
+        name += f" k={int(row['k'])} exact"
     n = row.get("prompt_lookup_num_tokens")
     if row.get("peer_mode") == "prompt_lookup" and _given(n):
         name += f" ({int(n)})"
@@ -110,8 +113,9 @@ def _order(row: pd.Series) -> tuple[int, int, int]:
         return 0, int(role), int(row["k"])
     peer = (row.get("library"), row.get("peer_mode"))
     q = row.get("peer_quantization")
+    k = int(row["k"]) if row.get("peer_mode") == "blockwise" and _given(row.get("k")) else 0
     return (1, PEER_ORDER.index(peer) if peer in PEER_ORDER else len(PEER_ORDER),
-            QUANTIZATION_ORDER.index(q) if q in QUANTIZATION_ORDER else len(QUANTIZATION_ORDER))
+            QUANTIZATION_ORDER.index(q) if q in QUANTIZATION_ORDER else len(QUANTIZATION_ORDER) + k)
 
 
 def latest_runs(peer_rows: pd.DataFrame) -> pd.DataFrame:

@@ -29,6 +29,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 )
 
 from bpd.config import BenchConfig, ExperimentConfig, ImageTaskConfig, TranslationTaskConfig  # noqa: E402
+from bpd.config.translate import TranslateConfig  # noqa: E402
 
 CONF_DIR = str(ROOT / "conf")
 
@@ -85,7 +86,7 @@ def register() -> None:
     cs = ConfigStore.instance()
     for name, node in (("experiment", ExperimentSchema), ("train", TrainEntry), ("evaluate", EvaluateEntry),
                        ("distill", DistillEntry), ("pretrain", PretrainEntry), ("bench", BenchEntry),
-                       ("export", ExportEntry), ("bench_peers", PeersEntry)):
+                       ("export", ExportEntry), ("bench_peers", PeersEntry), ("translate", TranslateConfig)):
         cs.store(group="schema", name=name, node=node, package="_global_")
     cs.store(group="task", name="translation_schema", node=TranslationTaskConfig)
     cs.store(group="task", name="image_schema", node=ImageTaskConfig)
@@ -129,11 +130,7 @@ DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 def friendly(fn: Callable[[ExperimentConfig, Any], object], cfg: DictConfig) -> object:
     """Run an entry point; user errors (missing data, bad values, corrupt checkpoints) end with one sentence
     (exit 2), a full disk too (exit 1), and Ctrl-C with where it stopped and how to resume (exit 130)."""
-    from bpd.data.debian.archive import ArchiveError
-    from bpd.runtime import ResultsNotSaved
-    from bpd.training.checkpoint import CheckpointError
-
-    try:
+    def call() -> object:
         check_optional_choices()
         experiment, entry = to_configs(cfg)
         if experiment.decode.proposal_precision == "int8":  # refused before any training, not at the evaluation
@@ -145,6 +142,19 @@ def friendly(fn: Callable[[ExperimentConfig, Any], object], cfg: DictConfig) -> 
 
             torch.set_num_threads(experiment.threads)
         return fn(experiment, entry)
+
+    return guarded(call)
+
+
+def guarded(call: Callable[[], object]) -> object:
+    """``call()`` with ``friendly``'s endings for user errors, a full disk and Ctrl-C (entry points whose config
+    is not an experiment, such as translate.py, use it directly)."""
+    from bpd.data.debian.archive import ArchiveError
+    from bpd.runtime import ResultsNotSaved
+    from bpd.training.checkpoint import CheckpointError
+
+    try:
+        return call()
     except ResultsNotSaved as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)

@@ -1,12 +1,14 @@
 """`make bench-peers`: our greedy and exact blockwise decoders timed beside Hugging Face transformers (greedy,
-assisted generation, prompt lookup) and CTranslate2 (greedy, float32 and int8) on the same weights, sentences
-and thread count, in one paired round-robin run (docs/export.md).
+blockwise decoding with our exported heads, assisted generation, prompt lookup) and CTranslate2 (greedy,
+float32 and int8) on the same weights, sentences and thread count, in one paired round-robin run
+(docs/export.md).
 
     python experiments/bench_peers.py experiment=demo                      # batch 1, the demo's threads
     python experiments/bench_peers.py experiment=demo draft=tiny           # + HF assisted generation
     python experiments/bench_peers.py experiment=demo 'bench.batch_sizes=[1]'  # batch 1 only (default [1, 8])
 
-The peers decode the base model only (the proposal heads are ours); rows go to results/bench-peers/rows.jsonl.
+The peers decode the base model; HF blockwise also the exported proposal heads; rows go to
+results/bench-peers/rows.jsonl.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ def run(cfg: ExperimentConfig, entry: PeersEntry) -> list[dict]:
 
     from bpd import machine_load
     from bpd.bench.peers import batches_of, format_peer_rows, our_decoders, our_specs, peer_rows, round_robin
-    from bpd.export.bundle import BATCH_ONE_PEERS, PEERS, bundle_peers
+    from bpd.export.bundle import BATCH_ONE_PEERS, PEERS, bundle_peers, peer_columns
     from bpd.runtime import resolve_path
     from bpd.tasks import load_task
     from bpd.tracking import append_rows, device_name, git_sha
@@ -44,7 +46,8 @@ def run(cfg: ExperimentConfig, entry: PeersEntry) -> list[dict]:
     for bs in b.batch_sizes:
         n = min(len(pairs), (b.n_examples or {}).get(bs, len(pairs)))
         sources = pairs.sources(range(n))
-        peers = bundle_peers(dirs, vocab, tok.eos_id, threads, draft_hf, entry.prompt_lookup, batch_one=bs == 1)
+        peers = bundle_peers(dirs, vocab, tok.eos_id, threads, draft_hf, entry.prompt_lookup, batch_one=bs == 1,
+                             blockwise_ks=tuple(s.k for s in specs if s.rounds))
         decoders = {**our_decoders(model, specs), **peers}
         print(f"batch {bs}: {n} {split} sentences, {threads} threads, {b.repeats} repeats: {', '.join(decoders)}")
         start = machine_load.sample()
@@ -59,7 +62,7 @@ def run(cfg: ExperimentConfig, entry: PeersEntry) -> list[dict]:
                   "prompt_lookup_num_tokens": entry.prompt_lookup,
                   # transformers' generate runs assisted and prompt-lookup decoding at batch size 1 only
                   "peers_batch_one_only": ", ".join(left_out) or None, **load}
-        rows, best = peer_rows(times, outputs, specs, {name: PEERS[name] for name in peers},
+        rows, best = peer_rows(times, outputs, specs, {name: peer_columns(name) for name in peers},
                                lambda t, s=scorer: s.score(t, None)["bleu"], common)
         print(format_peer_rows(rows))
         print(f"best/peer: our best exact decoder ({best}) over each peer, paired, 95% interval")

@@ -1,12 +1,14 @@
-"""`make export`: a trained model's base as a Hugging Face transformers model (Pegasus layout) with its tokenizer,
-and CTranslate2's conversions of it (float32, int8), checked against our own model (docs/export.md).
+"""`make export`: a trained model's base as a Hugging Face transformers model (Pegasus layout) with its tokenizer
+and, for a model with heads, the heads and the custom_generate code that decodes blockwise in HF generate; and
+CTranslate2's conversions of the base (float32, int8); checked against our own model (docs/export.md).
 
     python experiments/export.py experiment=demo                           # the shipped base (checkpoints/)
     python experiments/export.py experiment=demo 'models=[base,heads]'    # and the demo's fine-tuned base
     python experiments/export.py experiment=demo draft=tiny 'models=[draft]' check_examples=100
 
 Directories go to <export_dir>/<checkpoint stem>/{hf,ct2-float32,ct2-int8}; the checks' rows (logit gap,
-greedy outputs identical to ours, with the logit gap of every sentence that differs) to results/export/.
+greedy outputs identical to ours, with the logit gap of every sentence that differs; for a model with heads,
+HF blockwise decoding's outputs too) to results/export/.
 """
 
 from __future__ import annotations
@@ -61,6 +63,8 @@ def run(cfg: ExperimentConfig, entry: ExportEntry) -> list[dict]:
     for which in entry.models:
         path = model_path(cfg, task, which)
         model = load_model(path)[0]
+        if model.heads.n_learned:  # the heads propose among the tokens the experiment's decoding allows
+            model.heads.set_proposal_vocab(task.proposal_vocab(cfg.decode.proposal_vocab))
         dirs = export_bundle(model, tok.model_path, resolve_path(entry.export_dir) / path.stem, source=path.name)
         print(f"{which} ({path.name}): " + ", ".join(f"{k} {v}" for k, v in dirs.items()))
         if not entry.check:
@@ -72,7 +76,11 @@ def run(cfg: ExperimentConfig, entry: ExportEntry) -> list[dict]:
         gap = logits_gap(model, load_hf(dirs["hf"]), [s for s, _ in batch], [t for _, t in batch])
         print(f"  logits: largest |ours - HF| over {len(batch)} test sentences = {gap:.2e}")
         sources, greedy = pairs.sources(range(n)), None
-        for name, peer in bundle_peers(dirs, vocab, tok.eos_id, torch.get_num_threads(), batch_one=False).items():
+        # With heads: blockwise decoding inside HF generate at the largest decode k the model has (exact: greedy's).
+        decode_ks = [k for k in cfg.decode.ks if 2 <= k <= model.k]
+        ks = (max(decode_ks, default=model.k),) if model.k > 1 else ()
+        for name, peer in bundle_peers(dirs, vocab, tok.eos_id, torch.get_num_threads(), batch_one=False,
+                                       blockwise_ks=ks).items():
             same, greedy = greedy_identity(model, peer, sources, greedy)
             print(f"  {name}: identical to our greedy on {same.identical:.2%} of {n} test sentences")
             for m in same.mismatches[:10]:

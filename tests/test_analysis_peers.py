@@ -157,6 +157,11 @@ def test_labels_and_order_come_from_columns_not_names() -> None:
     assert peers.label(ours) == "ours: blockwise k=6 topk 2"
     assert peers.label(peer) == "CTranslate2 greedy int8" and peers.label(lookup) == "HF prompt lookup (3)"
     assert peers._order(ours) < peers._order(lookup) < peers._order(peer)
+    hf_k2, hf_k4 = (pd.Series({"decoder": "renamed", "method": None, "library": "transformers",
+                               "peer_mode": "blockwise", "peer_quantization": None, "k": k, "criterion": "exact"})
+                    for k in (2, 4))
+    assert peers.label(hf_k4) == "HF blockwise k=4 exact"
+    assert peers._order(ours) < peers._order(hf_k2) < peers._order(hf_k4) < peers._order(lookup)
 
 
 def test_no_peer_rows_says_what_to_run(tmp_path) -> None:

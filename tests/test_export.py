@@ -131,6 +131,7 @@ def test_peer_bench_pairs_every_decoder(exported):
     assert (k2["method"], k2["k"], k2["criterion"], k2["min_block_size"]) == ("blockwise", 2, "exact", 1)
     assert by["short"]["method"] is None and by["short"]["k"] is None and by["short"]["peer_quantization"] == "int8"
     assert by["same"]["peer_quantization"] is None and by["greedy"]["peer_mode"] is None
+    assert by["same"]["speedup_over_hf_greedy"] is None  # no hf_greedy timed here
     assert len({tuple(r) for r in rows}) == 1 and set(PEER_COLUMNS) <= set(rows[0])  # one set of columns
 
 
@@ -143,6 +144,11 @@ def test_every_peer_says_what_it_is():
     assert set(PEERS) == {"hf_greedy", *BATCH_ONE_PEERS, *(f"ct2_{q}" for q in QUANTIZATIONS)}
     assert all(set(c) == {"library", *PEER_COLUMNS} for c in PEERS.values())
     assert {c["peer_quantization"] for c in PEERS.values() if c["library"] == "ctranslate2"} == set(QUANTIZATIONS)
+    from bpd.export.bundle import peer_columns
+
+    assert peer_columns("hf_blockwise_k4") == {"library": "transformers", "peer_mode": "blockwise",
+                                               "peer_quantization": None, "k": 4, "criterion": "exact"}
+    assert peer_columns("hf_greedy") == PEERS["hf_greedy"]
 
 
 def test_assisted_generation_keeps_the_assistant_cache_in_step(exported, monkeypatch):
@@ -201,9 +207,120 @@ def test_peers_at_batch_8_give_our_batched_greedy(exported):
     peers = bundle_peers(dirs, vocab, tok.eos_id, threads=1, draft_hf_dir=hf_dir, batch_one=False)
     assert set(peers) == {"hf_greedy", "ct2_float32", "ct2_int8"} and not set(BATCH_ONE_PEERS) & set(peers)
     assert peers["hf_greedy"](src, limit) == ours
+    # The export carries the model's heads (k = 2): an HF blockwise peer per k asked for, exact at batch 8 too.
+    blockwise = bundle_peers(dirs, vocab, tok.eos_id, threads=1, batch_one=False, blockwise_ks=(2,))
+    assert set(blockwise) == {"hf_greedy", "hf_blockwise_k2", "ct2_float32", "ct2_int8"}
+    assert blockwise["hf_blockwise_k2"](src, limit) == ours
     assert peers["ct2_float32"](src, limit) == ours
     assert all(0 < len(t) <= limit for t in peers["ct2_int8"](src, limit))
     at_one = bundle_peers(dirs, vocab, tok.eos_id, threads=1, draft_hf_dir=hf_dir, batch_one=True)
     assert set(BATCH_ONE_PEERS) <= set(at_one)
     with pytest.raises(ValueError, match="batch 1"):
         at_one["hf_assisted"](src, limit)
+
+
+def varied_sources(vocab: int) -> list[list[int]]:
+    g = torch.Generator().manual_seed(3)
+    return [torch.randint(3, vocab, (int(n),), generator=g).tolist() for n in [9, 4, 7, 9, 2, 6]]
+
+
+def varied_model(vocab: int, arch: str):
+    """A random micro model with k = 4 heads whose greedy outputs vary (strong random layers), whose heads propose
+    close to p_1 (blocks of every size), and whose rows end at different steps: EOS takes the embedding of a token
+    some outputs hold (a little longer, so it wins where that token would), so some rows stop early and others run
+    to the limit. What exercises every path of a round."""
+    model = build_translation_model(vocab, 4, MICRO, seed=1, heads_arch=arch)
+    g = torch.Generator().manual_seed(2)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.startswith("heads."):
+                p.add_(torch.randn(p.shape, generator=g) * 0.02)
+            elif "_layers." in name:
+                p.add_(torch.randn(p.shape, generator=g))
+        model.eval()
+        outs = greedy_decode(model, pad_rows(varied_sources(vocab), 0, min_width=1), 24).tokens
+        model.tgt_embed.weight[model.eos_id] = 1.05 * model.tgt_embed.weight[outs[1][5]]
+    return model
+
+
+def hf_blockwise(hf, hf_dir, src: list[list[int]], limit: int, k: int, top_n: int | None):
+    """Blockwise decoding through transformers' generate (custom_generate from the export): tokens as ours cut
+    them, and each row's rounds."""
+    from bpd.decoding.peers import as_ours, padded
+
+    ids, mask = padded(src, 0)
+    out = hf.generate(input_ids=ids, attention_mask=mask, custom_generate=str(hf_dir), trust_remote_code=True, k=k,
+                      top_n=top_n, max_new_tokens=limit, return_dict_in_generate=True)
+    return [as_ours(row[1:].tolist(), 2, limit) for row in out.sequences], out.rounds
+
+
+@pytest.mark.parametrize("arch", ["recurrent", "attend", "paper", "blockdiag", "medusa"])
+def test_hf_blockwise_generate_returns_our_tokens(exported, arch):
+    """The export carries the heads, and transformers' generate with the exported custom_generate decodes
+    blockwise: exact acceptance gives our greedy's tokens, top-2 our blockwise decoder's tokens (and rounds), at
+    batch 1 and at batch 6 (rows of different lengths that accept different block sizes and finish apart)."""
+    from transformers import AutoModelForSeq2SeqLM
+
+    from bpd.decoding import blockwise_decode, criteria
+    from bpd.export.hf_blockwise import HEADS_CONFIG, HEADS_WEIGHTS
+
+    _, tok, _, root = exported
+    model = varied_model(tok.vocab_size, arch)
+    hf_dir = export_hf(model, tok.model_path, root / f"heads_{arch}", max_positions=128)
+    assert (hf_dir / HEADS_CONFIG).is_file() and (hf_dir / HEADS_WEIGHTS).is_file()
+    assert (hf_dir / "custom_generate" / "generate.py").is_file()
+    hf = AutoModelForSeq2SeqLM.from_pretrained(hf_dir).eval()
+    src = varied_sources(tok.vocab_size)
+    limit = 24
+    padded_src = pad_rows(src, 0, min_width=1)
+    greedy = greedy_decode(model, padded_src, limit).tokens
+    blocks = []
+    for top_n in (None, 2):
+        crit = criteria.Exact() if top_n is None else criteria.TopK(top_n)
+        ours = blockwise_decode(model, padded_src, k=4, criterion=crit, max_len=limit)
+        assert hf_blockwise(hf, hf_dir, src, limit, 4, top_n) == (ours.tokens, list(ours.iterations))
+        alone = [hf_blockwise(hf, hf_dir, [s], limit, 4, top_n)[0][0] for s in src]
+        assert alone == [blockwise_decode(model, pad_rows([s], 0, min_width=1), k=4, criterion=crit,
+                                          max_len=limit).tokens[0] for s in src]
+        if top_n is None:
+            assert ours.tokens == greedy and alone == [greedy_decode(model, pad_rows([s], 0, min_width=1),
+                                                                     limit).tokens[0] for s in src]
+        blocks.append(ours)
+    exact, top2 = blocks
+    # Not vacuous: blocks above 1, rows that end early and rows cut by the limit, rows in one batch that accept
+    # different block sizes in the same round, and top-2 parting from greedy somewhere.
+    rounds = max(len(b) for b in exact.block_sizes)
+    assert exact.mean_block_size > 1.05 and any(len({b[i] for b in exact.block_sizes if len(b) > i}) > 1
+                                                for i in range(rounds))
+    lengths = [len(t) for t in exact.tokens]
+    assert min(lengths) < limit and max(lengths) == limit and len(set(lengths)) > 2
+    if arch in ("recurrent", "attend", "blockdiag"):  # (these seeds: the other heads' top-2 blocks are greedy's)
+        assert top2.tokens != greedy
+
+
+def test_export_with_heads_loads_as_plain_pegasus_and_opts_in(exported):
+    """Without trust_remote_code the export is a plain Pegasus model (generate is the library's greedy); loaded
+    with trust_remote_code, its generate decodes blockwise (exact: greedy's tokens) and hands beam search back to
+    the library; a folder without heads is refused in one sentence."""
+    from transformers import AutoModelForSeq2SeqLM, GenerationMixin
+
+    from bpd.decoding.peers import padded
+
+    model, tok, hf_dir, root = exported
+    heads_dir = export_hf(varied_model(tok.vocab_size, "recurrent"), tok.model_path, root / "opt_in",
+                          max_positions=128)
+    plain = AutoModelForSeq2SeqLM.from_pretrained(heads_dir).eval()
+    assert type(plain).generate is GenerationMixin.generate and "generate" not in vars(plain)
+    ids, mask = padded(sources(tok), 0)
+    limit = output_limit(ids.shape[1])
+    greedy = plain.generate(input_ids=ids, attention_mask=mask, max_new_tokens=limit)
+    opted = AutoModelForSeq2SeqLM.from_pretrained(heads_dir, trust_remote_code=True).eval()
+    assert torch.equal(opted.generate(input_ids=ids, attention_mask=mask, max_new_tokens=limit, k=3), greedy)
+    beams = opted.generate(input_ids=ids, attention_mask=mask, max_new_tokens=limit, num_beams=2)
+    assert torch.equal(beams, plain.generate(input_ids=ids, attention_mask=mask, max_new_tokens=limit, num_beams=2))
+    base_dir = export_hf(build_translation_model(tok.vocab_size, 1, MICRO, seed=2).eval(), tok.model_path,
+                         root / "no_heads", max_positions=128)
+    base = AutoModelForSeq2SeqLM.from_pretrained(base_dir).eval()
+    with pytest.raises(ValueError, match="no proposal heads"):
+        base.generate(input_ids=ids, attention_mask=mask, custom_generate=str(heads_dir), trust_remote_code=True,
+                      heads_dir=str(base_dir))

@@ -27,8 +27,8 @@ LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
     "runtime": (4, ("runtime", "locks", "tracking")),
     "tasks": (5, ("tasks",)),
     # What runs a task: stages and their products, evaluation, the benchmarks (bench/, its paired speedup
-    # statistics included: evaluation rows use them too), export.
-    "stages": (6, ("stages", "targets", "shipped", "evaluate", "bench", "export")),
+    # statistics included: evaluation rows use them too), export, translating your own text.
+    "stages": (6, ("stages", "targets", "shipped", "evaluate", "bench", "export", "translator")),
 }
 
 #: Imports that break the rule and are fine, each with why: (importing module, imported module). Keep it short.

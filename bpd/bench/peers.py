@@ -30,6 +30,8 @@ from bpd.decoding.spec import DecodeSpec, decoder_fn
 Decoder = Callable[[Sequence[Sequence[int]], int], list[list[int]]]
 #: The columns that say what a peer is; None in our decoders' rows.
 PEER_COLUMNS = ("peer_mode", "peer_quantization")
+#: transformers' plain greedy generate: the other transformers peers' rows also carry their speedup over it.
+HF_GREEDY = "hf_greedy"
 
 
 def our_specs(model, ks: Sequence[int]) -> list[DecodeSpec]:
@@ -101,7 +103,8 @@ def peer_rows(times: dict[str, np.ndarray], outputs: dict[str, list[list[int]]],
     """One row per decoder (ours: ``specs``, greedy first; ``peers``: each peer's ``library`` and
     ``PEER_COLUMNS``) with the columns of ``make bench``'s rows that apply (what the decoder is, tokens/s, speedup
     over our greedy with its interval, BLEU, identical-to-greedy), and for peers the ratio of our best exact
-    decoder to them (> 1: ours is faster) with its interval; also the best decoder's name."""
+    decoder to them (> 1: ours is faster) with its interval, and for transformers peers their paired speedup over
+    transformers' greedy (``hf_greedy``, when timed); also the best decoder's name."""
     assert specs[0].role is Role.REFERENCE, "greedy is the reference and must come first"
     greedy = specs[0].name
     est = speedups(times, greedy)
@@ -114,6 +117,9 @@ def peer_rows(times: dict[str, np.ndarray], outputs: dict[str, list[list[int]]],
         tokens = sum(len(o) for o in outputs[name])
         e = est[name]
         vs = paired_speedup(t, times[best]) if name in peers else None
+        # A transformers peer beside transformers' own greedy (blockwise decoding in generate against plain generate).
+        hf = paired_speedup(times[HF_GREEDY], t) if name in peers and name != HF_GREEDY and HF_GREEDY in times \
+            and peers[name].get("library") == "transformers" else None
         rows.append({
             **common,
             **identity[name],
@@ -130,19 +136,25 @@ def peer_rows(times: dict[str, np.ndarray], outputs: dict[str, list[list[int]]],
             "best_vs_peer": vs.speedup if vs else None,
             "best_vs_peer_ci_low": vs.low if vs else None,
             "best_vs_peer_ci_high": vs.high if vs else None,
+            "speedup_over_hf_greedy": hf.speedup if hf else None,
+            "speedup_over_hf_greedy_ci_low": hf.low if hf else None,
+            "speedup_over_hf_greedy_ci_high": hf.high if hf else None,
         })
     return rows, best
 
 
 def format_peer_rows(rows: list[dict]) -> str:
     lines = [f"{'decoder':24s} {'tok/s':>8s} {'speedup [95% CI]':>22s} {'BLEU':>6s} {'same':>6s} "
-             f"{'best/peer [95% CI]':>24s}"]
+             f"{'best/peer [95% CI]':>24s} {'over HF greedy [95% CI]':>24s}"]
     for r in rows:
         sp = f"{r['speedup']:.3f} [{r['speedup_ci_low']:.3f}, {r['speedup_ci_high']:.3f}]"
         vs = (f"{r['best_vs_peer']:.3f} [{r['best_vs_peer_ci_low']:.3f}, {r['best_vs_peer_ci_high']:.3f}]"
               if r["best_vs_peer"] is not None else "")
+        hf = r.get("speedup_over_hf_greedy")
+        hf = "" if hf is None else \
+            f"{hf:.3f} [{r['speedup_over_hf_greedy_ci_low']:.3f}, {r['speedup_over_hf_greedy_ci_high']:.3f}]"
         lines.append(f"{r['decoder']:24s} {r['tokens_per_s']:8.1f} {sp:>22s} {r['bleu']:6.2f} "
-                     f"{r['identical_to_greedy']:6.1%} {vs:>24s}")
+                     f"{r['identical_to_greedy']:6.1%} {vs:>24s} {hf:>24s}")
     return "\n".join(lines)
 
 

@@ -77,6 +77,12 @@ class Tokenizer:
         """Subword ids of ``text`` without BOS/EOS."""
         return list(self._sp.encode(text, out_type=int))
 
+    def unknown_spans(self, text: str) -> list[str]:
+        """The stretches of ``text`` the vocabulary cannot spell (each becomes one unknown token): what a user is
+        told to replace before translating."""
+        pieces = self._sp.encode(text, return_type="proto").pieces
+        return [p.surface for p in pieces if p.id == self.unk_id]
+
     def encode_batch(self, texts: Sequence[str], num_threads: int = 2) -> list[list[int]]:
         """``encode`` for many lines at once; sentencepiece does the loop in C++, which matters for WMT."""
         return [list(x) for x in self._sp.encode(list(texts), out_type=int, num_threads=num_threads)]

@@ -4,11 +4,13 @@ Each peer is a callable ``(sources, max_len) -> tokens`` over one batch: ``sourc
 (unpadded), ``max_len`` the output limit our decoders get for that batch, and ``tokens`` each row's output
 in our decoders' form (the ids up to and including EOS, or ``max_len`` ids when no EOS came), so that a
 peer's output compares with greedy's as a list. They decode what our greedy decodes: start from BOS, argmax
-of p_1 until EOS or the limit; none of them knows about the proposal heads.
+of p_1 until EOS or the limit; none of them but ``hf_blockwise`` knows about the proposal heads.
 
 * ``hf_generate``: transformers' ``generate`` with greedy search, plain or with its own accelerations:
   assisted generation (a draft model's guesses verified by the model; ``assistant``) and prompt-lookup
   decoding (guesses copied from n-gram matches in the input; ``prompt_lookup``). Both are batch-1 features.
+* ``hf_blockwise``: blockwise decoding with the exported proposal heads inside ``generate`` (the one peer that
+  knows the heads: ``bpd.export.hf_blockwise``).
 * ``ct2_greedy``: CTranslate2's ``translate_batch`` with beam size 1.
 """
 
@@ -78,6 +80,24 @@ def hf_generate(model, assistant=None, prompt_lookup: int | None = None) -> Peer
         out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_len, min_new_tokens=0,
                              do_sample=False, num_beams=1, **extra)
         return [as_ours(row[1:].tolist(), cfg.eos_token_id, max_len) for row in out]  # row[0]: the start token
+
+    return decode
+
+
+def hf_blockwise(model, hf_dir: str, k: int, top_n: int | None = None) -> Peer:
+    """Blockwise decoding inside transformers' ``generate``, by its ``custom_generate`` mechanism: the export's
+    ``custom_generate/generate.py`` (``bpd.export.hf_blockwise``) with the proposal heads exported beside the
+    model, decoding with block size ``k`` (exact acceptance, or top-``top_n``). The function is loaded once, as
+    ``from_pretrained(..., trust_remote_code=True)`` does: ``generate(custom_generate=dir)`` would load and import
+    the file again on every call, a cost no user of a loaded model pays."""
+    blockwise = model.load_custom_generate(str(hf_dir), trust_remote_code=True)
+    cfg = model.generation_config
+
+    @torch.inference_mode()
+    def decode(sources: Sequence[Sequence[int]], max_len: int) -> list[list[int]]:
+        ids, mask = padded(sources, cfg.pad_token_id)
+        out = blockwise(model=model, input_ids=ids, attention_mask=mask, max_new_tokens=max_len, k=k, top_n=top_n)
+        return [as_ours(row[1:].tolist(), cfg.eos_token_id, max_len) for row in out]
 
     return decode
 

@@ -4,11 +4,14 @@ and the peer decoders that read it."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
-from bpd.decoding.peers import Peer, ct2_greedy, hf_generate
+from bpd.decoding.peers import Peer, ct2_greedy, hf_blockwise, hf_generate
 from bpd.export.ct2 import QUANTIZATIONS, convert_ct2, ct2_translator
+from bpd.export.heads import FORMAT as HEADS_FORMAT
 from bpd.export.hf import export_hf
+from bpd.export.hf_blockwise import HEADS_CONFIG
 
 #: What a finished bundle holds; written last, so an interrupted export is redone rather than half read.
 DONE = "export.json"
@@ -24,6 +27,17 @@ PEERS: dict[str, dict[str, str | None]] = {
     "hf_prompt_lookup": {"library": "transformers", "peer_mode": "prompt_lookup", "peer_quantization": None},
     **{f"ct2_{q}": {"library": "ctranslate2", "peer_mode": "greedy", "peer_quantization": q} for q in QUANTIZATIONS},
 }
+#: Blockwise decoding inside transformers' generate with the exported heads, one peer per k: ``hf_blockwise_k4``.
+BLOCKWISE_PEER = re.compile(r"hf_blockwise_k(\d+)")
+
+
+def peer_columns(name: str) -> dict[str, str | int | None]:
+    """What the peer ``name`` is, in row columns (``PEERS``; an HF blockwise peer also its k and criterion)."""
+    m = BLOCKWISE_PEER.fullmatch(name)
+    if m:
+        return {"library": "transformers", "peer_mode": "blockwise", "peer_quantization": None, "k": int(m[1]),
+                "criterion": "exact"}
+    return PEERS[name]
 
 
 def export_bundle(model, spm_model: str | Path, out_dir: str | Path, source: str = "") -> dict[str, Path]:
@@ -32,13 +46,16 @@ def export_bundle(model, spm_model: str | Path, out_dir: str | Path, source: str
     out = Path(out_dir)
     dirs = {"hf": out / "hf", **{f"ct2-{q}": out / f"ct2-{q}" for q in QUANTIZATIONS}}
     done = out / DONE
-    if done.is_file() and json.loads(done.read_text()).get("source") == source:
+    # An export made before the heads were exported with the base is redone (``heads_format``).
+    if done.is_file() and json.loads(done.read_text()).get("source") == source and \
+            json.loads(done.read_text()).get("heads_format") == HEADS_FORMAT:
         return dirs
     done.unlink(missing_ok=True)
     export_hf(model, spm_model, dirs["hf"])
     for q in QUANTIZATIONS:
         convert_ct2(dirs["hf"], dirs[f"ct2-{q}"], q)
-    done.write_text(json.dumps({"source": source, "dirs": {k: str(v) for k, v in dirs.items()}}, indent=1) + "\n")
+    done.write_text(json.dumps({"source": source, "heads_format": HEADS_FORMAT,
+                                "dirs": {k: str(v) for k, v in dirs.items()}}, indent=1) + "\n")
     return dirs
 
 
@@ -49,13 +66,16 @@ def load_hf(hf_dir: str | Path):
 
 
 def bundle_peers(dirs: dict[str, Path], vocab: list[str], eos_id: int, threads: int,
-                 draft_hf_dir: str | Path | None = None, prompt_lookup: int = 10, batch_one: bool = True
-                 ) -> dict[str, Peer]:
-    """The peers of one export, by row name (``PEERS`` says what each is): HF greedy, HF assisted generation
-    (with an exported draft), HF prompt lookup (both batch 1 only: left out unless ``batch_one``), CTranslate2
-    greedy float32 and int8 on ``threads`` threads."""
+                 draft_hf_dir: str | Path | None = None, prompt_lookup: int = 10, batch_one: bool = True,
+                 blockwise_ks: tuple[int, ...] = ()) -> dict[str, Peer]:
+    """The peers of one export, by row name (``peer_columns`` says what each is): HF greedy, HF blockwise decoding
+    with the exported heads at each of ``blockwise_ks`` (exact; where the export has heads), HF assisted
+    generation (with an exported draft), HF prompt lookup (both batch 1 only: left out unless ``batch_one``),
+    CTranslate2 greedy float32 and int8 on ``threads`` threads."""
     hf = load_hf(dirs["hf"])
     peers = {"hf_greedy": hf_generate(hf)}
+    if (Path(dirs["hf"]) / HEADS_CONFIG).is_file():
+        peers |= {f"hf_blockwise_k{k}": hf_blockwise(hf, str(dirs["hf"]), k) for k in blockwise_ks}
     if batch_one and draft_hf_dir is not None:
         peers["hf_assisted"] = hf_generate(hf, assistant=load_hf(draft_hf_dir))
     if batch_one:

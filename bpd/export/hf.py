@@ -140,11 +140,14 @@ def to_pegasus(model, max_positions: int = 1024):
 
 
 def export_hf(model, spm_model: str | Path, out_dir: str | Path, max_positions: int = 1024) -> Path:
-    """Write ``model``'s base and its tokenizer to ``out_dir`` (``from_pretrained`` reads both back)."""
+    """Write ``model``'s base and its tokenizer to ``out_dir`` (``from_pretrained`` reads both back), and its
+    proposal heads with the code that decodes blockwise in ``generate`` where it has heads (``bpd.export.heads``)."""
+    from bpd.export.heads import export_heads
     from bpd.export.tokenizer import save_hf_tokenizer
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     to_pegasus(model, max_positions).save_pretrained(out)
     save_hf_tokenizer(spm_model, out)
+    export_heads(model, out)
     return out

@@ -1,0 +1,52 @@
+"""Translating your own text (``experiments/translate.py``, ``bpd.translate``): which model, which decoder, what
+to print. The decoder is a registered method by name with the options that method takes; the others are left
+at their defaults and not passed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from bpd.config.common import check
+
+#: Methods that need a second model beside the checkpoint (a draft model, an n-gram model of the training
+#: targets): an evaluation builds those from its corpus, a translation of free text has none.
+NEEDS_AUX = ("draft", "rescored")
+
+
+@dataclass
+class TranslateConfig:
+    checkpoint: str | None = None  # a .pt file, or a shipped model's name (checkpoints/<name>.pt)
+    tokenizer: str | None = None  # its sentencepiece model; default: the one shipped for its corpus
+    text: list[str] = field(default_factory=list)  # sentences (translate.py also takes them as bare arguments)
+    input: str | None = None  # a file of sentences, one a line; "-": standard input
+    method: str = "greedy"  # a registered method: greedy, beam, blockwise, tree, naive_greedy (CLI: also decode=)
+    k: int = 4  # methods with rounds: the block size
+    criterion: str = "exact"  # exact | topk
+    criterion_param: float | None = None  # topk: n (default 2)
+    min_block_size: int = 1
+    beam_size: int = 4  # beam search
+    alpha: float = 0.6  # beam search's length penalty
+    tree: str | None = None  # tree verification's shape, e.g. beam4
+    batch_size: int = 1  # sentences decoded together (1: as the evaluation decodes, token for token)
+    stats: bool = False  # also decode with greedy and print k-hat, rounds and time against it (stderr)
+    allow_unknown: bool = False  # translate lines with characters the vocabulary lacks (read as <unk>)
+    shipped_dir: str = "checkpoints"  # where shipped models and their tokenizers are looked for
+    threads: int | None = 1  # torch threads (null: torch's default)
+
+    def method_options(self, option_names: tuple[str, ...]) -> dict[str, Any]:
+        """The options of this config the method takes (``option_names``: its options' fields)."""
+        param = 2.0 if self.criterion == "topk" and self.criterion_param is None else self.criterion_param
+        values = {"k": self.k, "criterion": self.criterion, "criterion_param": param,
+                  "min_block_size": self.min_block_size, "beam_size": self.beam_size, "alpha": self.alpha,
+                  "tree": self.tree}
+        return {name: values[name] for name in option_names if name in values}
+
+    def validate(self) -> TranslateConfig:
+        check(bool(self.checkpoint), "name a model: checkpoint=<file.pt> or a shipped one, e.g. "
+              "checkpoint=debian_en_de_base.")
+        check(self.method not in NEEDS_AUX, f"decode={self.method} needs a second model beside the checkpoint "
+              "(a draft or n-gram model built from the corpus); use experiments/evaluate.py for it, or decode="
+              "greedy, beam, blockwise or tree here.")
+        check(self.batch_size >= 1, f"batch_size must be >= 1 (got {self.batch_size}).")
+        return self
