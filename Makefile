@@ -14,7 +14,7 @@ export PYTHONHASHSEED := 0
         bench-scale export bench-peers
 
 help:
-	@echo "make demo     - the main job on the Debian corpus (CPU, ~12 min with the data, after setup)"
+	@echo "make demo     - the main job on the Debian corpus (2 cores: ~12 min AVX-512, ~28 min AVX2, with the data)"
 	@echo "make test     - the test suite (CPU, <10 min)"
 	@echo "make lint     - ruff"
 	@echo "see README.md and docs/ for the reproduction and benchmark targets"

@@ -130,7 +130,8 @@ def format_breakdown(rows: list[dict[str, Any]]) -> str:
     cols = f"{'total':>7} {'decoder':>8} {'scoring':>8} {'propose':>8} {'t/t_1':>6} {'dec/d_1':>7}"
     head = f"{'bs':>3} {'step':<8} {cols}"
     lines = [head, "-" * len(head)]
-    g = {r["batch_size"]: r for r in rows if role_of(r["method"]) is Role.REFERENCE}
+    # The parts are timed on the eager path only (the compiled one runs each step as one call).
+    g = {r["batch_size"]: r for r in rows if role_of(r["method"]) is Role.REFERENCE and r.get("step_decoder_ms")}
     for r in rows:
         if r.get("step_decoder_ms") is None or (role_of(r["method"]) is Role.CHAIN and r["criterion"] != "exact"):
             continue

@@ -164,7 +164,8 @@ class StaticEngine:
             with torch.compiler.set_stance("default", skip_guard_eval_unsafe=True):
                 return self._run(fn, args)
         t0 = time.perf_counter()
-        out = self._run(fn, args)
+        with compile_options(self.model):  # (compilation happens in a shape's first call)
+            out = self._run(fn, args)
         if self.compiled:
             self.compile_seconds += time.perf_counter() - t0
         self.shapes.add(shape)
@@ -326,22 +327,58 @@ def greedy_step(model) -> Callable:
     return step
 
 
-def _propose(model, h, first, k, source):
-    """Slots 1..k-1 at ``h`` (B, d) after p_1's ``first`` (B, 1): the block (B, k)."""
+def _propose(model, h, first, k, source, tables=None):
+    """Slots 1..k-1 at ``h`` (B, d) after p_1's ``first`` (B, 1): the block (B, k); ``tables``: a recurrent
+    chain's decoding tables (``decoding_tables``)."""
     if k == 1:
         return first
+    if tables is not None:
+        return torch.cat([first, table_chain(tables, h, first, k, _source(source))], dim=-1)
     return torch.cat([first, model.heads.propose(h, first, k, _source(source))], dim=-1)
+
+
+def decoding_tables(model) -> tuple | None:
+    """A recurrent or attend chain's decoding tables (``fastpath.recurrent_slots``: per-vocabulary tables of each
+    slot's token half, biases folded in) and its proposal projection, made once outside the traced function, so
+    the compiled chain looks a token's row up as the eager one does instead of multiplying its embedding; None for
+    heads without such a chain."""
+    from bpd.models import fastpath
+
+    heads = model.heads
+    if not (heads.path_dependent and heads.n_learned and heads.proposal_precision == "float32"):
+        return None
+    with torch.inference_mode():
+        return fastpath.recurrent_slots(heads), *fastpath.proposal_projection(heads), heads.proposal_ids
+
+
+def table_chain(tables: tuple, h: torch.Tensor, first: torch.Tensor, k: int, source) -> torch.Tensor:
+    """``fastpath.TableStep``'s float chain as plain tensor code: the proposals (B, k - 1) of slots 1..k-1."""
+    from bpd.models.fastpath import slot_hidden
+
+    slots, wt, bias, ids = tables
+    s, tok, chosen = h, first[:, 0], []
+    for i in range(1, k):
+        slot = slots[i - 1]
+        lookup = slot[1 if i > 1 else 0][tok]  # slot 1 reads a token id, later slots a proposal index
+        hidden = slot_hidden(lookup, s, slot, source, s.shape[0])
+        s = torch.addmm(s, hidden, slot[3])
+        tok = top1(s @ wt if bias is None else torch.addmm(bias, s, wt))
+        chosen.append(tok)
+    idx = torch.stack(chosen, dim=-1)
+    return idx if ids is None else ids[idx]
 
 
 def chain_start(model, k: int, traced: bool) -> Callable:
     """The propose-only first call: BOS through the decoder, p_1's argmax, the first block's proposals (with int8
     chains: the state and p_1's argmax there, for ``eager_proposals``)."""
 
+    tables = decoding_tables(model) if traced else None
+
     def start(bos, alive, lengths, k_cache, v_cache, cross_kv, src_mask, aligned, source):
         h = decode_static(model, bos, _state(cross_kv, src_mask, aligned), k_cache, v_cache, lengths)[:, 0]
         lengths.add_(alive.long())
         first = top1(p1_logits(model, h))[:, None]
-        return _propose(model, h, first, k, source) if traced else (h, first)
+        return _propose(model, h, first, k, source, tables) if traced else (h, first)
 
     return start
 
@@ -350,6 +387,8 @@ def chain_round(model, k: int, criterion: Criterion, floor: int, traced: bool) -
     """One round: verify ``props`` (B, k), judge them, advance each live row by its accepted block, and propose the
     next block at the last accepted position. Returns the block sizes (B,) (0 for finished rows), the accepted
     runs after slot 0 (B,) and the next block (or, with int8 chains, the state and p_1's argmax to propose from)."""
+
+    tables = decoding_tables(model) if traced else None
 
     def round_(props, alive, lengths, k_cache, v_cache, cross_kv, src_mask, aligned, source):
         h = decode_static(model, props, _state(cross_kv, src_mask, aligned), k_cache, v_cache, lengths)
@@ -366,7 +405,7 @@ def chain_round(model, k: int, criterion: Criterion, floor: int, traced: bool) -
         h_last = h.gather(1, last[:, None, None].expand(-1, 1, h.shape[-1]))[:, 0]
         first = best.gather(1, last[:, None])
         if traced:
-            return khat, runs, _propose(model, h_last, first, k, source)
+            return khat, runs, _propose(model, h_last, first, k, source, tables)
         return khat, runs, h_last, first
 
     return round_
@@ -388,7 +427,20 @@ def compile_fn(fn: Callable, model) -> Callable:
     torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 256)
     if model.tgt_embed.weight.device.type == "cuda":
         return torch.compile(fn, fullgraph=True, dynamic=False, mode="reduce-overhead")
-    return torch.compile(fn, fullgraph=True, dynamic=False, options={"freezing": True, "cpp_wrapper": True})
+    return torch.compile(fn, fullgraph=True, dynamic=False)
+
+
+def compile_options(model):
+    """Inductor's settings while a CPU graph compiles: weight freezing (the weights become constants, and each
+    matrix product's weight is prepacked once for MKL's packed GEMM: passed as ``torch.compile(options=...)``
+    instead, the prepacking pass does not run) and the C++ wrapper."""
+    import contextlib
+
+    import torch._inductor.config as inductor
+
+    if model.tgt_embed.weight.device.type == "cuda":
+        return contextlib.nullcontext()
+    return inductor.patch(freezing=True, cpp_wrapper=True)
 
 
 def weights_fingerprint(model) -> tuple:
