@@ -19,6 +19,7 @@ from bpd.data import images as im
 from bpd.data.celeba import prepare_celeba
 from bpd.data.faces import load_sr_npz, prepare_embedded_sr
 from bpd.data.grid import save_grid
+from bpd.data.photos.build import PhotoOptions, open_photos, prepare_photos
 from bpd.data.store import ArrayPairs
 from bpd.decoding.spec import DecodeSpec
 from bpd.decoding.timed import RunOutput
@@ -48,8 +49,18 @@ def _celeba(cfg: ImageTaskConfig, data_cache: Path) -> Images:
             for s in limits}
 
 
+def _photos(cfg: ImageTaskConfig, data_cache: Path) -> Images:
+    opts = PhotoOptions(lr_size=cfg.lr_size, hr_size=cfg.hr_size)
+    deb_dir = Path(cfg.photos_deb_dir).expanduser() if cfg.photos_deb_dir else None
+    images = open_photos(prepare_photos(data_cache, opts, deb_dir=deb_dir, fetch=cfg.photos_fetch))
+    limits = {"train": cfg.n_train, "dev": cfg.n_dev, "test": cfg.n_test}
+    # each split is stored shuffled: its first n patches sample every photograph of the split
+    return {s: (lr[: limits[s]], hr[: limits[s]]) for s, (lr, hr) in images.items()}
+
+
 #: Where each source's (low-resolution, high-resolution) uint8 arrays per split come from.
-SOURCES: dict[str, Callable[[ImageTaskConfig, Path], Images]] = {"faces": _faces, "celeba": _celeba}
+SOURCES: dict[str, Callable[[ImageTaskConfig, Path], Images]] = {"faces": _faces, "photos": _photos,
+                                                                  "celeba": _celeba}
 
 
 class ImageScorer:
@@ -92,7 +103,7 @@ class ImageTask(Task):
         # Raster-order tokens are a reshape of the uint8 arrays (a view: memory-mapped arrays stay on disk).
         splits = {s: ArrayPairs(lr.reshape(len(lr), -1), hr.reshape(len(hr), -1))
                   for s, (lr, hr) in self.images.items()}
-        key = config_hash(dataclasses.asdict(cfg))
+        key = config_hash({k: v for k, v in dataclasses.asdict(cfg).items() if k not in cfg.NOT_KEYED})
         super().__init__(cfg.name, key, im.VOCAB_SIZE, splits, im.PAD_ID, im.BOS_ID, im.EOS_ID)
         self.cfg = cfg
 
