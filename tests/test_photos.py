@@ -25,7 +25,7 @@ from bpd.data.photos.build import (
     prepare_photos,
     resize_short_side,
 )
-from bpd.data.photos.sources import PhotoSource, _kde_design
+from bpd.data.photos.sources import PhotoSource, _file_path, _kde_design
 
 N_PHOTOS = 14
 
@@ -59,15 +59,21 @@ def debs(monkeypatch, tmp_path) -> Path:
              "./usr/share/wallpapers/Copy/contents/images/300x180.jpg": _jpeg(_photo(0, 300, 180))}
     make_deb(folder / "snaps_1.0_all.deb", "snaps", "1.0", snaps)
     make_deb(folder / "walls_2.0_all.deb", "walls", "2.0", walls)
+    buf = io.BytesIO()
+    _photo(200, 60, 40).save(buf, format="PNG")
+    make_deb(folder / "heads_3.0_all.deb", "heads", "3.0", {"./usr/share/heads/a/one.png": buf.getvalue(),
+                                                            "./usr/share/heads/b/one.png": buf.getvalue()})
     fake = {"snaps": PhotoSource("snaps", "snaps", ("./usr/share/snaps/*.jpg",), "CC0"),
             "walls": PhotoSource("walls", "walls", ("./usr/share/wallpapers/*/contents/images/*.jpg",), "GPL-2+",
-                                 design=_kde_design)}
+                                 design=_kde_design),
+            "heads": PhotoSource("heads", "heads", ("./usr/share/heads/*/*.png",), "PD", design=_file_path,
+                                 role="faces")}
     monkeypatch.setattr(build_mod, "SOURCES", fake)
     monkeypatch.setattr(build_mod, "REFERENCE_MANIFEST", tmp_path / "no-reference.json")
     return folder
 
 
-OPTS = PhotoOptions(sources=("snaps", "walls"), short_sides=(96, 64), dev_frac=0.15, test_frac=0.2)
+OPTS = PhotoOptions(sources=("snaps", "walls", "heads"), short_sides=(96, 64), dev_frac=0.15, test_frac=0.2)
 
 
 def test_build_holds_out_by_photograph(debs, tmp_path, capsys):
@@ -83,6 +89,13 @@ def test_build_holds_out_by_photograph(debs, tmp_path, capsys):
     split = {p["name"]: p["split"] for p in m["photo_list"]}
     assert split["walls/Copy"] == split["snaps/p00"]
     data = open_photos(folder)
+    # the face set: each picture whole, its centred square area-resized to one 32x32 image, never split
+    assert m["faces"] == {"heads": 2}
+    assert [f["name"] for f in m["face_list"]] == ["heads/heads/a/one", "heads/heads/b/one"]
+    face_lr, face_hr = data.pop("faces")
+    square = np.asarray(_photo(200, 60, 40).crop((10, 0, 50, 40)).resize((32, 32), Image.Resampling.BOX))
+    np.testing.assert_array_equal(face_hr[0], square)
+    np.testing.assert_array_equal(face_lr, area_downsample(np.asarray(face_hr), 4))
     seen: dict[str, set[int]] = {}
     for s, (lr, hr) in data.items():
         assert isinstance(hr, np.memmap) and hr.dtype == np.uint8 and hr.shape[1:] == (32, 32, 3)
@@ -120,6 +133,8 @@ def test_bad_input_gets_one_sentence(debs, tmp_path):
         prepare_photos(tmp_path / "c", OPTS, deb_dir=tmp_path / "nope", progress=False)
     with pytest.raises(ValueError, match="choose from"):
         prepare_photos(tmp_path / "c", PhotoOptions(sources=("nope",)), deb_dir=debs, progress=False)
+    with pytest.raises(ValueError, match="no photograph source"):
+        prepare_photos(tmp_path / "c", PhotoOptions(sources=("heads",)), deb_dir=debs, progress=False)
     with pytest.raises(ArchiveError, match="too few to hold out"):
         prepare_photos(tmp_path / "c", PhotoOptions(sources=("walls",), short_sides=(64,)), deb_dir=debs,
                        progress=False)

@@ -18,6 +18,7 @@ the folder's ``.work`` until the arrays are complete.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 import os
@@ -44,6 +45,8 @@ REFERENCE_MANIFEST = Path(__file__).resolve().parents[3] / "results" / "data" / 
 #: The patch arrays of a build, per split.
 ARRAYS = ("lr", "hr", "photo")
 SPLITS = ("train", "dev", "test")
+#: The face test set's arrays (``faces_lr.npy`` ...): whole pictures of the ``faces`` sources, never trained on.
+FACES = "faces"
 THUMB = 16
 
 
@@ -69,9 +72,9 @@ class PhotoOptions:
 
     def validate(self) -> None:
         unknown = [s for s in self.sources if s not in SOURCES]
-        if unknown or not self.sources:
-            raise ValueError(f"unknown photo source(s) {', '.join(unknown) or '(none given)'}; choose from "
-                             f"{', '.join(SOURCE_ORDER)}.")
+        if unknown or not any(SOURCES[s].role == "photos" for s in self.sources):
+            raise ValueError(f"unknown photo source(s) {', '.join(unknown) or '(no photograph source given)'}; "
+                             f"choose from {', '.join(SOURCE_ORDER)}.")
         if self.lr_size < 1 or self.hr_size % self.lr_size:
             raise ValueError(f"task.hr_size ({self.hr_size}) must be a multiple of task.lr_size ({self.lr_size}).")
         if not self.short_sides or min(self.short_sides) < self.hr_size:
@@ -112,11 +115,10 @@ def find_photos(roots: dict[str, Path], infos: dict[str, DebInfo], sources: tupl
         if root is None:
             continue
         best: dict[str, Photo] = {}
-        for pattern in src.members:
-            for f in sorted(root.glob(pattern.removeprefix("./"))):
-                if not f.is_file() or f.is_symlink():  # a link is another name for a file that is taken anyway
-                    continue
-                rel = f.relative_to(root).as_posix()
+        for f in sorted(root.rglob("*")):
+            rel = f.relative_to(root).as_posix()
+            # matched as tar matched it when unpacking (``*`` crosses ``/``); a link names a file taken anyway
+            if f.is_file() and not f.is_symlink() and any(fnmatch.fnmatchcase("./" + rel, m) for m in src.members):
                 with Image.open(f) as im:
                     size = im.size
                 p = Photo(name, src.design(rel), f, rel, infos[src.package].filename, size)
@@ -181,6 +183,19 @@ def photo_patches(img: np.ndarray, opts: PhotoOptions, stride: int) -> tuple[np.
     hr = np.concatenate(parts)
     keep = hr.reshape(len(hr), -1).std(axis=1) >= opts.min_std
     return hr[keep], int((~keep).sum())
+
+
+def face_images(faces: list[Photo], hr_size: int, lr_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """(lr, hr) of each face picture: the centred square of its short side, area-resized (Pillow BOX) to
+    ``hr_size``; the input is its exact area downsample, as for the patches."""
+    hr = np.empty((len(faces), hr_size, hr_size, 3), dtype=np.uint8)
+    for i, f in enumerate(faces):
+        with Image.open(f.path) as im:
+            w, h = im.size
+            side = min(w, h)
+            box = ((w - side) // 2, (h - side) // 2, (w - side) // 2 + side, (h - side) // 2 + side)
+            hr[i] = np.asarray(im.convert("RGB").crop(box).resize((hr_size, hr_size), Image.Resampling.BOX))
+    return area_downsample(hr, hr_size // lr_size), hr
 
 
 def duplicate_groups(thumbs: np.ndarray, distance: float) -> list[int]:
@@ -328,7 +343,8 @@ def prepare_photos(cache_dir: Path, opts: PhotoOptions, deb_dir: Path | None = N
     t0 = time.perf_counter()
     archive, infos, roots, missing = _fetch(cache_dir, opts, deb_dir, progress, fetch)
     t_fetch = time.perf_counter()
-    photos = find_photos(roots, infos, opts.sources)
+    photos = find_photos(roots, infos, tuple(s for s in opts.sources if SOURCES[s].role == "photos"))
+    faces = find_photos(roots, infos, tuple(s for s in opts.sources if SOURCES[s].role == "faces"))
     if not photos:
         raise ArchiveError(f"no photographs were found in the unpacked packages under {archive.pkgs}: delete that "
                            "folder and run the same command again.")
@@ -339,17 +355,25 @@ def prepare_photos(cache_dir: Path, opts: PhotoOptions, deb_dir: Path | None = N
     deal = deal_groups(sorted({photos[g].name for g in group}), opts)
     split_of = [deal[photos[g].name] for g in group]
     counts = _assemble(folder, photos, split_of, files, opts, progress)
+    face_lr, face_hr = face_images(faces, opts.hr_size, opts.lr_size)
+    for name, arr in (("lr", face_lr), ("hr", face_hr), ("photo", np.arange(len(faces), dtype=np.int32))):
+        np.save(folder / f".{FACES}_{name}.tmp.npy", arr)
+        os.replace(folder / f".{FACES}_{name}.tmp.npy", folder / f"{FACES}_{name}.npy")
     t_write = time.perf_counter()
-    hashes = {f"{s}_{a}.npy": sha256_file(folder / f"{s}_{a}.npy") for s in SPLITS for a in ARRAYS}
+    hashes = {f"{s}_{a}.npy": sha256_file(folder / f"{s}_{a}.npy") for s in (*SPLITS, FACES) for a in ARRAYS}
+    patch_hashes = {k: v for k, v in hashes.items() if not k.startswith(FACES)}
     manifest = {
         "options": asdict(opts),
         "format": FORMAT_VERSION,
-        "corpus_hash": _corpus_hash(hashes),
-        "held_out_hash": _corpus_hash({k: v for k, v in hashes.items() if not k.startswith("train")}),
+        "corpus_hash": _corpus_hash(patch_hashes),  # the photographs' splits: what a model trains and is scored on
+        "held_out_hash": _corpus_hash({k: v for k, v in patch_hashes.items() if not k.startswith("train")}),
+        "faces_hash": _corpus_hash({k: v for k, v in hashes.items() if k.startswith(FACES)}),
         "files": hashes,
         "patches": {s: int(sum(counts[s]["patches"].values())) for s in SPLITS},
         "photos": {s: int(sum(counts[s]["photos"].values())) for s in SPLITS},
         "by_source": counts,
+        "faces": dict(Counter(f.source for f in faces)),
+        "face_list": [{"name": f.name, "file": f.rel, "size": list(f.size)} for f in faces],
         "near_duplicates": {photos[i].name: photos[g].name for i, g in enumerate(group) if g != i},
         "photo_list": [{"name": p.name, "file": p.rel, "size": list(p.size), "split": split_of[i]}
                        for i, p in enumerate(photos)],
@@ -366,6 +390,8 @@ def prepare_photos(cache_dir: Path, opts: PhotoOptions, deb_dir: Path | None = N
     print(f"photos: {manifest['photos']['train']} / {manifest['photos']['dev']} / {manifest['photos']['test']} "
           f"photographs give {manifest['patches']['train']:,} / {manifest['patches']['dev']:,} / "
           f"{manifest['patches']['test']:,} train / dev / test patches in {folder} [{time.perf_counter() - t0:.0f} s]")
+    per_source = ", ".join(f"{k} {v}" for k, v in manifest["faces"].items()) or "no face source chosen"
+    print(f"photos: {len(faces)} face pictures in the face test set ({per_source})")
     print(drift_report(manifest))
     return folder
 
@@ -373,24 +399,31 @@ def prepare_photos(cache_dir: Path, opts: PhotoOptions, deb_dir: Path | None = N
 def is_complete(folder: Path) -> bool:
     """Whether ``folder`` holds a complete build (the manifest is written last)."""
     return (folder / "manifest.json").is_file() and all((folder / f"{s}_{a}.npy").is_file()
-                                                         for s in SPLITS for a in ARRAYS)
+                                                         for s in (*SPLITS, FACES) for a in ARRAYS)
 
 
 def open_photos(folder: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """``{split: (lr, hr)}`` of a built corpus, memory-mapped (nothing is read until it is used)."""
+    """``{split: (lr, hr)}`` of a built corpus (train, dev, test and the face test set ``faces``), memory-mapped
+    (nothing is read until it is used)."""
     if not is_complete(folder):
         raise ArchiveError(f"{folder} is not a complete photo corpus build: run `make data-sr` (or the same "
                            "command again) to build it.")
     return {s: (np.load(folder / f"{s}_lr.npy", mmap_mode="r"), np.load(folder / f"{s}_hr.npy", mmap_mode="r"))
-            for s in SPLITS}
+            for s in (*SPLITS, FACES)}
+
+
+def corpus_hash(folder: Path) -> str:
+    """The hash of a built corpus's train, dev and test arrays, as its manifest records it."""
+    return json.loads((Path(folder) / "manifest.json").read_text(encoding="utf-8"))["corpus_hash"]
 
 
 def _corpus_hash(file_hashes: dict[str, str]) -> str:
     return hashlib.sha256("".join(f"{k}={v}\n" for k, v in sorted(file_hashes.items())).encode()).hexdigest()[:16]
 
 
-def drift_report(manifest: dict, reference: Path = REFERENCE_MANIFEST) -> str:
+def drift_report(manifest: dict, reference: Path | None = None) -> str:
     """One line comparing a build with the committed reference build of the same options."""
+    reference = REFERENCE_MANIFEST if reference is None else reference
     if not reference.is_file():
         return f"photos: no reference manifest at {reference}; corpus hash {manifest['corpus_hash']}"
     ref = json.loads(reference.read_text(encoding="utf-8"))
