@@ -161,3 +161,26 @@ def test_patches_are_cut_on_a_centred_grid_and_never_enlarged():
 def test_near_duplicates_are_grouped_transitively():
     t = np.array([[0.0] * 4, [5.0] * 4, [9.0] * 4, [100.0] * 4], dtype=np.float32)
     assert duplicate_groups(t, 6.0) == [0, 0, 0, 3]
+
+
+def test_task_serves_the_corpus_and_its_face_set(debs, tmp_path, monkeypatch):
+    from bpd.config import DecodeConfig
+    from bpd.tasks.image import ImageTask
+
+    cfg = ImageTaskConfig(name="photos_sr", source="photos", lr_size=8, hr_size=32, n_train=None, n_dev=5, n_test=7,
+                          photos_deb_dir=str(debs))
+    cfg.validate()
+    from bpd.tasks import image as image_mod
+
+    monkeypatch.setattr(image_mod, "PhotoOptions", lambda **kw: OPTS)  # the fake packages' sources
+    task = ImageTask(cfg, tmp_path / "cache")
+    assert len(task.pairs("test")) == 7 and len(task.pairs("dev")) == 5
+    assert len(task.pairs("faces:test")) == 2
+    assert task.scorer("faces:test", 2).hr.shape == (2, 32, 32, 3)
+    # the corpus hash is part of the key; where the packages come from is not
+    again = ImageTask(ImageTaskConfig(**{**cfg.__dict__, "photos_deb_dir": None, "photos_fetch": "apt"}),
+                      tmp_path / "cache")
+    assert again.key == task.key
+    DecodeConfig(split="faces:test", ks=[2]).validate(4)
+    with pytest.raises(ValueError, match="faces:test"):
+        DecodeConfig(split="faces:dev", ks=[2]).validate(4)
