@@ -11,7 +11,7 @@ export PYTHONHASHSEED := 0
 
 .PHONY: data setup test test-all lint demo demo-debian demo-ding demo-sr bench figures reproduce reproduce-mt-small reproduce-sr-small \
         reproduce-mt reproduce-mt-debian reproduce-sr reproduce-paper clean-results help bench-gpu-prep scale-check pretrain pretrain-debian \
-        bench-scale export bench-peers
+        bench-scale export bench-peers data-sr pretrain-photos-sr
 
 help:
 	@echo "make demo     - the main job on the Debian corpus (2 cores: ~12 min AVX-512, ~28 min AVX2, with the data)"
@@ -58,6 +58,15 @@ DEBIAN_FETCH ?=
 DEBIAN_DATA = $(if $(DEB_DIR),task.debian_deb_dir=$(DEB_DIR),) $(if $(DEBIAN_FETCH),task.debian_fetch=$(DEBIAN_FETCH),)
 data: setup
 	$(PY) experiments/data.py task=debian_en_de $(DEBIAN_DATA)
+
+# The photo corpus for super-resolution (docs/data.md): photographs from Debian bookworm's packages (a 0.26 GB
+# download), cut into 32x32 / 8x8 patch pairs held out by photograph, under outputs/cache/data/, once.
+# PHOTOS_DEB_DIR=/path/to/debs builds it offline; PHOTOS_FETCH=apt|http|auto as DEBIAN_FETCH.
+PHOTOS_DEB_DIR ?=
+PHOTOS_FETCH ?=
+PHOTOS_DATA = $(if $(PHOTOS_DEB_DIR),task.photos_deb_dir=$(PHOTOS_DEB_DIR),) $(if $(PHOTOS_FETCH),task.photos_fetch=$(PHOTOS_FETCH),)
+data-sr: setup
+	$(PY) experiments/data.py task=photos_sr $(PHOTOS_DATA)
 
 # The demo, on the Debian corpus: builds the corpus on first use (a 2.1 GB download; DEB_DIR and DEBIAN_FETCH as for
 # make data), installs the shipped Debian base and its tokenizer, trains k = 6 heads, prints the table.
@@ -106,6 +115,10 @@ reproduce-sr-small: setup
 pretrain: setup
 	$(PY) experiments/pretrain.py experiment=pretrain_sr
 	$(PY) experiments/pretrain.py experiment=pretrain_mt 'models=[base,teacher,distilled]'
+
+# The 8x8 -> 32x32 super-resolution base on the photo corpus (hours on one core; re-run the same command to resume).
+pretrain-photos-sr: data-sr
+	$(PY) experiments/pretrain.py experiment=pretrain_photos_sr $(PHOTOS_DATA)
 
 # The base model on the Debian corpus (many hours on one core; re-run the same command to resume).
 pretrain-debian: data

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from bpd.config.common import CRITERIA, OTHER_CORPORA, SPLITS, check, split_parts
+from bpd.config.common import CRITERIA, IMAGE_OTHER_SETS, OTHER_CORPORA, SPLITS, check, split_parts
 
 #: What ``decode.proposal_precision`` may be (``ProposalHeads.set_proposal_precision``).
 PROPOSAL_PRECISIONS = ("float32", "int8")
@@ -69,9 +69,11 @@ class DecodeConfig:
 
     def validate(self, trained_k: int | None = None) -> None:
         corpus, split = split_parts(self.split)
-        check(split in SPLITS and corpus in (None, *OTHER_CORPORA) and (corpus is None or split != "train"),
+        check(split in SPLITS and corpus in (None, *OTHER_CORPORA, *IMAGE_OTHER_SETS)
+              and (corpus is None or split != "train") and (corpus not in IMAGE_OTHER_SETS or split == "test"),
                f"unknown decode.split {self.split!r}; use test, dev or train, or another corpus's held-out "
-               f"sentences as {' or '.join(c + ':test' for c in OTHER_CORPORA)} (':dev' too).")
+               f"sentences as {' or '.join(c + ':test' for c in OTHER_CORPORA)} (':dev' too), or the photo "
+               "corpus's face test set as faces:test.")
         check(self.batch_size >= 1, f"decode.batch_size must be >= 1 (got {self.batch_size}).")
         check(self.n_examples is None or self.n_examples >= 1,
                f"decode.n_examples must be >= 1, or null for the whole split (got {self.n_examples}).")

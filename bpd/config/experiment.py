@@ -8,7 +8,7 @@ import typing
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from bpd.config.common import CRITERIA, DTYPES, HEAD_ARCHS, check, split_parts
+from bpd.config.common import CRITERIA, DTYPES, HEAD_ARCHS, IMAGE_OTHER_SETS, check, split_parts
 from bpd.config.decode import ENGINES, CriterionConfig, DecodeConfig, RescoreConfig, check_tree_shapes
 from bpd.config.model import HeadsConfig, HeadsTrainConfig, ModelConfig, TrainConfig, heads_train_config
 from bpd.config.task import TASK_KINDS, TranslationTaskConfig
@@ -132,7 +132,10 @@ class ExperimentConfig:
         self.heads_train_config  # noqa: B018 (validates the overlay)
         self.decode.validate(self.heads.k)
         corpus = split_parts(self.decode.split)[0]
-        check(corpus is None or (self.task.kind == "translation" and corpus != self.task.source),
+        faces = corpus in IMAGE_OTHER_SETS
+        check(not faces or (self.task.kind == "image" and self.task.source == "photos"),
+               f"decode.split={self.decode.split} is the photo corpus's face test set: use it with task=photos_sr.")
+        check(corpus is None or faces or (self.task.kind == "translation" and corpus != self.task.source),
                f"decode.split={self.decode.split} scores a translation model on another corpus's sentences; "
                + (f"this task's own are decode.split={split_parts(self.decode.split)[1]}."
                   if self.task.kind == "translation" else f"use test or dev for {self.task.kind} tasks."))

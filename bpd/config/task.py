@@ -77,25 +77,37 @@ class TranslationTaskConfig:
 
 @dataclass
 class ImageTaskConfig:
-    """Super-resolution: embedded photograph patches (faces_sr) or CelebA (celeba_sr)."""
+    """Super-resolution: embedded photograph patches (faces_sr), the Debian photo corpus (photos_sr) or CelebA
+    (celeba_sr)."""
 
     name: str = "faces_sr"  # a label for the rows
     kind: str = "image"
-    source: str = "faces"  # faces (embedded photograph patches) | celeba
+    source: str = "faces"  # faces (embedded photograph patches) | photos (built from Debian's packages) | celeba
     data_dir: str | None = None  # celeba: img_align_celeba/*.jpg and list_eval_partition.txt
     lr_size: int = 4
     hr_size: int = 16  # 16x16x3 = 768 tokens per image; the paper's 8 -> 32 is lr_size=8 hr_size=32
-    n_train: int | None = 16384  # faces: patches drawn; celeba: a cap (null = the whole split)
+    n_train: int | None = 16384  # faces: patches drawn; photos, celeba: a cap (null = the whole split)
     n_dev: int | None = 128
     n_test: int | None = 256
     seed: int = 0  # faces: which patches are drawn
+    # photos: a folder of .deb files to build from instead of downloading (offline, repeatable), and how the
+    # packages are fetched (as task.debian_fetch). Neither changes the corpus, so neither is in cache keys.
+    photos_deb_dir: str | None = None
+    photos_fetch: str = "auto"
 
     proposal_vocab_applies = False  # intensities: a restricted proposal vocabulary makes no sense
+    #: Fields that never change the data: left out of the task's key.
+    NOT_KEYED = ("photos_deb_dir", "photos_fetch")
 
     def validate(self) -> None:
         check(self.kind == "image", f"task.kind={self.kind!r} does not match an image task.")
-        check(self.source in ("faces", "celeba"),
-               f"unknown task.source {self.source!r} for images; use faces or celeba.")
+        check(self.source in ("faces", "photos", "celeba"),
+               f"unknown task.source {self.source!r} for images; use faces, photos or celeba.")
+        check(self.source == "photos" or (self.photos_deb_dir is None and self.photos_fetch == "auto"),
+               f"task.photos_deb_dir and task.photos_fetch shape how the photo corpus is fetched; drop them for "
+               f"task.source={self.source}.")
+        check(self.photos_fetch in DEBIAN_FETCH_MODES,
+               f"task.photos_fetch must be one of {', '.join(DEBIAN_FETCH_MODES)} (got {self.photos_fetch!r}).")
         check(self.data_dir is None or self.source == "celeba",
                "task.data_dir names the CelebA folder; the faces patches are embedded, so drop task.data_dir or "
                "set task.source=celeba.")

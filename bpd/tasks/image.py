@@ -13,12 +13,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from bpd.config import SPLITS, DecodeConfig, HeadsConfig, ImageTaskConfig, ModelConfig
+from bpd.config import SPLITS, DecodeConfig, HeadsConfig, ImageTaskConfig, ModelConfig, split_parts
 from bpd.config.methods import Role
 from bpd.data import images as im
 from bpd.data.celeba import prepare_celeba
 from bpd.data.faces import load_sr_npz, prepare_embedded_sr
 from bpd.data.grid import save_grid
+from bpd.data.photos.build import FACES, PhotoOptions, corpus_hash, open_photos, prepare_photos
 from bpd.data.store import ArrayPairs
 from bpd.decoding.spec import DecodeSpec
 from bpd.decoding.timed import RunOutput
@@ -48,8 +49,22 @@ def _celeba(cfg: ImageTaskConfig, data_cache: Path) -> Images:
             for s in limits}
 
 
+def _photos_folder(cfg: ImageTaskConfig, data_cache: Path) -> Path:
+    opts = PhotoOptions(lr_size=cfg.lr_size, hr_size=cfg.hr_size)
+    deb_dir = Path(cfg.photos_deb_dir).expanduser() if cfg.photos_deb_dir else None
+    return prepare_photos(data_cache, opts, deb_dir=deb_dir, fetch=cfg.photos_fetch)
+
+
+def _photos(cfg: ImageTaskConfig, data_cache: Path) -> Images:
+    images = open_photos(_photos_folder(cfg, data_cache))
+    limits = {"train": cfg.n_train, "dev": cfg.n_dev, "test": cfg.n_test, FACES: None}
+    # each split is stored shuffled: its first n patches sample every photograph of the split
+    return {s: (lr[: limits[s]], hr[: limits[s]]) for s, (lr, hr) in images.items()}
+
+
 #: Where each source's (low-resolution, high-resolution) uint8 arrays per split come from.
-SOURCES: dict[str, Callable[[ImageTaskConfig, Path], Images]] = {"faces": _faces, "celeba": _celeba}
+SOURCES: dict[str, Callable[[ImageTaskConfig, Path], Images]] = {"faces": _faces, "photos": _photos,
+                                                                  "celeba": _celeba}
 
 
 class ImageScorer:
@@ -92,9 +107,18 @@ class ImageTask(Task):
         # Raster-order tokens are a reshape of the uint8 arrays (a view: memory-mapped arrays stay on disk).
         splits = {s: ArrayPairs(lr.reshape(len(lr), -1), hr.reshape(len(hr), -1))
                   for s, (lr, hr) in self.images.items()}
-        key = config_hash(dataclasses.asdict(cfg))
+        parts: list[Any] = [{k: v for k, v in dataclasses.asdict(cfg).items() if k not in cfg.NOT_KEYED}]
+        if cfg.source == "photos":
+            # Other packages (a point release) or another Pillow build another corpus from the same options: its
+            # hash keys every model trained on it, so no run resumes on a different corpus.
+            parts.append(corpus_hash(_photos_folder(cfg, data_cache)))
+        key = config_hash(*parts)
         super().__init__(cfg.name, key, im.VOCAB_SIZE, splits, im.PAD_ID, im.BOS_ID, im.EOS_ID)
         self.cfg = cfg
+
+    def pairs(self, split: str) -> Pairs:
+        """A split's pairs; ``faces:test`` is the photo corpus's face test set."""
+        return self.splits[FACES] if split_parts(split)[0] == FACES else super().pairs(split)
 
     def fingerprint(self) -> str:
         digest = hashlib.sha1()
@@ -111,7 +135,7 @@ class ImageTask(Task):
         return lambda src: seq
 
     def scorer(self, split: str, n: int) -> ImageScorer:
-        lr, hr = self.images[split]
+        lr, hr = self.images[FACES if split_parts(split)[0] == FACES else split]
         return ImageScorer(lr[:n], hr[:n])
 
     def extra_rows(self, scorer: ImageScorer, outs: dict[str, RunOutput], specs: list[DecodeSpec],

@@ -71,6 +71,10 @@ class Archive:
     extracts, ``root/i18n`` the decompressed ``Translation-{en,de}`` indexes.
     """
 
+    #: File name wildcards left packed: None for ``SKIPPED_FILES`` (the text corpus needs no pictures); the photo
+    #: corpus unpacks its pictures with ``()``.
+    skipped_files: tuple[str, ...] | None = None
+
     def __init__(self, root: Path, deb_dir: Path | None = None, progress: bool = True) -> None:
         self.root = Path(root).resolve()  # apt reads relative paths in its configuration from its own root
         self.deb_dir = Path(deb_dir).expanduser() if deb_dir else None
@@ -258,7 +262,7 @@ class Archive:
         """Unpack into a hidden folder, then rename it into place (a killed run never leaves a half folder)."""
         target = self.pkgs / info.package
         tmp = Path(tempfile.mkdtemp(prefix=f".{info.package}.", dir=self.pkgs))
-        error = _unpack_text(self.debs / info.filename, tmp, members)
+        error = _unpack_text(self.debs / info.filename, tmp, members, self.skipped_files)
         if error is not None:
             shutil.rmtree(tmp, ignore_errors=True)
             (self.debs / info.filename).unlink(missing_ok=True)  # fetched again by the next run
@@ -385,17 +389,20 @@ def _tar_x(deb: Path, target: Path, options: str) -> subprocess.CompletedProcess
                           env={**os.environ, "LC_ALL": "C"})
 
 
-def _unpack_text(deb: Path, target: Path, members: Sequence[str] | None = None) -> str | None:
+def _unpack_text(deb: Path, target: Path, members: Sequence[str] | None = None,
+                 skipped: Sequence[str] | None = None) -> str | None:
     """``dpkg-deb -x`` of only the files matching ``members`` (all when None), without ``SKIPPED_FILES``:
     dpkg-deb streams the data, tar picks. None when it worked, else the error. A wildcard that matches
     nothing in this package is no error. A wanted file stored as a hard link to a file outside ``members``
     (debian-handbook's languages share files that way) is unpacked in a second pass with its target.
-    Without dpkg-deb (not a Debian machine) the same files are unpacked in Python."""
+    Without dpkg-deb (not a Debian machine) the same files are unpacked in Python. ``skipped``: the file name
+    wildcards left packed (None: ``SKIPPED_FILES``)."""
+    skipped = SKIPPED_FILES if skipped is None else tuple(skipped)
     if shutil.which("dpkg-deb") is None:
         from bpd.data.debian.debfile import unpack_deb
 
-        return unpack_deb(deb, target, members, SKIPPED_FILES)
-    excludes = " ".join(f"--exclude={shlex.quote(pat)}" for pat in SKIPPED_FILES)
+        return unpack_deb(deb, target, members, skipped)
+    excludes = " ".join(f"--exclude={shlex.quote(pat)}" for pat in skipped)
     wanted = ""
     if members is not None:
         wanted = "--wildcards --anchored --wildcards-match-slash -- " + " ".join(shlex.quote(m) for m in members)

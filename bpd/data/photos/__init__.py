@@ -1,0 +1,1 @@
+"""The photo corpus for super-resolution: photographs from Debian packages, cut into patch pairs."""
