@@ -12,8 +12,9 @@ from analysis.cells import Table
 from bpd.config.methods import DECODE_METHODS, Role, methods_of
 
 BENCH_COLUMNS = [
-    "source_experiment", "task", "heads_arch", "train_steps", "device", "dtype", "compile", "batch_size", "decoder",
-    "k", "criterion", "criterion_param", "mean_block_size", "tokens_per_s", "speedup", "speedup_min", "speedup_max",
+    "source_experiment", "task", "heads_arch", "train_steps", "device", "dtype", "compile", "engine", "batch_size",
+    "decoder", "k", "criterion", "criterion_param", "mean_block_size", "tokens_per_s", "speedup", "speedup_min",
+    "speedup_max",
     "speedup_ci_low", "speedup_ci_high", "repeats", "step_cost_ratio",
     "ideal_speedup", "efficiency", "efficiency_ceiling", "predicted_speedup", "efficiency_vs_predicted",
     "identical_to_greedy", "peak_mem_mb",
@@ -29,7 +30,8 @@ def bench_table(rows: pd.DataFrame) -> Table:
     data = bench.reindex(columns=BENCH_COLUMNS).copy()
     data["_m"] = bench["method"].map(_BENCH_ORDER).fillna(len(DECODE_METHODS))
     data = data.sort_values(
-        ["source_experiment", "task", "heads_arch", "train_steps", "device", "dtype", "compile", "batch_size", "_m",
+        ["source_experiment", "task", "heads_arch", "train_steps", "device", "dtype", "compile", "engine", "batch_size",
+         "_m",
          "criterion", "k"],
         na_position="first", kind="mergesort",
     ).drop(columns="_m").reset_index(drop=True)

@@ -43,7 +43,7 @@ EXPECTED_COLUMNS = (
     "step_cost_ratio ideal_speedup efficiency predicted_speedup efficiency_vs_predicted efficiency_ceiling "
     "tokens_per_s speedup_min speedup_max peak_mem_mb compile tree tree_nodes rescore_beam rescore_weight "
     "draft_model speedup_ci_low speedup_ci_high speedup_vs_chain speedup_vs_chain_ci_low speedup_vs_chain_ci_high "
-    "train_steps timing_busy timing_note load_other_cores load_self_cores proposal_precision proposal_vocab"
+    "train_steps timing_busy timing_note load_other_cores load_self_cores proposal_precision proposal_vocab engine"
 ).split()
 
 NUMERIC_COLUMNS = (
@@ -59,7 +59,8 @@ NUMERIC_COLUMNS = (
 #: study's re-run (``is_study``) never replaces a sweep's row.
 CONFIG_KEY = (
     "experiment source_experiment task dataset split table_setting model heads_arch trained_k model_preset identity_p1 "
-    "heads_targets batch_size dtype device compile decoder method k criterion criterion_param min_block_size beam_size "
+    "heads_targets batch_size dtype device compile engine decoder method k criterion criterion_param min_block_size "
+    "beam_size "
     "n_examples is_bench is_study"
 ).split()
 
@@ -227,6 +228,8 @@ def load_rows(results_dir: Path) -> pd.DataFrame:
         df[c] = pd.to_numeric(df[c], errors="coerce")
     # Rows from before the bench recorded it ran eagerly: a compiled run must not replace them as "the same".
     df["compile"] = df["compile"].map(_flag).astype(bool)
+    # Rows from before the static decode path decoded eagerly (bpd.decoding.engine).
+    df["engine"] = df["engine"].fillna("eager").astype(str)
     # Timed while other processes took the decoder's cores (bpd.machine_load): figures leave those speedups out.
     df["timing_busy"] = df["timing_busy"].map(_flag).astype(bool)
     # Tied slots are another head architecture to every table and figure line: without the mark a tied model's

@@ -139,7 +139,7 @@ SPECS: dict[str, list[tuple[str, str, str]]] = {
         ("source_experiment", "Model of", "s"), ("heads_arch", "heads", "s"),
         # The same heads trained longer are another model: without the steps its rows read as repeats.
         ("train_steps", "head steps", "g"), ("device", "device", "s"),
-        ("dtype", "dtype", "s"), ("compiled", "compiled", "s"), ("batch_size", "batch", "d"),
+        ("dtype", "dtype", "s"), ("compiled", "compiled", "s"), ("engine", "engine", "s"), ("batch_size", "batch", "d"),
         ("decoder", "decoder", "s"),
         ("mean_block_size", "k̂", "f2"), ("tokens_per_s", "tokens/s", "f1"), ("speedup", "speedup", "x"),
         ("speedup_range", "95% CI (older rows: [min, max])", "s"), ("step_cost_ratio", "t_k/t_1", "f2"),

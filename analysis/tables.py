@@ -340,7 +340,8 @@ def speedup_points(rows: pd.DataFrame, prefer_mt: tuple[str, ...] = PREFER_MT,
         parts.append(c.assign(task=task, series=c["table_setting"]))
     if not rows.empty:
         bench = rows[rows["is_bench"].astype(bool) & rows["method"].eq("blockwise") & rows["k"].gt(1)
-                     & rows["batch_size"].fillna(1).eq(1) & ~rows["compile"].astype(bool)]
+                     & rows["batch_size"].fillna(1).eq(1) & ~rows["compile"].astype(bool)
+                     & rows["engine"].fillna("eager").eq("eager")]
         if not bench.empty:
             # One line per benchmarked experiment, setting, head architecture and criterion, from the machine of
             # the newest bench run only and, per experiment, setting and architecture, its newest model only:

@@ -2,8 +2,9 @@
 # The wall-clock benchmark on one CUDA GPU: greedy vs blockwise (exact, top-2; k = 2..8) at batch 1, 8
 # and 32, in float32 and bfloat16, and trees against the chain (k = 4, batch 1 and 8), on the demo's model
 # (100 / 256 / 512 test sentences; 3 to 14 repeats at batch 1 until each speedup's 95% interval is within
-# +-3%, 3 at batch 8 and 32; per dtype; SHORT=1 for a lease of minutes: docs/benchmark.md). Without the
-# demo's model at hand it is trained there first.
+# +-3%, 3 at batch 8 and 32; per dtype; SHORT=1 for a lease of minutes: docs/benchmark.md), each on the eager and
+# the compiled decode path (bench.engines; compiled = CUDA graphs there, not yet run on a GPU). Without the demo's
+# model at hand it is trained there first.
 #
 #   bash bench/gpu.sh                        # on a CUDA machine
 #   ARCHS=1 bash bench/gpu.sh                # also Medusa / block-diagonal / paper / attend heads (300-step trainings)

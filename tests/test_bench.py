@@ -199,9 +199,14 @@ def test_bench_entry_point_on_a_toy_model(tmp_path, capsys):
         "batch_sizes": [1, 2], "ks": [2, 3, 10], "criteria": [{"name": "exact"}], "repeats": 1,
         "n_examples": {1: 3, 2: 4}, "naive_greedy": True, "archs": None, "arch_train_steps": 5,
         "dtype": "float32", "compile": False, "step_repeats": 3, "results_dir": str(out),
-        "specbench_records": True,
+        "specbench_records": True, "engines": ["eager", "static"],
     })
     rows = bench_entry.run(cfg, bench_entry.BenchEntry(bench=bench))
+    static = [(r["batch_size"], r["decoder"]) for r in rows if r["engine"] == "static"]
+    assert static == [(1, "greedy"), (1, "blockwise_k2_exact"), (1, "blockwise_k3_exact"),
+                      (2, "greedy"), (2, "blockwise_k2_exact"), (2, "blockwise_k3_exact")]  # no naive greedy there
+    assert all(r["t1_floor_ms"] > 0 for r in rows)
+    rows = [r for r in rows if r["engine"] == "eager"]
     assert [(r["batch_size"], r["decoder"]) for r in rows] == [
         (1, "greedy"), (1, "naive_greedy"), (1, "blockwise_k2_exact"), (1, "blockwise_k3_exact"),
         (2, "greedy"), (2, "blockwise_k2_exact"), (2, "blockwise_k3_exact"),
@@ -210,8 +215,8 @@ def test_bench_entry_point_on_a_toy_model(tmp_path, capsys):
     assert {r["heads_targets"] for r in rows} == {"gold"} and {r["source_experiment"] for r in rows} == {"toy"}
     assert all(r["train_steps"] == 20 and r["n_examples"] == (3 if r["batch_size"] == 1 else 4) for r in rows)
     written = [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines()]
-    assert [r["decoder"] for r in written] == [r["decoder"] for r in rows]
-    files = sorted((out / "specbench").glob("*/*.jsonl"))
+    assert [r["decoder"] for r in written if r["engine"] == "eager"] == [r["decoder"] for r in rows]
+    files = sorted(f for f in (out / "specbench").glob("*/*.jsonl") if "@" not in f.name)  # the eager path's
     assert [f.stem.rsplit("-", 1)[-1] for f in files if "-b1-" in f.name] == [
         "blockwise_k2_exact", "blockwise_k3_exact", "greedy", "naive_greedy"]
     recs = [json.loads(line) for f in files for line in f.read_text().splitlines()]
@@ -222,7 +227,8 @@ def test_bench_entry_point_on_a_toy_model(tmp_path, capsys):
     assert {r["category"] for r in recs} == {"folder"}
     assert all(r["choices"][0]["turns"][0] == task.detokenize(r["choices"][0]["token_ids"][0]) for r in recs)
     printed = capsys.readouterr().out
-    assert "ceil" in printed and "where a step's time goes" in printed
+    assert "ceil" in printed and "where a step's time goes" in printed and "against eager greedy" in printed
+    assert "each step against its floor" in printed
     assert "bench.ks [10]: above the heads' k=3, skipped" in printed
     # Nothing left to time but greedy: refused before any model is looked for or trained.
     assert BenchConfig().specbench_records is False  # records only on demand: megabytes per run

@@ -77,7 +77,7 @@ def settle(model, sources: list[list[int]], specs: list[DecodeSpec], max_len, ba
     for p in range(1, max_passes + 1):
         out = decode_and_time(model, sources[:n], specs, max_len, batch_size=batch_size, device=device,
                               criterion_kwargs=criterion_kwargs, warmup=0, progress=False, aux=aux)
-        t = out[specs[0].key].wallclock_s
+        t = out[specs[0].key if specs else "greedy"].wallclock_s  # greedy, the first spec, on its path
         if t < min_s and n < len(sources):  # too short to compare: grow the head and start comparing afresh
             n = min(len(sources), math.ceil(n * 1.2 * min_s / max(t, 1e-3) / batch_size) * batch_size)
             prev = None
