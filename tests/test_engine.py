@@ -123,3 +123,21 @@ def test_step_bytes_count_what_a_step_reads():
     assert chain_bytes(model, 1) == 0
     assert chain_bytes(model, 4) > chain_bytes(tied, 4) > 0  # three weight sets against one
     assert chain_bytes(model, 4) - chain_bytes(model, 3) > chain_bytes(tied, 4) - chain_bytes(tied, 3)
+
+
+def test_image_models_decode_on_the_static_path_unpadded():
+    """An image model's source has one fixed length whose positions are grid cells: never padded to a bucket."""
+    from conftest import IMAGE_MICRO
+
+    from bpd.decoding.criteria import Distance
+    from bpd.models.image_transformer import build_image_model
+
+    model = build_image_model(3, IMAGE_MICRO, lr_size=2, hr_size=4, seed=0).eval()
+    src = torch.randint(3, 200, (2, 2 * 2 * 3), generator=torch.Generator().manual_seed(0))
+    n = 4 * 4 * 3
+    assert engine_for(model, "static").padded(src).shape == src.shape
+    assert greedy_decode(model, src, n, engine="static").tokens == greedy_decode(model, src, n).tokens
+    crit = Distance(eps=2.0, offset=0)
+    eager = blockwise_decode(model, src, k=3, criterion=crit, max_len=n)
+    static = blockwise_decode(model, src, k=3, criterion=crit, max_len=n, engine="static")
+    assert static.tokens == eager.tokens and static.block_sizes == eager.block_sizes

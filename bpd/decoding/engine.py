@@ -89,14 +89,17 @@ class StaticEngine:
         """The cache entries a row gets: room for ``max_len`` tokens and a round past them, and at least twice the
         padded source (``src_width``), so that the output-length rule's limits (1.5 x source + 10) of one source
         bucket share one capacity, and a test set compiles once per source bucket, not per (source, limit)."""
+        need = max_len + self.room
         cap = bucket(max(max_len, 2 * src_width) + self.room)
-        if self.model.cfg.positions == "learned":
-            cap = min(cap, self.model.cfg.max_positions)
+        if self.model.cfg.positions == "learned" and self.model.source_buckets:
+            # A text model's learned positions end at max_positions (the eager path refuses more); image models
+            # place tokens on their own grid and ignore it.
+            cap = max(min(cap, self.model.cfg.max_positions), need)
         return cap
 
     def padded(self, src: torch.Tensor) -> torch.Tensor:
         """The source padded to its bucket length (models whose inputs have one fixed length keep it)."""
-        if not getattr(self.model, "source_buckets", True):
+        if not self.model.source_buckets:
             return src
         width = bucket(src.shape[1])
         return torch.nn.functional.pad(src, (0, width - src.shape[1]), value=self.model.pad_id)

@@ -35,6 +35,10 @@ class ImageTransformerConfig(TransformerConfig):
 
 
 class ImageTransformer(Transformer):
+    #: Its inputs have one fixed length (the low-resolution image, whose positions are grid cells): the static
+    #: decode path does not pad them to a bucket (``bpd.decoding.engine``).
+    source_buckets = False
+
     def __init__(self, cfg: ImageTransformerConfig) -> None:
         cfg.positions = "learned"  # replaced below by row/column/channel tables
         cfg.max_positions = 1

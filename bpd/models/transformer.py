@@ -168,6 +168,9 @@ class EncoderState:
 
 
 class Transformer(nn.Module):
+    #: The static decode path may pad sources to a bucket length (padding is masked).
+    source_buckets = True
+
     def __init__(self, cfg: TransformerConfig) -> None:
         super().__init__()
         if cfg.vocab_size < 1 or cfg.k < 1:
