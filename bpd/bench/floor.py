@@ -63,7 +63,7 @@ def chain_bytes(model, k: int) -> int:
     if ids is not None:
         per = 1 if heads.proposal_precision == "int8" else heads.output.weight.element_size()
         out += len(ids) * heads.output.weight.shape[1] * per
-    if hasattr(heads, "w_r_in"):  # slots that run one after another (recurrent, attend): one weight set each
+    if heads.path_dependent:  # slots that run one after another (recurrent, attend): one weight set each
         sets = 1 if heads.tie_slots else min(k - 1, heads.n_learned)
         per_set = [heads.w_r_in[0], heads.w_r_out[0], heads.b_r_out[0]] + ([heads.w_q[0]] if heads.reads_source else [])
         n = sum(t.numel() for t in per_set)

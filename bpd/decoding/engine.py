@@ -20,7 +20,7 @@ eager loop does (``RowTracker``: EOS inside a block, the length limit). Compilat
 benchmark reports it apart from decoding.
 
 int8 proposal chains (fbgemm's packed weights) cannot be traced: with them the round is compiled up to the
-proposals, and the chain runs eagerly after it.
+proposals, and the chain runs eagerly after it. The functions themselves are in ``bpd.decoding.static_steps``.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from bpd.config.decode import ENGINES
 from bpd.decoding.common import RowTracker, checked_max_len, count_positions
 from bpd.decoding.criteria import Criterion
 from bpd.decoding.result import DecodeResult
-from bpd.models.fastpath import top1
-from bpd.models.static_cache import StaticKVCache, decode_static
+from bpd.decoding.static_steps import chain_round, chain_start, greedy_step, propose_block
+from bpd.models.static_cache import StaticKVCache
 from bpd.models.transformer import EncoderState
 
 #: The smallest padded source length and cache capacity: shorter ones share these shapes.
@@ -187,58 +187,68 @@ class StaticEngine:
         enc = b.enc
         return (b.alive, b.cache.lengths, b.cache.k, b.cache.v, enc.cross_kv, enc.src_mask, enc.aligned, b.source)
 
+    def bos(self, b: StaticBatch, width: int = 1) -> torch.Tensor:
+        """BOS tokens (B, ``width``): the first call's input, or a stand-in block for the benchmark."""
+        return b.alive.new_full((b.alive.shape[0], width), self.model.bos_id, dtype=torch.long)
+
     # -- greedy ------------------------------------------------------------------------------------------------
+    def step(self, b: StaticBatch, tok: torch.Tensor) -> torch.Tensor:
+        """One greedy step on tokens (B, 1): p_1's argmax (B,)."""
+        return self.call(("greedy",), lambda: greedy_step(self.model), tok, *self.batch_args(b))
+
     def greedy(self, src: torch.Tensor, max_len: int | None = None) -> DecodeResult:
         """Greedy decoding on the static path: one fixed-shape step per token."""
         b = self.begin(src, max_len)
         if b.max_len <= 0:
             return b.rows.result(0)
-        tok = torch.full((src.shape[0], 1), self.model.bos_id, dtype=torch.long, device=src.device)
+        tok = self.bos(b)
         calls = 0
         while b.rows.active:
-            nxt = self.call(("greedy",), lambda: greedy_step(self.model), tok, *self.batch_args(b))
+            nxt = self.step(b, tok)
             calls += 1
             host = nxt.tolist()
-            finished = [i for i in b.rows.active if b.rows.accept(b.rows.active.index(i), [host[i]])]
-            _finish(b, finished)
+            _finish(b, [row for slot, row in enumerate(b.rows.active) if b.rows.accept(slot, [host[row]])])
             tok = nxt[:, None]
         return b.rows.result(calls)
 
     # -- blockwise ---------------------------------------------------------------------------------------------
+    def start(self, b: StaticBatch, k: int, bos: torch.Tensor) -> torch.Tensor:
+        """The start call: the first block (B, k). int8 chains (fbgemm's packed weights) cannot be traced: the
+        compiled part stops at the state and p_1's argmax, and the chain runs eagerly after it."""
+        traced = self.model.heads.proposal_precision != "int8"
+        out = self.call(("start", k, traced), lambda: chain_start(self.model, k, traced), bos, *self.batch_args(b))
+        return out if traced else propose_block(self.model, *out, k, b.source)
+
+    def round(self, b: StaticBatch, k: int, criterion: Criterion, floor: int, props: torch.Tensor
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One round on ``props``: the block sizes (B,), the accepted runs after slot 0 (B,) and the next block."""
+        traced = self.model.heads.proposal_precision != "int8"
+        out = self.call(("round", k, criterion, floor, traced),
+                        lambda: chain_round(self.model, k, criterion, floor, traced), props, *self.batch_args(b))
+        return out if traced else (out[0], out[1], propose_block(self.model, out[2], out[3], k, b.source))
+
     def blockwise(self, src: torch.Tensor, k: int, criterion: Criterion, floor: int,
                   max_len: int | None = None) -> DecodeResult:
         """Blockwise decoding on the static path: the start call, then one fixed-shape round per iteration."""
-        model = self.model
         b = self.begin(src, max_len)
         reached, accepted = [0] * (k - 1), [0] * (k - 1)
         if b.max_len <= 0:
             return b.rows.result(0, position_reached=reached, position_accepted=accepted)
-        traced = model.heads.proposal_precision != "int8"
-        bos = torch.full((src.shape[0], 1), model.bos_id, dtype=torch.long, device=src.device)
-        props = self.call(("start", k, traced), lambda: chain_start(model, k, traced), bos, *self.batch_args(b))
-        if not traced:
-            props = eager_proposals(model, b, *props, k)
+        props = self.start(b, k, self.bos(b))
         calls = 1
-        key = ("round", k, criterion, floor, traced)
         while b.rows.active:
-            out = self.call(key, lambda: chain_round(model, k, criterion, floor, traced), props, *self.batch_args(b))
+            khat, runs, nxt = self.round(b, k, criterion, floor, props)
             calls += 1
-            khat, runs, nxt = out[0], out[1], out[2]
-            if not traced:
-                nxt = eager_proposals(model, b, out[2], out[3], k)
             host = torch.cat([props, khat[:, None], runs[:, None]], dim=1).tolist()
             finished = []
-            for row in list(b.rows.active):
-                slot = b.rows.active.index(row)
-                line = host[row]
-                n, run = line[k], line[k + 1]
-                if b.rows.accept(slot, line[:n]):
+            for slot, row in enumerate(b.rows.active):
+                n, run = host[row][k], host[row][k + 1]
+                if b.rows.accept(slot, host[row][:n]):
                     finished.append(row)
                 count_positions(reached, accepted, run, n, b.rows.blocks[row][-1])
             _finish(b, finished)
             props = nxt
         return b.rows.result(calls, position_reached=reached, position_accepted=accepted)
-
 
     # -- isolated step costs (``bpd.bench.step_costs``) ---------------------------------------------------------
     def step_functions(self, src: torch.Tensor, ks: list[int], criterion: Criterion, prefix_len: int,
@@ -249,8 +259,7 @@ class StaticEngine:
         them so. Every function is called once here: shapes compile now, not while timed."""
         model = self.model
         b = self.begin(src, max_len)
-        args = self.batch_args(b)
-        tok = torch.full((src.shape[0], 1), model.bos_id, dtype=torch.long, device=src.device)
+        tok = self.bos(b)
         lengths = b.cache.lengths
         padded = self.padded(src)
 
@@ -258,24 +267,20 @@ class StaticEngine:
             lengths.fill_(prefix_len)
 
         def greedy() -> None:
-            self.call(("greedy",), lambda: greedy_step(model), tok, *args).tolist()
+            self.step(b, tok).tolist()
             rewind()
 
         fns: dict[str, Callable[[], None]] = {"t1": greedy, "enc": lambda: model.encode(padded)}
         for k in ks:
-            traced = model.heads.proposal_precision != "int8"
-            props = torch.full((src.shape[0], k), model.bos_id, dtype=torch.long, device=src.device)
+            props = self.bos(b, k)
 
-            def round_k(k: int = k, props: torch.Tensor = props, traced: bool = traced) -> None:
-                out = self.call(("round", k, criterion, 1, traced),
-                                lambda: chain_round(model, k, criterion, 1, traced), props, *args)
-                nxt = out[2] if traced else eager_proposals(model, b, out[2], out[3], k)
-                torch.cat([nxt, out[0][:, None]], dim=1).tolist()
+            def round_k(k: int = k, props: torch.Tensor = props) -> None:
+                khat, _, nxt = self.round(b, k, criterion, 1, props)
+                torch.cat([nxt, khat[:, None]], dim=1).tolist()
                 rewind()
 
-            def start_k(k: int = k, traced: bool = traced) -> None:
-                out = self.call(("start", k, traced), lambda: chain_start(model, k, traced), tok, *args)
-                (out if traced else eager_proposals(model, b, *out, k)).tolist()
+            def start_k(k: int = k) -> None:
+                self.start(b, k, tok).tolist()
                 rewind()
 
             fns[f"t{k}"], fns[f"s{k}"] = round_k, start_k
@@ -302,121 +307,6 @@ def _tensors(args) -> list[torch.Tensor]:
         elif isinstance(a, list | tuple):
             out += _tensors(a)
     return out
-
-
-# -- the fixed-shape functions ---------------------------------------------------------------------------------
-# Each takes the batch's tensors in the order of ``StaticEngine.batch_args`` after its own first argument.
-
-def _state(cross_kv, src_mask, aligned) -> EncoderState:
-    return EncoderState(src_mask, cross_kv, aligned)
-
-
-def _source(source):
-    from bpd.models.heads.source import Source
-
-    return None if source is None else Source(*source)
-
-
-def p1_logits(model, h: torch.Tensor) -> torch.Tensor:
-    return model.heads.base_logits(h)
-
-
-def greedy_step(model) -> Callable:
-    def step(tok, alive, lengths, k_cache, v_cache, cross_kv, src_mask, aligned, source):
-        h = decode_static(model, tok, _state(cross_kv, src_mask, aligned), k_cache, v_cache, lengths)[:, -1]
-        lengths.add_(alive.long())
-        return top1(p1_logits(model, h))
-
-    return step
-
-
-def _propose(model, h, first, k, source, tables=None):
-    """Slots 1..k-1 at ``h`` (B, d) after p_1's ``first`` (B, 1): the block (B, k); ``tables``: a recurrent
-    chain's decoding tables (``decoding_tables``)."""
-    if k == 1:
-        return first
-    if tables is not None:
-        return torch.cat([first, table_chain(tables, h, first, k, _source(source))], dim=-1)
-    return torch.cat([first, model.heads.propose(h, first, k, _source(source))], dim=-1)
-
-
-def decoding_tables(model) -> tuple | None:
-    """A recurrent or attend chain's decoding tables (``fastpath.recurrent_slots``: per-vocabulary tables of each
-    slot's token half, biases folded in) and its proposal projection, made once outside the traced function, so
-    the compiled chain looks a token's row up as the eager one does instead of multiplying its embedding; None for
-    heads without such a chain."""
-    from bpd.models import fastpath
-
-    heads = model.heads
-    if not (heads.path_dependent and heads.n_learned and heads.proposal_precision == "float32"):
-        return None
-    with torch.inference_mode():
-        return fastpath.recurrent_slots(heads), *fastpath.proposal_projection(heads), heads.proposal_ids
-
-
-def table_chain(tables: tuple, h: torch.Tensor, first: torch.Tensor, k: int, source) -> torch.Tensor:
-    """``fastpath.TableStep``'s float chain as plain tensor code: the proposals (B, k - 1) of slots 1..k-1."""
-    from bpd.models.fastpath import slot_hidden
-
-    slots, wt, bias, ids = tables
-    s, tok, chosen = h, first[:, 0], []
-    for i in range(1, k):
-        slot = slots[i - 1]
-        lookup = slot[1 if i > 1 else 0][tok]  # slot 1 reads a token id, later slots a proposal index
-        hidden = slot_hidden(lookup, s, slot, source, s.shape[0])
-        s = torch.addmm(s, hidden, slot[3])
-        tok = top1(s @ wt if bias is None else torch.addmm(bias, s, wt))
-        chosen.append(tok)
-    idx = torch.stack(chosen, dim=-1)
-    return idx if ids is None else ids[idx]
-
-
-def chain_start(model, k: int, traced: bool) -> Callable:
-    """The propose-only first call: BOS through the decoder, p_1's argmax, the first block's proposals (with int8
-    chains: the state and p_1's argmax there, for ``eager_proposals``)."""
-
-    tables = decoding_tables(model) if traced else None
-
-    def start(bos, alive, lengths, k_cache, v_cache, cross_kv, src_mask, aligned, source):
-        h = decode_static(model, bos, _state(cross_kv, src_mask, aligned), k_cache, v_cache, lengths)[:, 0]
-        lengths.add_(alive.long())
-        first = top1(p1_logits(model, h))[:, None]
-        return _propose(model, h, first, k, source, tables) if traced else (h, first)
-
-    return start
-
-
-def chain_round(model, k: int, criterion: Criterion, floor: int, traced: bool) -> Callable:
-    """One round: verify ``props`` (B, k), judge them, advance each live row by its accepted block, and propose the
-    next block at the last accepted position. Returns the block sizes (B,) (0 for finished rows), the accepted
-    runs after slot 0 (B,) and the next block (or, with int8 chains, the state and p_1's argmax to propose from)."""
-
-    tables = decoding_tables(model) if traced else None
-
-    def round_(props, alive, lengths, k_cache, v_cache, cross_kv, src_mask, aligned, source):
-        h = decode_static(model, props, _state(cross_kv, src_mask, aligned), k_cache, v_cache, lengths)
-        logits = p1_logits(model, h)
-        best = top1(logits)
-        if k > 1:
-            flags = criterion.accept(logits[:, :-1], props[:, 1:], best[:, :-1])
-            runs = flags.long().cumprod(dim=1).sum(dim=1)
-        else:
-            runs = torch.zeros_like(lengths)
-        khat = (runs + 1).clamp(min=floor) * alive.long()
-        lengths.add_(khat)
-        last = (khat - 1).clamp(min=0)
-        h_last = h.gather(1, last[:, None, None].expand(-1, 1, h.shape[-1]))[:, 0]
-        first = best.gather(1, last[:, None])
-        if traced:
-            return khat, runs, _propose(model, h_last, first, k, source, tables)
-        return khat, runs, h_last, first
-
-    return round_
-
-
-def eager_proposals(model, b: StaticBatch, h: torch.Tensor, first: torch.Tensor, k: int) -> torch.Tensor:
-    """The next block from the proposal chain run eagerly (int8 chains), at the states the compiled part gave."""
-    return _propose(model, h, first, k, b.source)
 
 
 # -- compiling -------------------------------------------------------------------------------------------------

@@ -1,0 +1,112 @@
+"""The static decode path's fixed-shape functions (``bpd.decoding.engine`` runs and compiles them).
+
+Each maker returns a function of tensors only, with no host synchronisation: the batch's tensors come in the
+order of ``StaticEngine.batch_args`` after the function's own first argument, and each function moves the rows'
+lengths itself. ``torch.compile`` traces them whole (``fullgraph=True``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from bpd.decoding.criteria import Criterion
+from bpd.models import fastpath
+from bpd.models.fastpath import top1
+from bpd.models.heads.source import Source
+from bpd.models.static_cache import decode_static
+from bpd.models.transformer import EncoderState
+
+
+def propose_block(model, h: torch.Tensor, first: torch.Tensor, k: int, source: tuple | None,
+                  tables: tuple | None = None) -> torch.Tensor:
+    """The block (B, k): p_1's ``first`` (B, 1) and slots 1..k-1 at ``h`` (B, d); ``source``: what attend heads read
+    (``(k, v, mask)``), ``tables``: a recurrent chain's decoding tables (``decoding_tables``)."""
+    if k == 1:
+        return first
+    src = None if source is None else Source(*source)
+    rest = table_chain(tables, h, first, k, src) if tables is not None else model.heads.propose(h, first, k, src)
+    return torch.cat([first, rest], dim=-1)
+
+
+def decoding_tables(model) -> tuple | None:
+    """A recurrent or attend chain's decoding tables (``fastpath.recurrent_slots``: per-vocabulary tables of each
+    slot's token half, biases folded in) and its proposal projection, made once outside the traced function, so
+    the compiled chain looks a token's row up as the eager one does instead of multiplying its embedding; None for
+    heads without such a chain."""
+    heads = model.heads
+    if not (heads.path_dependent and heads.n_learned and heads.proposal_precision == "float32"):
+        return None
+    with torch.inference_mode():
+        return fastpath.recurrent_slots(heads), *fastpath.proposal_projection(heads), heads.proposal_ids
+
+
+def table_chain(tables: tuple, h: torch.Tensor, first: torch.Tensor, k: int, source: Source | None) -> torch.Tensor:
+    """``fastpath.TableStep``'s float chain as plain tensor code: the proposals (B, k - 1) of slots 1..k-1."""
+    slots, wt, bias, ids = tables
+    s, tok, chosen = h, first[:, 0], []
+    for i in range(1, k):
+        slot = slots[i - 1]
+        lookup = slot[1 if i > 1 else 0][tok]  # slot 1 reads a token id, later slots a proposal index
+        hidden = fastpath.slot_hidden(lookup, s, slot, source, s.shape[0])
+        s = torch.addmm(s, hidden, slot[3])
+        tok = top1(s @ wt if bias is None else torch.addmm(bias, s, wt))
+        chosen.append(tok)
+    idx = torch.stack(chosen, dim=-1)
+    return idx if ids is None else ids[idx]
+
+
+def greedy_step(model) -> Callable:
+    """One token per live row through the decoder; p_1's argmax (B,)."""
+
+    def step(tok, alive, lengths, k_cache, v_cache, cross_kv, src_mask, aligned, source):
+        enc = EncoderState(src_mask, cross_kv, aligned)
+        h = decode_static(model, tok, enc, k_cache, v_cache, lengths)[:, -1]
+        lengths.add_(alive.long())
+        return top1(model.heads.base_logits(h))
+
+    return step
+
+
+def chain_start(model, k: int, traced: bool) -> Callable:
+    """The propose-only first call: BOS through the decoder, p_1's argmax, the first block's proposals (untraced
+    chains: the state and p_1's argmax there, to propose from eagerly)."""
+    tables = decoding_tables(model) if traced else None
+
+    def start(bos, alive, lengths, k_cache, v_cache, cross_kv, src_mask, aligned, source):
+        enc = EncoderState(src_mask, cross_kv, aligned)
+        h = decode_static(model, bos, enc, k_cache, v_cache, lengths)[:, 0]
+        lengths.add_(alive.long())
+        first = top1(model.heads.base_logits(h))[:, None]
+        return propose_block(model, h, first, k, source, tables) if traced else (h, first)
+
+    return start
+
+
+def chain_round(model, k: int, criterion: Criterion, floor: int, traced: bool) -> Callable:
+    """One round: verify ``props`` (B, k), judge them, advance each live row by its accepted block, and propose the
+    next block at the last accepted position. Returns the block sizes (B,) (0 for finished rows), the accepted
+    runs after slot 0 (B,) and the next block (untraced chains: the state and p_1's argmax to propose from)."""
+    tables = decoding_tables(model) if traced else None
+
+    def round_(props, alive, lengths, k_cache, v_cache, cross_kv, src_mask, aligned, source):
+        enc = EncoderState(src_mask, cross_kv, aligned)
+        h = decode_static(model, props, enc, k_cache, v_cache, lengths)
+        logits = model.heads.base_logits(h)
+        best = top1(logits)
+        if k > 1:
+            flags = criterion.accept(logits[:, :-1], props[:, 1:], best[:, :-1])
+            runs = flags.long().cumprod(dim=1).sum(dim=1)
+        else:
+            runs = torch.zeros_like(lengths)
+        khat = (runs + 1).clamp(min=floor) * alive.long()
+        lengths.add_(khat)
+        last = (khat - 1).clamp(min=0)
+        h_last = h.gather(1, last[:, None, None].expand(-1, 1, h.shape[-1]))[:, 0]
+        first = best.gather(1, last[:, None])
+        if traced:
+            return khat, runs, propose_block(model, h_last, first, k, source, tables)
+        return khat, runs, h_last, first
+
+    return round_
