@@ -26,8 +26,15 @@ def run(cfg: ExperimentConfig, entry: PeersEntry) -> list[dict]:
     import torch
 
     from bpd import machine_load
-    from bpd.bench.peers import (batches_of, compile_shapes, format_peer_rows, our_decoders, our_specs, peer_rows,
-                                 round_robin)
+    from bpd.bench.peers import (
+        batches_of,
+        compile_shapes,
+        format_peer_rows,
+        our_decoders,
+        our_specs,
+        peer_rows,
+        round_robin,
+    )
     from bpd.export.bundle import BATCH_ONE_PEERS, PEERS, bundle_peers, peer_columns
     from bpd.runtime import resolve_path
     from bpd.tasks import load_task
