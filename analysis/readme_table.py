@@ -27,12 +27,14 @@ BLOCK = re.compile(r"(<!-- demo-table: (?P<rows>\S+) -->\n)(?P<body>.*?)(<!-- /d
 
 
 def newest_run(rows_path: Path) -> list[dict[str, Any]]:
-    """The rows of the run appended last to ``rows_path`` (a run's rows are written together), in file order."""
+    """The rows of the run appended last to ``rows_path``, in file order: a run's rows are written together and
+    share its ``time``; the same run id redone later (another commit, ``decode.skip_existing=false``) is another
+    run, not more rows of this one."""
     rows = [json.loads(line) for line in rows_path.read_text(encoding="utf-8").splitlines() if line.strip()]
     if not rows:
         raise SystemExit(f"{rows_path} holds no rows: run the demo first (make demo).")
-    last = rows[-1]["run_id"]
-    return [r for r in rows if r["run_id"] == last]
+    last = (rows[-1]["run_id"], rows[-1]["time"])
+    return [r for r in rows if (r["run_id"], r["time"]) == last]
 
 
 def render(rows_path: Path) -> str:
@@ -41,7 +43,7 @@ def render(rows_path: Path) -> str:
     first = run[0]
     rel = rows_path.relative_to(REPO_ROOT) if rows_path.is_absolute() else rows_path
     return (
-        f"Run `{first['run_id']}` of `{rel}` ({first['time'][:10]}, {first['device']}), written by\n"
+        f"Run `{first['run_id']}` of `{rel}` ({first['time'].replace('T', ' ')[:16]}, {first['device']}), written by\n"
         f"`{first['command']}`:\n\n```\n{format_table(run)}\n```\n"
     )
 

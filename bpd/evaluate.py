@@ -325,6 +325,12 @@ def timing_legend(rows: list[dict[str, Any]], notes: list[str]) -> list[str]:
     """The lines under the table: the machine's load while timing, and each unreliable speedup's reason."""
     timed = next((r for r in rows if r.get("load_self_cores") is not None), None)
     out = []
+    decoded = [r for r in rows if r.get("method") != "reference"]
+    if decoded and decoded[0].get("device"):
+        # Which machine and which decode path: a speedup means little without both (rows before the static path
+        # existed decoded eagerly and have no engine column).
+        paths = dict.fromkeys(r.get("engine") or "eager" for r in decoded)
+        out.append(f"timed on {decoded[0]['device']}, decode path {' / '.join(paths)}")
     if timed is not None:
         other = timed.get("load_other_cores")
         others = f"other processes {other:.2f} cores, " if other is not None else ""

@@ -26,7 +26,15 @@ def run(cfg: ExperimentConfig, entry: PeersEntry) -> list[dict]:
     import torch
 
     from bpd import machine_load
-    from bpd.bench.peers import batches_of, format_peer_rows, our_decoders, our_specs, peer_rows, round_robin
+    from bpd.bench.peers import (
+        batches_of,
+        compile_shapes,
+        format_peer_rows,
+        our_decoders,
+        our_specs,
+        peer_rows,
+        round_robin,
+    )
     from bpd.export.bundle import BATCH_ONE_PEERS, PEERS, bundle_peers, peer_columns
     from bpd.runtime import resolve_path
     from bpd.tasks import load_task
@@ -41,7 +49,7 @@ def run(cfg: ExperimentConfig, entry: PeersEntry) -> list[dict]:
     split = cfg.decode.split
     pairs = task.pairs(split)
     threads = torch.get_num_threads()
-    specs = our_specs(model, b.ks)
+    specs = our_specs(model, b.ks, b.engines)
     all_rows = []
     for bs in b.batch_sizes:
         n = min(len(pairs), (b.n_examples or {}).get(bs, len(pairs)))
@@ -50,6 +58,8 @@ def run(cfg: ExperimentConfig, entry: PeersEntry) -> list[dict]:
                              blockwise_ks=tuple(s.k for s in specs if s.rounds))
         decoders = {**our_decoders(model, specs), **peers}
         print(f"batch {bs}: {n} {split} sentences, {threads} threads, {b.repeats} repeats: {', '.join(decoders)}")
+        for key, seconds in compile_shapes(decoders, specs, batches_of(sources, bs)).items():
+            print(f"{key}: every shape compiled in {seconds:.0f} s (one untimed pass)")
         start = machine_load.sample()
         times, outputs = round_robin(decoders, batches_of(sources, bs), b.repeats)
         load = machine_load.load_columns(start, machine_load.sample(), threads)
@@ -66,6 +76,9 @@ def run(cfg: ExperimentConfig, entry: PeersEntry) -> list[dict]:
                                lambda t, s=scorer: s.score(t, None)["bleu"], common)
         print(format_peer_rows(rows))
         print(f"best/peer: our best exact decoder ({best}) over each peer, paired, 95% interval")
+        for r in rows:
+            for path, (ratio, low, high) in (r["greedy_vs_peer"] or {}).items():
+                print(f"our {path} greedy over {r['decoder']}: {ratio:.3f} [{low:.3f}, {high:.3f}]")
         if left_out:
             print(f"not at batch {bs}: {', '.join(left_out)} (transformers runs them at batch size 1 only)")
         print(f"load: other processes used {load['load_other_cores']} of {load['load_cores']} cores "

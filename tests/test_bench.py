@@ -376,3 +376,37 @@ def test_bench_scale_figure_from_every_run_on_the_device(tmp_path):
         ("bfloat16", "chain", 3.0), ("float32", "chain", 2.0), ("float32", "combined", 1.5)]
     bench_scale.plot(kept, tmp_path / "fig.png")
     assert (tmp_path / "fig.png").stat().st_size > 1000
+
+
+def test_gpu_script_dry_run_on_a_cpu(tmp_path):
+    """bench/gpu.sh end to end on a CPU (``DEVICE=cpu QUICK=1``), on a toy task and model given as overrides
+    after the script's own: every bench.py call it makes runs and writes rows, on both decode paths where the
+    script asks for them, so that a GPU lease is never spent on the script's plumbing. (The static path stands in
+    for the compiled one: the same functions, without minutes of compilation.)"""
+    import json
+    import os
+    import subprocess
+    from pathlib import Path
+
+    from toy import make_corpus
+
+    repo = Path(__file__).resolve().parents[1]
+    corpus = make_corpus(tmp_path / "corpus")
+    toy = (f"task=folder task.data_dir={corpus} task.vocab_size=60 task.max_len=16 model=micro train.max_steps=6 "
+           "train.warmup_steps=2 train.eval_every=3 train.ckpt_every=3 train.score_every=0 train.best_on=loss "
+           "heads_train.max_steps=3 heads.k=4 decode.ks=[2,4] heads.proposal_vocab=null decode.proposal_vocab=null "
+           f"distill.max_sources=null paths.cache_dir={tmp_path / 'cache'} paths.shipped_dir={tmp_path / 'none'} "
+           "threads=1 bench.batch_sizes=[1] bench.engines=[eager,static]")
+    env = {**os.environ, "DEVICE": "cpu", "QUICK": "1", "SCALE": "0", "RESULTS": str(tmp_path / "res"),
+           "RECIPE": "", "BENCH_EXTRA": toy, "OUT": str(tmp_path / "out"), "WANDB_MODE": "disabled"}
+    (tmp_path / "out").mkdir()
+    done = subprocess.run(["bash", str(repo / "bench" / "gpu.sh")], env=env, capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = [json.loads(line) for line in (tmp_path / "res" / "rows.jsonl").read_text().splitlines()]
+    assert {r["dtype"] for r in rows} == {"float32", "bfloat16"}
+    assert {r["engine"] for r in rows if r["dtype"] == "float32" and not r.get("tree")} == {"eager", "static"}
+    assert any(r.get("tree") for r in rows) and all(r["identical_to_greedy"] == 1.0 for r in rows
+                                                    if r["dtype"] == "float32" and r["criterion"] in (None, "exact"))
+    assert (tmp_path / "out" / "rows.jsonl").is_file() and (tmp_path / "out" / "specbench.tar.gz").is_file()
+    assert "+ bench.py bench.dtype=bfloat16" in done.stdout and "bench_scale" not in done.stdout

@@ -3,6 +3,7 @@ converted by CTranslate2, computes what ours computes (no network: both librarie
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from conftest import MICRO
@@ -133,6 +134,31 @@ def test_peer_bench_pairs_every_decoder(exported):
     assert by["same"]["peer_quantization"] is None and by["greedy"]["peer_mode"] is None
     assert by["same"]["speedup_over_hf_greedy"] is None  # no hf_greedy timed here
     assert len({tuple(r) for r in rows}) == 1 and set(PEER_COLUMNS) <= set(rows[0])  # one set of columns
+
+
+def test_peer_bench_times_both_decode_paths(exported):
+    """With two decode paths, our decoders are keyed by path, the static ones decode every batch once before
+    timing (each shape built), their outputs are greedy's, and each peer's row pairs it with both greedies."""
+    from bpd.bench.peers import batches_of, compile_shapes, our_decoders, our_specs, peer_rows, round_robin
+
+    model, tok, _, _ = exported
+    specs = our_specs(model, [2], engines=["eager", "static"])
+    ours = our_decoders(model, specs)
+    assert list(ours) == ["greedy", "blockwise_k2_exact", "greedy@static", "blockwise_k2_exact@static"]
+    batches = batches_of(sources(tok), 2)
+    assert set(compile_shapes(ours, specs, batches)) == {"greedy@static", "blockwise_k2_exact@static"}
+    peers = {"twice": ours["greedy"]}
+    times, outputs = round_robin({**ours, **peers}, batches, repeats=2, warmup=0)
+    # Times set by hand (a unit test times nothing): the peer twice as slow as each of our decoders.
+    times = {key: np.full_like(t, 2.0 if key == "twice" else 1.0) for key, t in times.items()}
+    rows, _ = peer_rows(times, outputs, specs, {"twice": {"library": "test", "peer_mode": "greedy"}},
+                        lambda t: 0.0, {"batch_size": 2})
+    by = {(r["decoder"], r["engine"]): r for r in rows}
+    assert all(by[(d, "static")]["identical_to_greedy"] == 1.0 for d in ("greedy", "blockwise_k2_exact"))
+    peer = by[("twice", None)]
+    assert set(peer["greedy_vs_peer"]) == {"eager", "static"} and by[("greedy", "eager")]["greedy_vs_peer"] is None
+    assert peer["speedup"] == pytest.approx(0.5) and peer["greedy_vs_peer"] == {"eager": [2.0, 2.0, 2.0],
+                                                                               "static": [2.0, 2.0, 2.0]}
 
 
 def test_every_peer_says_what_it_is():

@@ -30,6 +30,11 @@ def test_block_is_rewritten_from_the_newest_run(tmp_path, monkeypatch):
     assert "stale" not in out and out.startswith("intro\n") and out.endswith("<!-- /demo-table -->\nend\n")
     assert "Run `b`" in out and " 2.50 " in out and " 1.00 " not in out.split("Run `b`")[0]
     assert readme_table.updated(out) == out
+    # The same run id redone later: only the later run's rows, labeled with its time.
+    again = {**base, "run_id": "b", "bleu": 3.5, "time": "2026-01-02T09:30:00"}
+    rows.write_text(rows.read_text() + json.dumps(again) + "\n")
+    out = readme_table.updated(readme)
+    assert "(2026-01-02 09:30, cpu)" in out and " 3.50 " in out and " 2.50 " not in out
 
 
 def test_timing_study_verdicts():

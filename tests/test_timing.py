@@ -98,6 +98,10 @@ def test_the_printed_table_marks_unreliable_speedups_and_says_why():
     assert "load while timing: other processes 0.90 cores, this one 1.10, of 2 cores" in text
     assert "? blockwise_k4_exact: noisy: repeats 1.40-1.90x; busy" in text
     assert "blockwise_k2_exact:" not in text  # a clean row has no note
+    # The machine (with its instruction set) and the decode path: older rows without an engine decoded eagerly.
+    on = [{**r, "device": "cpu:AMD EPYC (AVX2) x2 threads"} for r in rows]
+    on[2]["engine"] = "compiled"
+    assert "timed on cpu:AMD EPYC (AVX2) x2 threads, decode path eager / compiled" in format_table(on)
 
 
 def test_sharded_repeats_stay_paired():

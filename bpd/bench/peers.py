@@ -34,25 +34,42 @@ PEER_COLUMNS = ("peer_mode", "peer_quantization")
 HF_GREEDY = "hf_greedy"
 
 
-def our_specs(model, ks: Sequence[int]) -> list[DecodeSpec]:
-    """Our greedy (first: every ratio's reference) and exact blockwise decoding at each k up to the model's."""
-    return [DecodeSpec("greedy"), *(DecodeSpec("blockwise", k=k) for k in ks if 2 <= k <= model.k)]
+def our_specs(model, ks: Sequence[int], engines: Sequence[str] = ("eager",)) -> list[DecodeSpec]:
+    """Our greedy and exact blockwise decoding at each k up to the model's, on each decode path of ``engines``
+    (the first path's greedy first: every ratio's reference)."""
+    return [spec.on(e) for e in engines
+            for spec in (DecodeSpec("greedy"), *(DecodeSpec("blockwise", k=k) for k in ks if 2 <= k <= model.k))]
 
 
 def our_decoders(model, specs: Sequence[DecodeSpec]) -> dict[str, Decoder]:
-    """Our decoders of ``specs`` as batch callables, by decoder name."""
+    """Our decoders of ``specs`` as batch callables, by ``spec.key`` (the decoder's name, with its decode path
+    off the eager one)."""
 
     def batch(fn) -> Decoder:
         return lambda sources, max_len: fn(model, pad_rows([list(s) for s in sources], model.pad_id, min_width=1),
                                            max_len).tokens
 
-    return {s.name: batch(decoder_fn(s)) for s in specs}
+    return {s.key: batch(decoder_fn(s)) for s in specs}
+
+
+def compile_shapes(decoders: dict[str, Decoder], specs: Sequence[DecodeSpec], batches: list[list[list[int]]]
+                   ) -> dict[str, float]:
+    """Every batch decoded once, untimed, by each decoder off the eager path, so that each shape it meets is
+    compiled before the timed passes; the seconds it took, by ``spec.key``."""
+    seconds = {}
+    for s in specs:
+        if s.path != "eager":
+            t0 = time.perf_counter()
+            for batch in batches:
+                decoders[s.key](batch, output_limit(max(len(x) for x in batch)))
+            seconds[s.key] = time.perf_counter() - t0
+    return seconds
 
 
 def identity_columns(specs: Sequence[DecodeSpec], peers: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Each decoder's row columns that say what it is, by decoder name: ours a spec's columns with ``library``
     ``bpd``; a peer (``peers``: its ``library`` and ``PEER_COLUMNS``) the same columns, our methods' left empty."""
-    ours = {s.name: {**s.columns(), "library": "bpd", **dict.fromkeys(PEER_COLUMNS)} for s in specs}
+    ours = {s.key: {**s.columns(), "library": "bpd", **dict.fromkeys(PEER_COLUMNS)} for s in specs}
     empty = dict.fromkeys(specs[0].columns())
     return {**ours, **{name: {**empty, "decoder": name, "library": None, **dict.fromkeys(PEER_COLUMNS), **cols}
                        for name, cols in peers.items()}}
@@ -93,7 +110,7 @@ def speedups(times: dict[str, np.ndarray], baseline: str) -> dict[str, SpeedupEs
 
 def best_exact(specs: Sequence[DecodeSpec], estimates: dict[str, SpeedupEstimate]) -> str:
     """Our fastest exact decoder (greedy itself when no blockwise one beats it)."""
-    exact = [s.name for s in specs if s.role is Role.REFERENCE or (s.rounds and s.options.exact)]
+    exact = [s.key for s in specs if s.role is Role.REFERENCE or (s.rounds and s.options.exact)]
     return max(exact, key=lambda n: estimates[n].speedup)
 
 
@@ -106,7 +123,7 @@ def peer_rows(times: dict[str, np.ndarray], outputs: dict[str, list[list[int]]],
     decoder to them (> 1: ours is faster) with its interval, and for transformers peers their paired speedup over
     transformers' greedy (``hf_greedy``, when timed); also the best decoder's name."""
     assert specs[0].role is Role.REFERENCE, "greedy is the reference and must come first"
-    greedy = specs[0].name
+    greedy = specs[0].key
     est = speedups(times, greedy)
     best = best_exact(specs, est)
     identity = identity_columns(specs, peers)
@@ -117,6 +134,9 @@ def peer_rows(times: dict[str, np.ndarray], outputs: dict[str, list[list[int]]],
         tokens = sum(len(o) for o in outputs[name])
         e = est[name]
         vs = paired_speedup(t, times[best]) if name in peers else None
+        # Each of our greedy decoders (one per decode path) against the peer: e.g. compiled greedy over CTranslate2.
+        greedy_vs = {s.path: _triple(paired_speedup(t, times[s.key])) for s in specs
+                     if s.role is Role.REFERENCE} if name in peers else None
         # A transformers peer beside transformers' own greedy (blockwise decoding in generate against plain generate).
         hf = paired_speedup(times[HF_GREEDY], t) if name in peers and name != HF_GREEDY and HF_GREEDY in times \
             and peers[name].get("library") == "transformers" else None
@@ -136,11 +156,16 @@ def peer_rows(times: dict[str, np.ndarray], outputs: dict[str, list[list[int]]],
             "best_vs_peer": vs.speedup if vs else None,
             "best_vs_peer_ci_low": vs.low if vs else None,
             "best_vs_peer_ci_high": vs.high if vs else None,
+            "greedy_vs_peer": greedy_vs,
             "speedup_over_hf_greedy": hf.speedup if hf else None,
             "speedup_over_hf_greedy_ci_low": hf.low if hf else None,
             "speedup_over_hf_greedy_ci_high": hf.high if hf else None,
         })
     return rows, best
+
+
+def _triple(e: SpeedupEstimate) -> list[float]:
+    return [e.speedup, e.low, e.high]
 
 
 def format_peer_rows(rows: list[dict]) -> str:
@@ -153,7 +178,8 @@ def format_peer_rows(rows: list[dict]) -> str:
         hf = r.get("speedup_over_hf_greedy")
         hf = "" if hf is None else \
             f"{hf:.3f} [{r['speedup_over_hf_greedy_ci_low']:.3f}, {r['speedup_over_hf_greedy_ci_high']:.3f}]"
-        lines.append(f"{r['decoder']:24s} {r['tokens_per_s']:8.1f} {sp:>22s} {r['bleu']:6.2f} "
+        name = r["decoder"] + (f"@{r['engine']}" if r.get("engine") not in (None, "eager") else "")
+        lines.append(f"{name:24s} {r['tokens_per_s']:8.1f} {sp:>22s} {r['bleu']:6.2f} "
                      f"{r['identical_to_greedy']:6.1%} {vs:>24s} {hf:>24s}")
     return "\n".join(lines)
 

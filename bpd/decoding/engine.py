@@ -325,15 +325,19 @@ def compile_fn(fn: Callable, model) -> Callable:
 
 def compile_options(model):
     """Inductor's settings while a CPU graph compiles: weight freezing (the weights become constants, and each
-    matrix product's weight is prepacked once for MKL's packed GEMM: passed as ``torch.compile(options=...)``
-    instead, the prepacking pass does not run) and the C++ wrapper."""
+    matrix product's weight is prepacked once: passed as ``torch.compile(options=...)`` instead, the prepacking
+    pass does not run), the C++ wrapper, and each matrix product timed once against inductor's own CPU GEMM
+    template (``max_autotune``): MKL's kernels for a few rows (a k-token verify, a batch of 4) cost about three
+    times one row's on an AVX2 CPU, where the template's stay near the memory-bound cost (results/bench/ENGINES.md)."""
     import contextlib
 
     import torch._inductor.config as inductor
 
     if model.tgt_embed.weight.device.type == "cuda":
         return contextlib.nullcontext()
-    return inductor.patch(freezing=True, cpp_wrapper=True)
+    # (the choices' timings stay out of the log: one table per matrix product and shape)
+    return inductor.patch(freezing=True, cpp_wrapper=True, max_autotune=True, max_autotune_gemm_backends="CPP,ATEN",
+                          autotune_num_choices_displayed=0, max_autotune_report_choices_stats=False)
 
 
 def weights_fingerprint(model) -> tuple:
