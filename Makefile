@@ -40,7 +40,7 @@ test-all: setup
 	WANDB_MODE=disabled $(PY) -m pytest tests
 
 lint: setup
-	$(VENV)/bin/ruff check bpd experiments analysis tests bench
+	$(VENV)/bin/ruff check bpd corpora experiments analysis tests bench
 
 # ---- experiments ---------------------------------------------------------------------------------
 RUN := $(PY) experiments/run.py

@@ -29,10 +29,10 @@ def main(overrides: list[str]) -> int:
     from _common import CONF_DIR, to_configs
     from hydra import compose, initialize_config_dir
 
-    from bpd.data.ding import ding_folder
     from bpd.runtime import cache_root
     from bpd.stages import heads_path_for
     from bpd.tasks import load_task
+    from corpora.ding import ding_folder
 
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg, _ = to_configs(compose("config", overrides=overrides or ["experiment=demo"]))

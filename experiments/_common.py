@@ -149,9 +149,9 @@ def friendly(fn: Callable[[ExperimentConfig, Any], object], cfg: DictConfig) -> 
 def guarded(call: Callable[[], object]) -> object:
     """``call()`` with ``friendly``'s endings for user errors, a full disk and Ctrl-C (entry points whose config
     is not an experiment, such as translate.py, use it directly)."""
-    from bpd.data.debian.archive import ArchiveError
     from bpd.runtime import ResultsNotSaved
     from bpd.training.checkpoint import CheckpointError
+    from corpora.debian import ArchiveError
 
     try:
         return call()

@@ -68,8 +68,8 @@ def tokenizer_and_folder(tmp_path_factory):
     """A toy ding dictionary prepared into train/dev/test, and a 100-piece tokenizer trained on it."""
     from test_data_translation import HEADER, SPECIAL_LINES, _generated_lines
 
-    from bpd.data.ding import prepare_ding
     from bpd.data.tokenizer import Tokenizer
+    from corpora.ding import prepare_ding
 
     root = tmp_path_factory.mktemp("tok")
     ding = root / "de-en"

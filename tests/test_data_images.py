@@ -12,6 +12,7 @@ from PIL import Image
 
 from bpd.data import celeba, faces, grid
 from bpd.data import images as I
+from corpora.photos.downsample import area_downsample
 
 
 def _rand_img(h: int, w: int, seed: int = 0) -> np.ndarray:
@@ -57,20 +58,20 @@ def test_area_downsample_known_array() -> None:
     img[:2, 2:] = 10
     img[2:, :2] = [[[0], [0]], [[0], [1]]]  # mean 0.25 -> 0
     img[2:, 2:] = 255
-    out = I.area_downsample(img, 2)
+    out = area_downsample(img, 2)
     assert out.dtype == np.uint8 and out[..., 0].tolist() == [[2, 10], [0, 255]]
     rgb = _rand_img(8, 8)
-    np.testing.assert_array_equal(I.area_downsample(rgb, 1), rgb)
-    assert I.area_downsample(np.stack([rgb, rgb]), 4).shape == (2, 2, 2, 3)
+    np.testing.assert_array_equal(area_downsample(rgb, 1), rgb)
+    assert area_downsample(np.stack([rgb, rgb]), 4).shape == (2, 2, 2, 3)
     with pytest.raises(ValueError):
-        I.area_downsample(_rand_img(6, 8), 4)
+        area_downsample(_rand_img(6, 8), 4)
 
 
 def test_upsamplers() -> None:
     lr = _rand_img(2, 3)
     up = I.nearest_upsample(lr, 4)
     assert up.shape == (8, 12, 3) and (up[4:8, 8:12] == lr[1, 2]).all()
-    np.testing.assert_array_equal(I.area_downsample(up, 4), lr)
+    np.testing.assert_array_equal(area_downsample(up, 4), lr)
     flat = np.full((4, 4, 3), 77, dtype=np.uint8)
     assert (I.bicubic_upsample(flat, 4) == 77).all()
     assert I.bicubic_upsample(np.stack([lr, lr]), 2).shape == (2, 4, 6, 3)
@@ -105,7 +106,7 @@ def test_embedded_shapes_and_lr_is_area_of_hr(small_embedded: dict) -> None:
         lr, hr = small_embedded[split]
         assert lr.shape == (n, 4, 4, 3) and hr.shape == (n, 16, 16, 3)
         assert lr.dtype == hr.dtype == np.uint8
-        np.testing.assert_array_equal(lr, I.area_downsample(hr, 4))
+        np.testing.assert_array_equal(lr, area_downsample(hr, 4))
     assert I.image_to_tokens(small_embedded["test"][1]).shape == (16, 768)
 
 
@@ -199,7 +200,7 @@ def test_load_celeba_sr_missing_folder(tmp_path: Path) -> None:
 def test_sr_batches_shapes_bos_and_sharding() -> None:
     rng = np.random.default_rng(0)
     hr = rng.integers(0, 256, (10, 8, 8, 3), dtype=np.uint8)
-    lr = I.area_downsample(hr, 4)
+    lr = area_downsample(hr, 4)
     batches = list(I.sr_batches(lr, hr, batch_size=4, shuffle=False))
     assert [b[0].shape[0] for b in batches] == [4, 4, 2]
     src, tgt_in, tgt_out = batches[0]
@@ -217,7 +218,7 @@ def test_sr_batches_shapes_bos_and_sharding() -> None:
 def test_save_grid_writes_png(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     hr = rng.integers(0, 256, (3, 16, 16, 3), dtype=np.uint8)
-    lr = I.area_downsample(hr, 4)
+    lr = area_downsample(hr, 4)
     out = grid.save_grid([("low-res input", lr), ("greedy", hr), ("ground truth", hr)], tmp_path / "g.png")
     with Image.open(out) as im:
         assert im.format == "PNG" and im.mode == "RGB"

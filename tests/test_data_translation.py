@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from bpd.data import ding as tr
-from bpd.data.ding import PHRASE_TAG, extract_ding_pairs, find_ding_file, parse_ding, prepare_ding, split_pairs
 from bpd.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
-from bpd.data.translation import count_lines, directed_name, prepare_wmt14
+from bpd.data.translation import directed_name, prepare_wmt14
+from corpora import ding as tr
+from corpora.ding import PHRASE_TAG, extract_ding_pairs, find_ding_file, parse_ding, prepare_ding, split_pairs
+from corpora.layout import count_lines
 
 HEADER = "# Version :: devel 2023-01-30\n# Copyright (c) :: somebody\n"
 SPECIAL_LINES = [

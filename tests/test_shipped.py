@@ -80,8 +80,8 @@ def test_the_shipped_debian_tokenizer_names_the_reference_corpus():
     carries no machine's paths."""
     from sentencepiece import sentencepiece_model_pb2
 
-    from bpd.data.debian.build import REFERENCE_MANIFEST
     from bpd.data.tokenizer import Tokenizer, tokenizer_file
+    from corpora.debian.build import REFERENCE_MANIFEST
 
     corpus = json.loads(REFERENCE_MANIFEST.read_text())["corpus_hash"]
     vocab = json.loads((REPO / "checkpoints" / "debian_en_de_base.json").read_text())["model_config"]["vocab_size"]

@@ -5,9 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from bpd.config.common import check
-
-#: How ``task.debian_fetch`` may fetch the Debian corpus's packages (``bpd.data.debian.mirror.open_archive``).
-DEBIAN_FETCH_MODES = ("auto", "apt", "http")
+from corpora.debian import FETCH_MODES
 
 
 @dataclass
@@ -64,8 +62,8 @@ class TranslationTaskConfig:
                       or self.debian_fetch != "auto")
         check(self.source == "debian" or not debian_set,
                f"the task.debian_* options shape the Debian corpus; drop them for task.source={self.source}.")
-        check(self.debian_fetch in DEBIAN_FETCH_MODES,
-               f"task.debian_fetch must be one of {', '.join(DEBIAN_FETCH_MODES)} (got {self.debian_fetch!r}).")
+        check(self.debian_fetch in FETCH_MODES,
+               f"task.debian_fetch must be one of {', '.join(FETCH_MODES)} (got {self.debian_fetch!r}).")
         check(self.data_dir is None or self.source != "debian",
                "task.data_dir names a wmt14 or folder corpus; the Debian corpus is built from packages (use "
                "task.debian_deb_dir for a folder of .deb files), so drop task.data_dir.")
@@ -106,8 +104,8 @@ class ImageTaskConfig:
         check(self.source == "photos" or (self.photos_deb_dir is None and self.photos_fetch == "auto"),
                f"task.photos_deb_dir and task.photos_fetch shape how the photo corpus is fetched; drop them for "
                f"task.source={self.source}.")
-        check(self.photos_fetch in DEBIAN_FETCH_MODES,
-               f"task.photos_fetch must be one of {', '.join(DEBIAN_FETCH_MODES)} (got {self.photos_fetch!r}).")
+        check(self.photos_fetch in FETCH_MODES,
+               f"task.photos_fetch must be one of {', '.join(FETCH_MODES)} (got {self.photos_fetch!r}).")
         check(self.data_dir is None or self.source == "celeba",
                "task.data_dir names the CelebA folder; the faces patches are embedded, so drop task.data_dir or "
                "set task.source=celeba.")

@@ -48,7 +48,8 @@ import numpy as np
 from PIL import Image
 from skimage import data as skd
 
-from bpd.data.images import SPLITS, area_downsample
+from bpd.data.images import SPLITS
+from corpora.photos.downsample import area_downsample
 
 # --- embedded dataset -----------------------------------------------------------------------------------
 

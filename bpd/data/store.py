@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from bpd.data.translation import count_lines
+from corpora.layout import count_lines
 
 FORMAT = 2
 CHUNK_LINES = 200_000

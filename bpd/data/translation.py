@@ -1,6 +1,7 @@
-"""Translation corpora in one folder layout (encoding: ``bpd.data.store``; batching: ``bpd.data.batches``).
+"""Translation corpora in one folder layout (``corpora.layout``): encoding ``bpd.data.store``, batching
+``bpd.data.batches``.
 
-Every corpus (the embedded ding sentences, ``bpd.data.ding``; WMT14; any folder) is prepared into
+Every corpus (the embedded ding sentences, ``corpora.ding``; WMT14; any folder) is prepared into
 ``{train,dev,test}.{src,tgt}`` with one sentence per line, so training and evaluation code never needs to
 know which corpus or direction it is looking at.
 """
@@ -9,45 +10,10 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterable
 from pathlib import Path
 
 from bpd.data.tokenizer import Tokenizer
-
-DIRECTIONS = ("en-de", "de-en")
-SPLITS = ("train", "dev", "test")
-
-# ------------------------------------------------------------------------------------------------------------
-# Writing the {train,dev,test}.{src,tgt} folders
-# ------------------------------------------------------------------------------------------------------------
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
-def atomic_write_lines(path: Path, lines: Iterable[str]) -> None:
-    """Write one line per item via a temp file + rename: readers see the old file or the whole new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as f:
-        for line in lines:
-            f.write(line.replace("\n", " ") + "\n")
-    os.replace(tmp, path)
-
-
-def split_files(folder: Path) -> list[Path]:
-    return [folder / f"{split}.{side}" for split in SPLITS for side in ("src", "tgt")]
-
-
-def check_direction(direction: str) -> tuple[str, str]:
-    if direction not in DIRECTIONS:
-        raise ValueError(f"direction must be 'en-de' or 'de-en', got {direction!r}")
-    src, tgt = direction.split("-")
-    return src, tgt
+from corpora.layout import SPLITS, check_direction, count_lines
 
 
 def directed_name(name: str, direction: str) -> str:
@@ -58,17 +24,6 @@ def directed_name(name: str, direction: str) -> str:
         if name.endswith(suffix):
             return f"{name[: -len(suffix)]}_{src}_{tgt}"
     return name if direction == "en-de" else f"{name}_{src}_{tgt}"
-
-
-def count_lines(path: Path) -> int:
-    """Number of lines of a text file (counts newlines in binary chunks: fast on WMT-sized files)."""
-    n = 0
-    last = b"\n"
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 22):
-            n += chunk.count(b"\n")
-            last = chunk[-1:]
-    return n + (last != b"\n")
 
 
 WMT14_HELP = (
@@ -127,10 +82,7 @@ def prepare_wmt14(data_dir: Path, direction: str = "en-de", cache_dir: Path | No
 
 
 __all__ = [
-    "DIRECTIONS",
-    "SPLITS",
     "Tokenizer",
-    "count_lines",
     "directed_name",
     "prepare_wmt14",
 ]

@@ -19,7 +19,6 @@ from bpd.data import images as im
 from bpd.data.celeba import prepare_celeba
 from bpd.data.faces import load_sr_npz, prepare_embedded_sr
 from bpd.data.grid import save_grid
-from bpd.data.photos.build import FACES, PhotoOptions, corpus_hash, open_photos, prepare_photos
 from bpd.data.store import ArrayPairs
 from bpd.decoding.spec import DecodeSpec
 from bpd.decoding.timed import RunOutput
@@ -27,6 +26,7 @@ from bpd.models import build_image_model
 from bpd.runtime import config_hash, repo_relative
 from bpd.tasks.base import Pairs, Task, heads_options
 from bpd.tracking import Tracker
+from corpora.photos.build import FACES, PhotoOptions, corpus_hash, open_photos, prepare_photos
 
 Images = dict[str, tuple[np.ndarray, np.ndarray]]
 

@@ -21,8 +21,6 @@ from bpd.config import (
     split_parts,
 )
 from bpd.config.methods import Role
-from bpd.data.debian.build import SOURCE_ORDER, DebianOptions, corpus_hash, prepare_debian
-from bpd.data.ding import prepare_ding
 from bpd.data.store import build_store, file_hash
 from bpd.data.tokenizer import Tokenizer, install_tokenizer
 from bpd.data.translation import directed_name, prepare_wmt14
@@ -33,6 +31,8 @@ from bpd.models import build_translation_model
 from bpd.runtime import config_hash
 from bpd.tasks.base import Pairs, Task, heads_options
 from bpd.tracking import Tracker
+from corpora.debian.build import SOURCE_ORDER, DebianOptions, corpus_hash, prepare_debian
+from corpora.ding import prepare_ding
 
 WMT14_LAYOUT = "train.{en,de}, newstest2013.{en,de}, newstest2014.{en,de}"
 

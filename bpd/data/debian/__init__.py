@@ -1,1 +1,0 @@
-"""English–German text that Debian's own packages ship, built into a corpus (``bpd.data.debian.build``)."""
