@@ -327,8 +327,8 @@ def compile_options(model):
     """Inductor's settings while a CPU graph compiles: weight freezing (the weights become constants, and each
     matrix product's weight is prepacked once: passed as ``torch.compile(options=...)`` instead, the prepacking
     pass does not run), the C++ wrapper, and each matrix product timed once against inductor's own CPU GEMM
-    template (``max_autotune``): MKL's kernels for a few rows (a k-token verify, a batch of 4) cost about three
-    times one row's on an AVX2 CPU, where the template's stay near the memory-bound cost (results/bench/ENGINES.md)."""
+    template (``max_autotune``): on some CPUs MKL's kernels for a few rows (a k-token verify, a small batch) cost
+    several times one row's where the template's do not (measured in results/bench/ENGINES.md)."""
     import contextlib
 
     import torch._inductor.config as inductor
