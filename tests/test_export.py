@@ -146,7 +146,7 @@ def test_peer_bench_times_both_decode_paths(exported):
     ours = our_decoders(model, specs)
     assert list(ours) == ["greedy", "blockwise_k2_exact", "greedy@static", "blockwise_k2_exact@static"]
     batches = batches_of(sources(tok), 2)
-    assert set(compile_shapes(ours, specs, batches)) == {"greedy@static", "blockwise_k2_exact@static"}
+    assert set(compile_shapes(model, specs, batches)) == {"greedy@static", "blockwise_k2_exact@static"}
     peers = {"twice": ours["greedy"]}
     times, outputs = round_robin({**ours, **peers}, batches, repeats=2, warmup=0)
     # Times set by hand (a unit test times nothing): the peer twice as slow as each of our decoders.

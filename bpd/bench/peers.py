@@ -26,6 +26,7 @@ from bpd.config import output_limit
 from bpd.config.methods import Role
 from bpd.data.batches import pad_rows
 from bpd.decoding.spec import DecodeSpec, decoder_fn
+from bpd.decoding.timed import precompile
 
 Decoder = Callable[[Sequence[Sequence[int]], int], list[list[int]]]
 #: The columns that say what a peer is; None in our decoders' rows.
@@ -52,18 +53,12 @@ def our_decoders(model, specs: Sequence[DecodeSpec]) -> dict[str, Decoder]:
     return {s.key: batch(decoder_fn(s)) for s in specs}
 
 
-def compile_shapes(decoders: dict[str, Decoder], specs: Sequence[DecodeSpec], batches: list[list[list[int]]]
-                   ) -> dict[str, float]:
-    """Every batch decoded once, untimed, by each decoder off the eager path, so that each shape it meets is
-    compiled before the timed passes; the seconds it took, by ``spec.key``."""
-    seconds = {}
-    for s in specs:
-        if s.path != "eager":
-            t0 = time.perf_counter()
-            for batch in batches:
-                decoders[s.key](batch, output_limit(max(len(x) for x in batch)))
-            seconds[s.key] = time.perf_counter() - t0
-    return seconds
+def compile_shapes(model, specs: Sequence[DecodeSpec], batches: list[list[list[int]]]) -> dict[str, float]:
+    """Every shape the batches give compiled, untimed, for each spec off the eager path (``timed.precompile``,
+    with this module's padding and length limit); the seconds compilation took, by ``spec.key``."""
+    padded = [pad_rows(batch, model.pad_id, min_width=1) for batch in batches]
+    fns = {s.key: decoder_fn(s) for s in specs}
+    return precompile(model, padded, list(specs), fns, lambda src: output_limit(src.shape[1]))
 
 
 def identity_columns(specs: Sequence[DecodeSpec], peers: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
