@@ -30,10 +30,10 @@ def sr_config(tmp, **over):
 
 
 @pytest.mark.parametrize("seed", range(4))
-@pytest.mark.parametrize("aligned", [False, True])
+@pytest.mark.parametrize("aligned", [False, True, "tied"])
 @pytest.mark.parametrize("arch", ["paper", "attend"])  # attend: slots read the low-resolution image's keys
 def test_image_model_exact_blockwise_equals_greedy(seed, aligned, arch):
-    sizes = dataclasses.replace(IMAGE_MICRO, aligned_input=aligned)
+    sizes = dataclasses.replace(IMAGE_MICRO, aligned_input=bool(aligned), aligned_tied=aligned == "tied")
     model = build_image_model(4, sizes, lr_size=2, hr_size=4, seed=seed, heads_arch=arch).double().eval()
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
@@ -89,6 +89,26 @@ def test_aligned_input_adds_the_upsampled_intensity_of_the_predicted_pixel(tmp_p
         model.decode(tgt, dataclasses.replace(enc, aligned=None))
     with pytest.raises(ValueError, match="aligned_input"):  # translation has no pixel alignment
         toy_config(tmp_path, model={"aligned_input": True})
+
+
+def test_tied_aligned_input_starts_the_model_at_the_upsampled_intensity(tmp_path):
+    """model.aligned_tied: the aligned intensity's embedding is that intensity's output row, so an untrained
+    model already scores the upsampled intensity highest at nearly every position (bicubic's answer), and
+    training moves one table, not two."""
+    sizes = dataclasses.replace(IMAGE_MICRO, d_model=64, aligned_input=True, aligned_upsample="bicubic",
+                                aligned_tied=True)
+    model = build_image_model(1, sizes, lr_size=2, hr_size=4, seed=0).eval()
+    assert model.aligned.weight is model.output.weight
+    untied = build_image_model(1, dataclasses.replace(sizes, aligned_tied=False), lr_size=2, hr_size=4, seed=0)
+    src = torch.randint(0, 256, (16, 12), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        up = model.upsample(src)
+        for m, lo, hi in ((model, 0.75, 1.0), (untied.eval(), 0.0, 0.1)):
+            tgt = torch.cat([torch.full((16, 1), m.bos_id), up[:, :-1]], 1)
+            agree = (m.heads.base_logits(m.teacher_forced(src, tgt)[0]).argmax(-1) == up).float().mean()
+            assert lo <= agree <= hi
+    with pytest.raises(ValueError, match="aligned_input=true"):
+        dataclasses.replace(IMAGE_MICRO, aligned_tied=True).validate()
 
 
 def test_bicubic_aligned_input_embeds_the_bicubic_upsample_of_the_source():

@@ -31,9 +31,13 @@ class ModelConfig:
     # bicubic interpolation of the LR image at the output pixel, a better first guess than its nearest
     # neighbour, so the model starts from the bicubic baseline and learns the correction).
     aligned_upsample: str = "nearest"
+    # The table that embeds that intensity is the output layer's own rows (scaled as token embeddings are), so
+    # a freshly built model already scores the upsampled intensity highest: it starts from bicubic's answer
+    # instead of learning to copy it through 256 separate embeddings.
+    aligned_tied: bool = False
 
     #: Fields added after models were cached: in keys only when they differ from their defaults.
-    KEYED_WHEN_SET = {"aligned_input": False, "aligned_upsample": "nearest"}
+    KEYED_WHEN_SET = {"aligned_input": False, "aligned_upsample": "nearest", "aligned_tied": False}
 
     def validate(self) -> None:
         for name in ("d_model", "n_heads", "d_ff"):
@@ -49,6 +53,8 @@ class ModelConfig:
                f"unknown model.positions {self.positions!r}; use sinusoidal or learned.")
         check(self.aligned_upsample in ("nearest", "bicubic"),
                f"unknown model.aligned_upsample {self.aligned_upsample!r}; use nearest or bicubic.")
+        check(self.aligned_input or not self.aligned_tied, "model.aligned_tied ties the aligned input's table: set "
+               "model.aligned_input=true too.")
 
 
 @dataclass

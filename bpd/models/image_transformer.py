@@ -54,7 +54,10 @@ class ImageTransformer(Transformer):
             nn.init.normal_(e.weight, std=0.02)
         if cfg.aligned_input:
             self.aligned = nn.Embedding(N_INTENSITIES, d)
-            nn.init.normal_(self.aligned.weight, std=0.02)
+            if cfg.aligned_tied:
+                self.aligned.weight = self.output.weight  # (256, d) both: intensity v's output row embeds v
+            else:
+                nn.init.normal_(self.aligned.weight, std=0.02)
 
     @property
     def seq_len(self) -> int:
@@ -80,7 +83,8 @@ class ImageTransformer(Transformer):
             if enc is None or enc.aligned is None:
                 raise ValueError("model.aligned_input needs the source image: decode with the model's encode().")
             # The upsampled intensity of the token this position predicts (verify passes may run past the end).
-            x = x + self.aligned(enc.aligned.gather(1, pos.clamp(max=self.seq_len - 1))).to(x.dtype)
+            a = self.aligned(enc.aligned.gather(1, pos.clamp(max=self.seq_len - 1)))
+            x = x + (a * math.sqrt(self.cfg.d_model) if self.cfg.aligned_tied else a).to(x.dtype)
         return self.drop(x)
 
     def encode(self, src: torch.Tensor) -> EncoderState:
