@@ -42,7 +42,7 @@ class CT2Process:
                                     name=f"ct2:{Path(ct2_dir).name}", daemon=True)
         self._proc.start()
         child.close()  # the worker's end lives in the worker: its exit then reads as EOF here
-        self._stop = weakref.finalize(self, _stop, self._conn, self._proc)
+        self._finalizer = weakref.finalize(self, _stop, self._conn, self._proc)
         #: The worker's process id, which it reports once its model is loaded.
         self.pid: int = self._answer()
 
@@ -56,7 +56,7 @@ class CT2Process:
         return self.timed(sources, max_len)[0]
 
     def close(self) -> None:
-        self._stop()
+        self._finalizer()
 
     def _answer(self) -> Any:
         try:
