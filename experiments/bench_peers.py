@@ -35,7 +35,7 @@ def run(cfg: ExperimentConfig, entry: PeersEntry) -> list[dict]:
         peer_rows,
         round_robin,
     )
-    from bpd.export.bundle import BATCH_ONE_PEERS, PEERS, bundle_peers, peer_columns
+    from bpd.export.bundle import BATCH_ONE_PEERS, PEERS, bundle_peers, close_peers, peer_columns
     from bpd.runtime import resolve_path
     from bpd.tasks import load_task
     from bpd.tracking import append_rows, device_name, git_sha
@@ -56,13 +56,17 @@ def run(cfg: ExperimentConfig, entry: PeersEntry) -> list[dict]:
         sources = pairs.sources(range(n))
         peers = bundle_peers(dirs, vocab, tok.eos_id, threads, draft_hf, entry.prompt_lookup, batch_one=bs == 1,
                              blockwise_ks=tuple(s.k for s in specs if s.rounds))
-        decoders = {**our_decoders(model, specs), **peers}
-        print(f"batch {bs}: {n} {split} sentences, {threads} threads, {b.repeats} repeats: {', '.join(decoders)}")
-        for key, seconds in compile_shapes(model, specs, batches_of(sources, bs)).items():
-            print(f"{key}: every shape compiled in {seconds:.0f} s (untimed)")
-        start = machine_load.sample()
-        times, outputs = round_robin(decoders, batches_of(sources, bs), b.repeats)
-        load = machine_load.load_columns(start, machine_load.sample(), threads)
+        try:  # the CTranslate2 peers decode in worker processes of their own (bpd.export.ct2_process)
+            decoders = {**our_decoders(model, specs), **peers}
+            print(f"batch {bs}: {n} {split} sentences, {threads} threads, {b.repeats} repeats: "
+                  f"{', '.join(decoders)}")
+            for key, seconds in compile_shapes(model, specs, batches_of(sources, bs)).items():
+                print(f"{key}: every shape compiled in {seconds:.0f} s (untimed)")
+            start = machine_load.sample()
+            times, outputs = round_robin(decoders, batches_of(sources, bs), b.repeats)
+            load = machine_load.load_columns(start, machine_load.sample(), threads)
+        finally:
+            close_peers(peers)
         left_out = [] if bs == 1 else [p for p in BATCH_ONE_PEERS
                                        if PEERS[p]["peer_mode"] != "assisted" or draft_hf is not None]
         scorer = task.scorer(split, n)

@@ -161,6 +161,86 @@ def test_peer_bench_times_both_decode_paths(exported):
                                                                                "static": [2.0, 2.0, 2.0]}
 
 
+#: Run in a fresh interpreter (the test process imports ctranslate2 itself): a CTranslate2 peer converted and
+#: decoding through the bench's round-robin, then what the parent process holds.
+APART = """
+import json, os, sys
+from bpd.bench.peers import batches_of, round_robin
+from bpd.export.ct2_process import CT2Process, convert_apart
+hf_dir, out_dir, vocab, eos_id, src = json.loads(sys.argv[1])
+peer = CT2Process(convert_apart(hf_dir, out_dir, "float32"), vocab, eos_id, threads=1)
+times, outputs = round_robin({"ct2_float32": peer}, batches_of(src, 2), repeats=2, warmup=1)
+print(json.dumps({"worker": peer.pid, "parent": os.getpid(), "loaded": "ctranslate2" in sys.modules,
+                  "times": times["ct2_float32"].tolist(), "outputs": outputs["ct2_float32"]}))
+peer.close()
+"""
+
+
+def test_ct2_peer_decodes_in_its_own_process(exported):
+    """A CTranslate2 peer converts and decodes in worker processes: the process that runs the round-robin never
+    loads ctranslate2, the worker's pid is another, and greedy's tokens and per-batch times come back."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from bpd.bench.peers import batches_of
+
+    model, tok, hf_dir, root = exported
+    src = sources(tok)
+    vocab = [tok.id_to_piece(i) for i in range(tok.vocab_size)]
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")])}
+    args = json.dumps([str(hf_dir), str(root / "ct2-apart"), vocab, tok.eos_id, src])
+    done = subprocess.run([sys.executable, "-c", APART, args], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["worker"] != got["parent"] and not got["loaded"]
+    assert np.array(got["times"]).shape == (2, 3) and (np.array(got["times"]) > 0).all()
+    greedy = [t for b in batches_of(src, 2) for t in greedy_decode(model, pad_rows(b, 0, min_width=1),
+                                                                     output_limit(max(map(len, b)))).tokens]
+    assert got["outputs"] == greedy
+
+
+def test_ct2_worker_times_its_decode_and_pairs_in_rows(exported):
+    """A CTranslate2 worker in the bench's round-robin beside our greedy: its pid is not ours, it reports a decode
+    time no longer than the call's round trip, its row pairs it with our greedy and its outputs are greedy's; it
+    stops on close, and a worker that cannot load its model says why."""
+    import os
+    import time
+
+    from bpd.bench.peers import batches_of, our_decoders, our_specs, peer_rows, round_robin
+    from bpd.export.bundle import peer_columns
+    from bpd.export.ct2_process import CT2Process
+
+    model, tok, hf_dir, root = exported
+    vocab = [tok.id_to_piece(i) for i in range(tok.vocab_size)]
+    peer = CT2Process(convert_ct2(hf_dir, root / "ct2-worker", "float32"), vocab, tok.eos_id, threads=1)
+    try:
+        assert peer.pid != os.getpid()
+        src = sources(tok)[:2]
+        t0 = time.perf_counter()
+        tokens, seconds = peer.timed(src, output_limit(max(map(len, src))))
+        assert 0 < seconds <= time.perf_counter() - t0 and tokens == peer(src, output_limit(max(map(len, src))))
+        specs = our_specs(model, [])
+        times, outputs = round_robin({**our_decoders(model, specs), "ct2_float32": peer}, batches_of(sources(tok), 2),
+                                     repeats=2, warmup=1)
+    finally:
+        peer.close()
+    assert not peer._proc.is_alive()
+    rows, _ = peer_rows(times, outputs, specs, {"ct2_float32": peer_columns("ct2_float32")}, lambda t: 0.0,
+                        {"batch_size": 2})
+    by = {r["decoder"]: r for r in rows}
+    row = by["ct2_float32"]
+    assert row["library"] == "ctranslate2" and row["peer_quantization"] == "float32"
+    assert row["identical_to_greedy"] == 1.0 and row["repeats"] == 2 and row["best_vs_peer"] > 0
+    assert set(row["greedy_vs_peer"]) == {"eager"} and len({tuple(r) for r in rows}) == 1
+    with pytest.raises(RuntimeError, match="failed"):
+        CT2Process(root / "no-such-model", vocab, tok.eos_id, threads=1)
+
+
 def test_every_peer_says_what_it_is():
     """Each peer bundle_peers can build has its row columns in PEERS (library, mode, CTranslate2's weights)."""
     from bpd.bench.peers import PEER_COLUMNS

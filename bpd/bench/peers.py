@@ -4,7 +4,9 @@ Every decoder here is a callable ``(sources, max_len) -> tokens`` over one batch
 too, so that one loop times them all alike: each batch is decoded by every decoder back to back, in an order
 that rotates from batch to batch and from repeat to repeat, and the pass is repeated. Per-batch times are
 then paired as in ``make bench`` (``bpd.bench.speedup_ci``): each decoder's speedup over our greedy, and our best
-exact decoder's ratio to each peer, with bootstrap intervals.
+exact decoder's ratio to each peer, with bootstrap intervals. A decoder that runs in another process (the
+CTranslate2 peers: ``bpd.export.ct2_process``) is still called here, batch by batch in the same rotation, and
+reports the time of its decode there (``SelfTimed``).
 
 Rows say what each decoder is in columns, never in its name: ours carry their spec's columns as ``make bench``'s
 rows do (``method``, ``k``, ``criterion``, ...), a peer those columns empty and its ``library``, ``peer_mode``
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -33,6 +35,13 @@ Decoder = Callable[[Sequence[Sequence[int]], int], list[list[int]]]
 PEER_COLUMNS = ("peer_mode", "peer_quantization")
 #: transformers' plain greedy generate: the other transformers peers' rows also carry their speedup over it.
 HF_GREEDY = "hf_greedy"
+
+
+@runtime_checkable
+class SelfTimed(Protocol):
+    """A decoder that times its own decode: ``timed`` returns the outputs and the seconds it took."""
+
+    def timed(self, sources: Sequence[Sequence[int]], max_len: int) -> tuple[list[list[int]], float]: ...
 
 
 def our_specs(model, ks: Sequence[int], engines: Sequence[str] = ("eager",)) -> list[DecodeSpec]:
@@ -78,7 +87,8 @@ def round_robin(decoders: dict[str, Decoder], batches: list[list[list[int]]], re
                 ) -> tuple[dict[str, np.ndarray], dict[str, list[list[int]]]]:
     """Each decoder's ``(repeats, batches)`` wall times and its outputs (of the first repeat); the output limit
     of a batch is the harness's rule for its longest source, as our decoders apply it to a padded batch.
-    ``warmup`` batches are first decoded untimed by every decoder (allocators, thread pools, caches)."""
+    ``warmup`` batches are first decoded untimed by every decoder (allocators, thread pools, caches). A
+    ``SelfTimed`` decoder's time is its own report."""
     names = list(decoders)
     for batch in batches[:warmup]:
         for name in names:
@@ -90,12 +100,20 @@ def round_robin(decoders: dict[str, Decoder], batches: list[list[list[int]]], re
             limit = output_limit(max(len(s) for s in batch))
             shift = (b + r) % len(names)
             for name in names[shift:] + names[:shift]:
-                t0 = time.perf_counter()
-                out = decoders[name](batch, limit)
-                times[name][r, b] = time.perf_counter() - t0
+                out, times[name][r, b] = timed_call(decoders[name], batch, limit)
                 if r == 0:
                     outputs[name].extend(out)
     return times, outputs
+
+
+def timed_call(decoder: Decoder, batch: list[list[int]], limit: int) -> tuple[list[list[int]], float]:
+    """One batch decoded and its wall time: the decoder's own report where it is ``SelfTimed`` (a worker
+    process's decode, without the pipe's round trip), else the call's time here."""
+    if isinstance(decoder, SelfTimed):
+        return decoder.timed(batch, limit)
+    t0 = time.perf_counter()
+    out = decoder(batch, limit)
+    return out, time.perf_counter() - t0
 
 
 def speedups(times: dict[str, np.ndarray], baseline: str) -> dict[str, SpeedupEstimate]:

@@ -11,7 +11,8 @@ of p_1 until EOS or the limit; none of them but ``hf_blockwise`` knows about the
   decoding (guesses copied from n-gram matches in the input; ``prompt_lookup``). Both are batch-1 features.
 * ``hf_blockwise``: blockwise decoding with the exported proposal heads inside ``generate`` (the one peer that
   knows the heads: ``bpd.export.hf_blockwise``).
-* ``ct2_greedy``: CTranslate2's ``translate_batch`` with beam size 1.
+* ``ct2_greedy``: CTranslate2's ``translate_batch`` with beam size 1 (the benchmark runs it in a worker process
+  of its own: ``bpd.export.ct2_process``).
 """
 
 from __future__ import annotations

@@ -7,8 +7,9 @@ import json
 import re
 from pathlib import Path
 
-from bpd.decoding.peers import Peer, ct2_greedy, hf_blockwise, hf_generate
-from bpd.export.ct2 import QUANTIZATIONS, convert_ct2, ct2_translator
+from bpd.decoding.peers import Peer, hf_blockwise, hf_generate
+from bpd.export.ct2 import QUANTIZATIONS
+from bpd.export.ct2_process import CT2Process, convert_apart
 from bpd.export.heads import FORMAT as HEADS_FORMAT
 from bpd.export.hf import export_hf
 from bpd.export.hf_blockwise import HEADS_CONFIG
@@ -53,7 +54,7 @@ def export_bundle(model, spm_model: str | Path, out_dir: str | Path, source: str
     done.unlink(missing_ok=True)
     export_hf(model, spm_model, dirs["hf"])
     for q in QUANTIZATIONS:
-        convert_ct2(dirs["hf"], dirs[f"ct2-{q}"], q)
+        convert_apart(dirs["hf"], dirs[f"ct2-{q}"], q)
     done.write_text(json.dumps({"source": source, "heads_format": HEADS_FORMAT,
                                 "dirs": {k: str(v) for k, v in dirs.items()}}, indent=1) + "\n")
     return dirs
@@ -71,7 +72,8 @@ def bundle_peers(dirs: dict[str, Path], vocab: list[str], eos_id: int, threads: 
     """The peers of one export, by row name (``peer_columns`` says what each is): HF greedy, HF blockwise decoding
     with the exported heads at each of ``blockwise_ks`` (exact; where the export has heads), HF assisted
     generation (with an exported draft), HF prompt lookup (both batch 1 only: left out unless ``batch_one``),
-    CTranslate2 greedy float32 and int8 on ``threads`` threads."""
+    CTranslate2 greedy float32 and int8 on ``threads`` threads, each in a worker process of its own
+    (``CT2Process``: stop them with ``close_peers``)."""
     hf = load_hf(dirs["hf"])
     peers = {"hf_greedy": hf_generate(hf)}
     if (Path(dirs["hf"]) / HEADS_CONFIG).is_file():
@@ -81,5 +83,12 @@ def bundle_peers(dirs: dict[str, Path], vocab: list[str], eos_id: int, threads: 
     if batch_one:
         peers["hf_prompt_lookup"] = hf_generate(hf, prompt_lookup=prompt_lookup)
     for q in QUANTIZATIONS:
-        peers[f"ct2_{q}"] = ct2_greedy(ct2_translator(dirs[f"ct2-{q}"], threads), vocab, eos_id)
+        peers[f"ct2_{q}"] = CT2Process(dirs[f"ct2-{q}"], vocab, eos_id, threads)
     return peers
+
+
+def close_peers(peers: dict[str, Peer]) -> None:
+    """Stop the peers' worker processes (the CTranslate2 peers'); the others hold nothing to stop."""
+    for peer in peers.values():
+        if isinstance(peer, CT2Process):
+            peer.close()
