@@ -149,3 +149,18 @@ def test_every_declared_method_has_one_implementation():
         paired([m for m in found if m.name != "greedy"])
     with pytest.raises(RuntimeError, match=r"implemented twice \['greedy'\]"):
         paired([*found, Greedy()])
+
+
+def test_task_kinds_and_corpora_come_from_the_registry():
+    """Each registered task kind has its config and its Task class; each corpus its builder in its task's module
+    (the builders are still a dict per task kind, checked here against the registry)."""
+    from bpd.config import ImageTaskConfig, TranslationTaskConfig, corpora, task_config
+    from bpd.tasks import TASKS, image, translation
+
+    assert (task_config("translation"), task_config("image")) == (TranslationTaskConfig, ImageTaskConfig)
+    assert tuple(TASKS) == tuple(entries("task"))
+    assert tuple(translation.SOURCES) == corpora("translation") and tuple(image.SOURCES) == corpora("image")
+    with pytest.raises(ValueError, match="unknown task.kind 'audio'; choose one of translation, image"):
+        task_config("audio")
+    with pytest.raises(ValueError, match="unknown task.source 'europarl' for translation; use ding, debian, wmt14"):
+        TranslationTaskConfig(source="europarl").validate()

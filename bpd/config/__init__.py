@@ -26,7 +26,6 @@ name is importable from here.
 from bpd.config.common import (
     CRITERIA,
     DTYPES,
-    OTHER_CORPORA,
     SPLITS,
     TARGETS,
     check,
@@ -51,7 +50,7 @@ from bpd.config.methods.beam import BeamConfig
 from bpd.config.methods.rescored import RescoreConfig
 from bpd.config.methods.tree import check_tree_shapes, parse_tree_shape
 from bpd.config.model import HeadsConfig, HeadsTrainConfig, ModelConfig, TrainConfig, heads_train_config
-from bpd.config.task import TASK_KINDS, ImageTaskConfig, TaskConfig, TranslationTaskConfig
+from bpd.config.task import ImageTaskConfig, TaskConfig, TranslationTaskConfig, corpora, task_config
 
 __all__ = [
     "BeamConfig",
@@ -73,14 +72,14 @@ __all__ = [
     "PathsConfig",
     "RescoreConfig",
     "SPLITS",
-    "OTHER_CORPORA",
     "split_parts",
+    "task_config",
     "TARGETS",
-    "TASK_KINDS",
     "TaskConfig",
     "TrainConfig",
     "TranslationTaskConfig",
     "check",
+    "corpora",
     "chained_archs",
     "check_tree_shapes",
     "experiment_config",

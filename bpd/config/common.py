@@ -7,11 +7,6 @@ import dataclasses
 from typing import Any
 
 SPLITS = ("train", "dev", "test")
-#: Corpora a translation model can also be scored on (``decode.split=<corpus>:<split>``): those built without a
-#: data folder, so that the same command scores the same sentences on any machine.
-OTHER_CORPORA = ("ding", "debian")
-#: The photo corpus's held-out face set (``decode.split=faces:test``): super-resolution models of task.source=photos.
-IMAGE_OTHER_SETS = ("faces",)
 
 CRITERIA = ("exact", "topk", "distance")
 DTYPES = ("float32", "bfloat16", "float16")

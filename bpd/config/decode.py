@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bpd.config.common import CRITERIA, IMAGE_OTHER_SETS, OTHER_CORPORA, SPLITS, check, split_parts
+from bpd.config.common import CRITERIA, SPLITS, check, split_parts
 from bpd.config.methods import MethodsConfig, check_methods
+from bpd.config.registry import entries
+from bpd.config.task import other_corpora
 
 #: What ``decode.proposal_precision`` may be (``ProposalHeads.set_proposal_precision``).
 PROPOSAL_PRECISIONS = ("float32", "int8")
@@ -59,11 +61,12 @@ class DecodeConfig:
 
     def validate(self, trained_k: int | None = None) -> None:
         corpus, split = split_parts(self.split)
-        check(split in SPLITS and corpus in (None, *OTHER_CORPORA, *IMAGE_OTHER_SETS)
-              and (corpus is None or split != "train") and (corpus not in IMAGE_OTHER_SETS or split == "test"),
+        other = entries("corpus")[corpus].info if corpus in entries("corpus") else None
+        check(split in SPLITS and (corpus is None or (other is not None and other.scores_others
+                                                      and split in other.other_splits)),
                f"unknown decode.split {self.split!r}; use test, dev or train, or another corpus's held-out "
-               f"sentences as {' or '.join(c + ':test' for c in OTHER_CORPORA)} (':dev' too), or the photo "
-               "corpus's face test set as faces:test.")
+               f"sentences as {' or '.join(c + ':test' for c in other_corpora('translation'))} (':dev' too), or "
+               "the photo corpus's face test set as faces:test.")
         check(self.batch_size >= 1, f"decode.batch_size must be >= 1 (got {self.batch_size}).")
         check(self.n_examples is None or self.n_examples >= 1,
                f"decode.n_examples must be >= 1, or null for the whole split (got {self.n_examples}).")

@@ -8,12 +8,12 @@ import typing
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from bpd.config.common import CRITERIA, DTYPES, IMAGE_OTHER_SETS, check, split_parts
+from bpd.config.common import CRITERIA, DTYPES, check, split_parts
 from bpd.config.decode import ENGINES, CriterionConfig, DecodeConfig
 from bpd.config.methods import MethodsConfig, bench_methods, check_methods
 from bpd.config.model import HeadsConfig, HeadsTrainConfig, ModelConfig, TrainConfig, heads_train_config
 from bpd.config.registry import names
-from bpd.config.task import TASK_KINDS, TranslationTaskConfig
+from bpd.config.task import TranslationTaskConfig, other_corpora, task_config
 
 
 @dataclass
@@ -134,7 +134,7 @@ class ExperimentConfig:
         self.heads_train_config  # noqa: B018 (validates the overlay)
         self.decode.validate(self.heads.k)
         corpus = split_parts(self.decode.split)[0]
-        faces = corpus in IMAGE_OTHER_SETS
+        faces = corpus in other_corpora("image")
         check(not faces or (self.task.kind == "image" and self.task.source == "photos"),
                f"decode.split={self.decode.split} is the photo corpus's face test set: use it with task=photos_sr.")
         check(corpus is None or faces or (self.task.kind == "translation" and corpus != self.task.source),
@@ -240,8 +240,7 @@ def _typed(hint: Any, value: Any, where: str) -> Any:
         return None
     if where == "task":  # a union of configs: the value's kind says which
         kind = value.kind if not isinstance(value, dict) else value.get("kind", "translation")
-        check(kind in TASK_KINDS, f"unknown task.kind {kind!r}; use {' or '.join(TASK_KINDS)}.")
-        return from_dict(TASK_KINDS[kind], value, "task.")
+        return from_dict(task_config(kind), value, "task.")
     if dataclasses.is_dataclass(hint):
         return from_dict(hint, value, where + ".")
     args = [a for a in typing.get_args(hint) if a is not type(None)]
