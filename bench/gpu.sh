@@ -49,15 +49,15 @@ elif [ -n "${SHORT:-}" ]; then  # a few minutes of a lease (bench/gpu_lease.sh):
 fi
 run() { echo "+ bench.py $*"; "$PY" experiments/bench.py "${COMMON[@]}" "$@" "${EXTRA[@]}"; }
 run bench.dtype=float32
-if [ -z "${SHORT:-}" ]; then run bench.dtype=bfloat16 bench.naive_greedy=false; fi
-if [ -n "${COMPILE:-}" ]; then run bench.dtype=float32 bench.compile=true bench.naive_greedy=false; fi
+if [ -z "${SHORT:-}" ]; then run bench.dtype=bfloat16 bench.methods.naive_greedy=false; fi
+if [ -n "${COMPILE:-}" ]; then run bench.dtype=float32 bench.compile=true bench.methods.naive_greedy=false; fi
 if [ -n "${ARCHS:-}" ]; then
     # attend: is its chain, twice as dear as recurrent's on a CPU (bandwidth), nearer on a GPU (launches)?
-    run 'bench.archs=[medusa,blockdiag,paper,attend]' 'bench.batch_sizes=[1]' bench.naive_greedy=false 'bench.engines=[eager]'
+    run 'bench.archs=[medusa,blockdiag,paper,attend]' 'bench.batch_sizes=[1]' bench.methods.naive_greedy=false 'bench.engines=[eager]'
 fi
 # Tree verification against the chain (docs/beyond.md): on a GPU a verify call's extra rows are nearly free,
 # which is where a tree should beat the chain at batch 1; on the 2-core CPU it ties.
-TREES=('bench.trees=[chain+1,2x1,beam4]' 'bench.criteria=[{name: exact}]' 'bench.batch_sizes=[1,8]' bench.naive_greedy=false
+TREES=('bench.methods.tree=[chain+1,2x1,beam4]' 'bench.criteria=[{name: exact}]' 'bench.batch_sizes=[1,8]' bench.methods.naive_greedy=false
        'bench.engines=[eager]')  # trees have no static path
 if [ -z "${QUICK:-}" ]; then TREES+=('bench.ks=[4]' bench.max_repeats=$([ -n "${SHORT:-}" ] && echo 3 || echo 6)); fi
 run bench.dtype=float32 "${TREES[@]}"

@@ -36,7 +36,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bpd.config import HEAD_ARCHS, ExperimentConfig, HeadsConfig, ModelConfig, TranslationTaskConfig  # noqa: E402
+from bpd.config import ExperimentConfig, HeadsConfig, ModelConfig, TranslationTaskConfig  # noqa: E402
+from bpd.config.registry import names  # noqa: E402
 from bpd.evaluate import proposal_coverage  # noqa: E402
 from bpd.models.transformer import Dropout  # noqa: E402
 from bpd.tasks import load_task  # noqa: E402
@@ -75,7 +76,7 @@ def step(model, batch, heads: list[int], every_position: bool, seed: int) -> tup
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--compare", choices=sorted(COMPARISONS), default="positions")
-    ap.add_argument("--arch", default="recurrent", help="heads architecture (" + ", ".join(HEAD_ARCHS) + ")")
+    ap.add_argument("--arch", default="recurrent", help="heads architecture (" + ", ".join(names("head")) + ")")
     ap.add_argument("--k", type=int, default=8, help="slots, p_1 included")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batches", type=int, default=12, help="distinct batches, each timed --repeats times per path")

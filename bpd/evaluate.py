@@ -21,10 +21,9 @@ from bpd import machine_load
 from bpd.bench.speedup_ci import timing_columns
 from bpd.config import ExperimentConfig
 from bpd.config.common import keyed_fields
-from bpd.config.methods import Role, role_of
+from bpd.config.methods import Role, method_keys, role_of
 from bpd.decoding.agreement import mismatch_gaps
-from bpd.decoding.methods.rescore import NgramLM
-from bpd.decoding.spec import DecodeAux, DecodeSpec, decode_specs
+from bpd.decoding.spec import DecodeSpec, Runtime, decode_specs, prepare
 from bpd.decoding.timed import RunOutput, decode_and_time
 from bpd.locks import exclusive
 from bpd.metrics import block_histogram, mean_block_size, per_example_block_means, summarize
@@ -38,8 +37,10 @@ from bpd.training.checkpoint import load_model
 def run_id(cfg: ExperimentConfig, model_path: Path, draft_path: Path | None = None) -> str:
     """The id of an evaluation: the model file, the decoding options, the task and the device (and the draft
     model's file, with one). Whether to redo a run (``skip_existing``) is not part of what the run is: a
-    redo keeps the id it redoes; nor is how often it is timed (``timing_repeats``: the same outputs)."""
-    decode = keyed_fields(cfg.decode, drop=("timing_repeats",))
+    redo keeps the id it redoes; nor is how often it is timed (``timing_repeats``: the same outputs). Each
+    method's options count as their owner keys them (``method_keys``: options that predate ``decode.methods``
+    under their old keys, so committed rows keep their ids)."""
+    decode = keyed_fields(cfg.decode, drop=("timing_repeats", "methods")) | method_keys(cfg.decode.methods)
     decode["skip_existing"] = True
     if draft_path is None:
         return config_hash(model_path.name, decode, cfg.task.name, cfg.device)
@@ -91,18 +92,17 @@ def _evaluate(cfg: ExperimentConfig, task: Task, model_path: Path, model, payloa
     d = cfg.decode
     results_dir = resolve_path(cfg.results_dir)
     task.check_model(model, model_path)
-    draft = load_model(draft_path, device)[0] if draft_path is not None else None
     if d.dtype == "bfloat16":
         model = model.to(torch.bfloat16)
-        draft = draft.to(torch.bfloat16) if draft is not None else None
     model.heads.set_proposal_vocab(task.proposal_vocab(d.proposal_vocab))
     model.heads.set_proposal_precision(d.proposal_precision)
     if d.threads:
         torch.set_num_threads(d.threads)
     pairs = task.pairs(d.split)
     n = len(pairs) if d.n_examples is None else min(d.n_examples, len(pairs))
-    specs = decode_specs(d, model.k, draft=draft is not None)
-    lm = NgramLM.fit_pairs(task.pairs("train"), model.cfg.vocab_size, model.bos_id) if d.rescore else None
+    runtime = Runtime(device, {"draft": draft_path} if draft_path is not None else {})
+    specs = decode_specs(d, model.k, models=runtime.models)
+    prepared = prepare(specs, task, model, runtime)  # what methods build beside the model: a draft, an n-gram model
     sources = pairs.sources(range(n))
     scorer = task.scorer(d.split, n)
     mine = list(range(len(sources)))
@@ -123,7 +123,7 @@ def _evaluate(cfg: ExperimentConfig, task: Task, model_path: Path, model, payloa
         progress=info.is_main,
         desc=f"decode {d.split} b{d.batch_size}",
         rotate=0,
-        aux=DecodeAux(draft, lm),
+        prepared=prepared,
         repeats=d.timing_repeats,
     )
     outs = {s.name: outs[s.key] for s in specs}  # one decode path per evaluation: names are unique

@@ -18,21 +18,19 @@ import hydra
 from _common import CONF_DIR, BenchEntry, friendly
 from omegaconf import DictConfig
 
-from bpd.config import CHAIN_ARCHS, ExperimentConfig
+from bpd.config import ExperimentConfig, chained_archs
 
 
 def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
     from bpd.bench.floor import memory_bandwidth
     from bpd.bench.rows import format_bench, format_breakdown, format_floors
-    from bpd.bench.run import run_bench, torch_dtype
+    from bpd.bench.run import run_bench
     from bpd.bench.specbench import write_jsonl
-    from bpd.decoding.methods.rescore import NgramLM
-    from bpd.decoding.spec import DecodeAux, bench_specs
+    from bpd.decoding.spec import Runtime, bench_specs, prepare
     from bpd.runtime import pick_device, resolve_path
     from bpd.stages import ensure_draft, ensure_heads
     from bpd.tasks import load_task
     from bpd.tracking import append_rows
-    from bpd.training.checkpoint import load_model
 
     b = entry.bench
     b.validate()
@@ -45,16 +43,17 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
     all_rows = []
     stamp = time.strftime("%Y%m%d-%H%M%S")
     bandwidth = memory_bandwidth(device) if b.floors else None
-    # What the rescored and draft decoders need is the same for every architecture's heads: made once.
-    lm = NgramLM.fit_pairs(task.pairs("train"), task.vocab_size, task.bos_id) if b.rescore else None
     draft_path = ensure_draft(cfg, task)
-    draft = load_model(draft_path, device)[0].to(torch_dtype(b.dtype)) if draft_path is not None else None
+    runtime = Runtime(device, {"draft": draft_path} if draft_path is not None else {})
+    prepared = None
     for arch in archs:
         c = arch_config(cfg, arch, b)
         path = ensure_heads(c, task)
         model, payload = bench_model(path, device, b, task.proposal_vocab(cfg.decode.proposal_vocab),
                                      cfg.decode.proposal_precision)
-        specs = bench_specs(b, ks, draft=draft is not None)
+        specs = bench_specs(b, ks, models=runtime.models)
+        if prepared is None:  # what methods build beside the model (a draft, an n-gram model) fits every arch's
+            prepared = prepare(specs, task, model, runtime)
         common = common_columns(cfg, c, task, path, model, payload, b, device, draft_path)
         rows, records = run_bench(model, sources, specs, b.batch_sizes, task.max_len(cfg.decode), device,
                                   repeats=b.repeats, max_repeats=b.max_repeats, ci_target=b.ci_target,
@@ -62,7 +61,7 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
                                   n_examples=b.n_examples, criterion_kwargs=task.criterion_kwargs,
                                   common=common, model_id=f"{cfg.name}-{arch}", step_repeats=b.step_repeats,
                                   category=task.name, detok=task.detokenize,
-                                  aux=DecodeAux(draft, lm), engines=b.engines, bandwidth=bandwidth)
+                                  prepared=prepared, engines=b.engines, bandwidth=bandwidth)
         append_rows(out_dir / "rows.jsonl", rows)
         if b.specbench_records:
             for model_id, recs in records.items():  # one file per decoder; *-greedy.jsonl is the baseline
@@ -97,7 +96,7 @@ def arch_config(cfg: ExperimentConfig, arch: str, b) -> ExperimentConfig:
     """The experiment, or for another architecture's heads the same recipe trained briefly."""
     if arch == cfg.heads.arch:
         return cfg
-    tied = cfg.heads.tie_slots and arch in CHAIN_ARCHS  # tying applies to chained slots only
+    tied = cfg.heads.tie_slots and arch in chained_archs()  # tying applies to chained slots only
     return dataclasses.replace(cfg, heads=dataclasses.replace(cfg.heads, arch=arch, tie_slots=tied),
                                heads_train=dataclasses.replace(cfg.heads_train, max_steps=b.arch_train_steps,
                                                                max_minutes=b.arch_train_minutes))

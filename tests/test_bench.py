@@ -306,15 +306,15 @@ def test_settle_compares_heads_long_enough_to_time(monkeypatch):
 
 def test_tree_rows_beside_the_chain():
     """Tree verification in the bench: its own rows, timed rounds (t_k of the tree), greedy's outputs."""
-    from bpd.config import CriterionConfig
-    from bpd.decoding.method import Sweep
+    from bpd.config import CriterionConfig, MethodsConfig
+    from bpd.decoding.method import Plan
     from bpd.decoding.spec import specs_for
 
     model = random_model(24, 4, 0, head_noise=0.3, dtype=torch.float32)
     sources = [row.tolist() for row in random_src(4, 6, 24, 0, ragged=False)]
     specs = [DecodeSpec("greedy"), DecodeSpec("blockwise", k=4)]
-    sweep = Sweep((2, 4), (CriterionConfig("exact"),), trees=("3x2", "beam2"))
-    specs += [s for s in specs_for(sweep) if s.method == "tree"]
+    plan = Plan((2, 4), (CriterionConfig("exact"),))
+    specs += [s for s in specs_for(plan, MethodsConfig(tree=["3x2", "beam2"])) if s.method == "tree"]
     assert [s.name for s in specs[2:]] == ["tree_3x2x1_k4_exact", "tree_beam2_k2_exact", "tree_beam2_k4_exact"]
     rows, _ = run_bench(model, sources, specs, [1, 2], lambda s: 12, torch.device("cpu"), repeats=1, step_repeats=2)
     trees = [r for r in rows if r["method"] == "tree"]

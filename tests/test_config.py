@@ -141,7 +141,8 @@ def test_hydra_refuses_misspelt_or_mistyped_options(override):
 
 @pytest.mark.parametrize("override, match", [("heads.k=0", "heads.k"), ("decode.ks=[12]", "decode.ks"),
                                              ("heads.arch=lstm", "heads.arch"), ("model.n_heads=3", "divisible"),
-                                             ("decode.trees=[wide]", "tree shape"), ("heads.d_ff=0", "heads.d_ff"),
+                                             ("decode.methods.tree=[wide]", "tree shape"),
+                                             ("heads.d_ff=0", "heads.d_ff"),
                                              ("model.n_heads=0", "model.n_heads"), ("model.d_ff=-1", "model.d_ff"),
                                              ("model.dropout=1.0", "model.dropout"),
                                              ("model.n_dec_layers=-1", "model.n_dec_layers"),
@@ -200,15 +201,16 @@ def test_a_misspelt_optional_group_is_refused_by_the_entry_point(group):
     assert "train" not in out.stdout  # refused before any stage started
 
 
-def test_config_arch_lists_match_the_head_classes():
-    """The config validates architectures without importing the models: its lists must say what the classes
-    say (every architecture; those whose slots chain, which need identity_p1 and may tie their weights)."""
-    from bpd.config import CHAIN_ARCHS, HEAD_ARCHS
+def test_head_classes_implement_the_registered_architectures():
+    """The config validates architectures from the registry without importing the models; the classes are
+    paired with its entries, and take their chained slots (identity_p1 needed, weights may tie) from them."""
+    from bpd.config import chained_archs
+    from bpd.config.registry import names
     from bpd.models import HEADS
 
-    assert HEAD_ARCHS == tuple(HEADS)
-    assert CHAIN_ARCHS == tuple(a for a, c in HEADS.items() if c.path_dependent)
-    assert CHAIN_ARCHS == tuple(a for a, c in HEADS.items() if c.can_tie)
+    assert tuple(HEADS) == names("head")
+    assert chained_archs() == tuple(a for a, c in HEADS.items() if c.path_dependent)
+    assert chained_archs() == tuple(a for a, c in HEADS.items() if c.can_tie) == ("recurrent", "attend")
 
 
 def test_config_criteria_match_the_criterion_classes():

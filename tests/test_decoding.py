@@ -31,8 +31,8 @@ from bpd.decoding.methods.draft import draft_decode
 from bpd.decoding.methods.rescore import NgramLM, Rescorer
 from bpd.decoding.methods.tree import TreeShape, build_tree, tree_decode
 from bpd.decoding.registry import METHODS
-from bpd.decoding.spec import DecodeAux, DecodeSpec, decoder_fn
-from bpd.models import HEAD_ARCHS, HEADS
+from bpd.decoding.spec import DecodeSpec, decoder_fn
+from bpd.models import HEADS
 from bpd.models.kv_cache import KVCache
 
 SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
@@ -71,7 +71,7 @@ def check_argmax_chain(model, src: torch.Tensor, tokens: list[list[int]]) -> Non
     batch=st.integers(1, 5),
     src_len=st.integers(1, 9),
     max_len=st.integers(1, 30),
-    arch=st.sampled_from(HEAD_ARCHS),
+    arch=st.sampled_from(list(HEADS)),
     head_noise=st.sampled_from([0.0, 0.05, 0.3, 1.0]),
     identity_p1=st.booleans(),
     tree=st.sampled_from(["2", "3x2", "2x1x3", "beam1", "beam2", "beam4", "sparse", "leaf0", "chain+1+21"]),
@@ -107,8 +107,8 @@ def check_exact_decoders(seed, vocab, k, batch, src_len, max_len, arch, head_noi
         assert greedy_decode(model, src, max_len=max_len, engine=engine).tokens == g.tokens
     # Rescoring by a bigram model of greedy's own outputs, half of them (a model of the data, not of these
     # sentences); draft-model decoding with an unrelated random draft.
-    aux = DecodeAux(draft=random_model(vocab, 1, seed + 7, head_noise=0.0),
-                    lm=NgramLM.fit(g.tokens[: max(1, batch // 2)], vocab, model.bos_id))
+    prepared = {"draft": random_model(vocab, 1, seed + 7, head_noise=0.0),
+                "rescored": NgramLM.fit(g.tokens[: max(1, batch // 2)], vocab, model.bos_id)}
     dk = 1 + seed % k  # a decode-time k below the trained k, too
     for kk in {k, dk}:
         for name, method in METHODS.items():
@@ -119,7 +119,7 @@ def check_exact_decoders(seed, vocab, k, batch, src_len, max_len, arch, head_noi
             if options is None:
                 continue
             spec = DecodeSpec(name, **options)
-            res = decoder_fn(spec, aux=aux, engine=engine)(model, src, max_len)
+            res = decoder_fn(spec, prepared=prepared, engine=engine)(model, src, max_len)
             assert res.tokens == g.tokens, spec.name
             check_contract(res, batch, max_len, model.eos_id)
             check_rounds(res, spec)
@@ -211,7 +211,7 @@ def test_invocations_equal_iterations_plus_one_at_batch_1(k):
         assert b.total_tokens / b.iterations[0] == pytest.approx(b.mean_block_size)
 
 
-@pytest.mark.parametrize("arch", HEAD_ARCHS)
+@pytest.mark.parametrize("arch", list(HEADS))
 def test_cache_rollback_matches_recompute(arch):
     """Logits after verify-then-rollback-then-continue equal a from-scratch teacher-forced pass."""
     torch.manual_seed(0)
@@ -452,10 +452,11 @@ def test_bad_k_and_criterion_errors():
         blockwise_decode(model, src, k=3, min_block_size=9)
     with pytest.raises(ValueError, match=r"between 1 and k=2 \(got 3\)"):
         blockwise_decode(model, src, k=2, criterion=criteria.TopK(n=2, min_block_size=3))
-    from bpd.config import CriterionConfig, DecodeConfig
+    from bpd.config import BeamConfig, CriterionConfig, DecodeConfig, MethodsConfig
     from bpd.decoding.spec import decode_specs
 
-    specs = decode_specs(DecodeConfig(ks=[2, 4], beam_size=0, criteria=[CriterionConfig("exact", None, [1, 3])]), 4)
+    specs = decode_specs(DecodeConfig(ks=[2, 4], methods=MethodsConfig(beam=BeamConfig(0)),
+                                      criteria=[CriterionConfig("exact", None, [1, 3])]), 4)
     assert [(s.k, s.min_block_size, s.columns()["criterion_label"]) for s in specs[1:]] == [
         (2, 1, "exact"), (4, 1, "exact"), (4, 3, "exact, min block 3 (approximate)")]  # no l=3 at k=2
     from bpd.models import build_translation_model
@@ -485,7 +486,7 @@ def test_finished_rows_stop_costing():
     assert sum(calls) == 4 + sum(b.iterations)
 
 
-@pytest.mark.parametrize("arch", HEAD_ARCHS)
+@pytest.mark.parametrize("arch", list(HEADS))
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_proposal_vocab_keeps_exactness_and_limits_proposals(arch, seed):
     """A restricted proposal vocabulary changes what is proposed, never what exact decoding returns."""
@@ -564,7 +565,7 @@ def test_bad_library_inputs_get_one_sentence():
             blockwise_decode(model, src, criterion=wrong)
 
 
-@pytest.mark.parametrize("arch", HEAD_ARCHS)
+@pytest.mark.parametrize("arch", list(HEADS))
 def test_a_width_one_tree_is_the_chain(arch):
     """A tree with one candidate per depth verifies exactly the chain's block: same rounds, same blocks."""
     for seed in range(3):
@@ -576,7 +577,7 @@ def test_a_width_one_tree_is_the_chain(arch):
         assert (tree.position_reached, tree.position_accepted) == (chain.position_reached, chain.position_accepted)
 
 
-@pytest.mark.parametrize("arch", HEAD_ARCHS)
+@pytest.mark.parametrize("arch", list(HEADS))
 def test_wider_trees_accept_more_and_stay_greedy(arch):
     """With noisy heads the best guess is often second or third: a wider tree keeps longer blocks (here, over
     several models) and, with a restricted proposal vocabulary too, the same tokens as greedy."""
@@ -643,7 +644,7 @@ def test_recurrent_fixed_tree_fast_build_equals_the_plain_build(vocab, arch, tie
     model.heads.set_proposal_vocab(None)
 
 
-@pytest.mark.parametrize("arch", [a for a in HEAD_ARCHS if not HEADS[a].path_dependent])
+@pytest.mark.parametrize("arch", [a for a in HEADS if not HEADS[a].path_dependent])
 def test_shared_candidate_trees_hold_each_slots_ranked_candidates(arch):
     """Heads whose candidates do not depend on the path: node (r_1, ..., r_d) of a fixed tree holds slot d's
     r_d-th best token (one top-n over every slot at once must index the grid right)."""

@@ -152,7 +152,8 @@ def _eval_cfg(tmp: Path, results: str, batch_size: int):
     return toy_config(
         tmp,
         paths={"cache_dir": str(tmp / "cache"), "results_dir": str(tmp / results)},
-        decode={"batch_size": batch_size, "n_examples": 7, "beam_size": 0, "max_len_extra": 4, "ks": [3]},
+        decode={"batch_size": batch_size, "n_examples": 7, "methods": {"beam": {"size": 0}}, "max_len_extra": 4,
+                "ks": [3]},
     )
 
 
@@ -312,7 +313,7 @@ def test_multirun_writes_both_results_and_a_rerun_skips_them(tmp_path):
         "task.vocab_size=60", "task.max_len=16", "model=micro", "threads=1", "device=cpu", "logger=none",
         "train.max_steps=10", "train.max_minutes=null", "train.max_tokens=256", "train.eval_every=1000",
         "train.ckpt_every=5", "heads_train.max_steps=5", "heads_train.max_minutes=null", "decode.n_examples=4",
-        "decode.beam_size=0", "decode.ks=[2]", "decode.max_len_extra=4", "decode.criteria=[{name:exact}]",
+        "decode.methods.beam.size=0", "decode.ks=[2]", "decode.max_len_extra=4", "decode.criteria=[{name:exact}]",
         f"paths.cache_dir={tmp_path / 'cache'}", f"paths.results_dir={tmp_path / 'results'}",
         f"hydra.sweep.dir={tmp_path / 'sweep'}", "heads.k=2,3",
     ]  # fmt: skip

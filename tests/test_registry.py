@@ -1,38 +1,31 @@
-"""The decoder registry: every method found once in bpd/decoding/methods/, the torch-free view of them that
-bpd.config.methods reads from their source agreeing with what the registry imports (names, roles, labels, order),
-each filling the same row columns; the exact == greedy property of tests/test_decoding.py runs every exact method
-it holds."""
+"""The registry: every decoding method declared once, torch-free, in bpd/config/methods/ and implemented once in
+bpd/decoding/methods/ (paired by name), each filling the same row columns and reading its own options; the exact ==
+greedy property of tests/test_decoding.py runs every exact method it holds."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
-import textwrap
 
 import pytest
 
-from bpd.config import BenchConfig, CriterionConfig, DecodeConfig, RescoreConfig
-from bpd.config.methods import (
-    DECODE_METHODS,
-    MethodDeclarationError,
-    MethodInfo,
-    Role,
-    methods_of,
-    read_methods,
-    role_of,
-)
-from bpd.decoding.method import RoundOptions, Sweep
+from bpd.config import BeamConfig, BenchConfig, CriterionConfig, DecodeConfig, MethodsConfig, RescoreConfig
+from bpd.config.methods import DECODE_METHODS, Role, method_keys, methods_of, role_of
+from bpd.config.registry import entries, lookup, register
+from bpd.decoding.method import Plan, RoundOptions
 from bpd.decoding.methods.greedy import Greedy
-from bpd.decoding.registry import METHODS, checked, discover
+from bpd.decoding.registry import METHODS, discover, paired
 from bpd.decoding.spec import COLUMNS, RECORD, DecodeSpec, bench_specs, decode_specs, specs_for
 
-#: A sweep that asks every method for something.
-EVERYTHING = Sweep((1, 2, 4), (CriterionConfig("exact", None, [1, 2]), CriterionConfig("topk", 2.0)), naive_greedy=True,
-                   beam_size=3, trees=("3x2", "beam2"), rescore=(RescoreConfig(2, 0.5),), draft=True)
+#: A plan and options that ask every method for something.
+EVERYTHING = (Plan((1, 2, 4), (CriterionConfig("exact", None, [1, 2]), CriterionConfig("topk", 2.0)),
+                   models=frozenset({"draft"})),
+              MethodsConfig(naive_greedy=True, beam=BeamConfig(3), tree=["3x2", "beam2"],
+                            rescored=[RescoreConfig(2, 0.5)]))
 
 
-def test_registry_implements_the_config_catalog_in_its_order():
-    assert tuple(METHODS) == tuple(DECODE_METHODS)
+def test_registry_implements_the_declarations_in_their_order():
+    assert tuple(METHODS) == tuple(DECODE_METHODS) == tuple(entries("method")[n].name for n in DECODE_METHODS)
     assert all(m.name == name for name, m in METHODS.items())
     assert [(m.name, m.role, m.label, m.order) for m in METHODS.values()] == [
         (name, info.role, info.label, info.order) for name, info in DECODE_METHODS.items()]
@@ -44,9 +37,18 @@ def test_registry_implements_the_config_catalog_in_its_order():
     assert role_of("reference") is None and role_of(None) is None  # rows no decoding method made
 
 
+def test_every_method_with_options_has_them_in_decode_and_bench_configs():
+    """``decode.methods`` and ``bench.methods`` are made from the registry: one field per method that takes
+    options, of the method's own type."""
+    with_options = [n for n in DECODE_METHODS if entries("method")[n].options is not None]
+    assert [f for f in MethodsConfig.__dataclass_fields__] == with_options
+    assert isinstance(DecodeConfig().methods, MethodsConfig) and isinstance(BenchConfig().methods, MethodsConfig)
+    assert BenchConfig().methods.naive_greedy and BenchConfig().methods.beam.size == 0
+
+
 def test_every_method_fills_the_same_row_columns():
-    specs = specs_for(EVERYTHING)
-    assert {s.method for s in specs} == set(METHODS), "every method's sweep must answer a sweep asking for it"
+    specs = specs_for(*EVERYTHING)
+    assert {s.method for s in specs} == set(METHODS), "every method's sweep must answer options asking for it"
     assert len({s.name for s in specs}) == len(specs), "decoder names must be unique"
     common = set(RoundOptions().columns())
     for s in specs:
@@ -61,13 +63,13 @@ def test_evaluation_and_bench_sweeps():
     """The evaluation decodes every minimum block size and k = 1 only as plain exact; the bench times l = 1 at
     every k and no beam; both start with greedy."""
     crits = [CriterionConfig("exact", None, [1, 2]), CriterionConfig("topk", 2.0)]
-    ev = decode_specs(DecodeConfig(ks=[1, 2], beam_size=2, criteria=crits), 4)
+    ev = decode_specs(DecodeConfig(ks=[1, 2], methods=MethodsConfig(beam=BeamConfig(2)), criteria=crits), 4)
     assert [s.name for s in ev] == ["greedy", "beam2_a0.6", "blockwise_k1_exact", "blockwise_k2_exact",
                                     "blockwise_k2_exact_l2", "blockwise_k2_topk2"]
-    bench = bench_specs(BenchConfig(criteria=crits, naive_greedy=True), [1, 2])
+    bench = bench_specs(BenchConfig(criteria=crits), [1, 2])
     assert [s.name for s in bench] == ["greedy", "naive_greedy", "blockwise_k1_exact", "blockwise_k2_exact",
                                        "blockwise_k1_topk2", "blockwise_k2_topk2"]
-    assert bench_specs(BenchConfig(criteria=crits[:1]), [2], draft=True)[-1].name == "draft_k2_exact"
+    assert bench_specs(BenchConfig(criteria=crits[:1]), [2], models={"draft"})[-1].name == "draft_k2_exact"
 
 
 def test_bad_specs_are_refused_with_the_fix():
@@ -85,81 +87,80 @@ def test_bad_specs_are_refused_with_the_fix():
         DecodeSpec("beam", RoundOptions())
 
 
-def test_the_catalog_is_read_without_torch():
-    """The report and configs see every method without importing torch (bpd.config is the lowest layer)."""
-    code = ("import sys; from bpd.config.methods import DECODE_METHODS; "
-            "assert 'torch' not in sys.modules and 'bpd.decoding' not in sys.modules; print(list(DECODE_METHODS))")
+def test_the_registry_is_read_without_torch():
+    """The report and configs see every method, head architecture, task kind and corpus, with their options'
+    types, without importing torch (bpd.config is the lowest layer)."""
+    code = ("import sys; from bpd.config.registry import entries, KINDS; import bpd.config.methods; "
+            "assert 'torch' not in sys.modules and 'bpd.decoding' not in sys.modules; "
+            "print({k: list(entries(k)) for k in KINDS})")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == repr(list(DECODE_METHODS))
+    assert "'greedy'" in out and "'draft'" in out
 
 
-METHOD = """
-    from bpd.decoding.method import Method, Role
+def test_run_ids_hash_method_options_under_their_old_keys():
+    """Options that moved under decode.methods are hashed as they were (committed rows keep their run ids); an
+    option of a method added later is hashed only when set."""
+    keys = method_keys(MethodsConfig(naive_greedy=True, beam=BeamConfig(0, 1.0), tree=["3x2"],
+                                     rescored=[RescoreConfig(2, 0.5)]))
+    assert keys == {"naive_greedy": True, "beam_size": 0, "alpha": 1.0, "trees": ["3x2"],
+                    "rescore": [{"beam": 2, "weight": 0.5}]}
 
 
-    class Helper:
-        size = 3  # not a method: neither a Method subclass nor a declaration
-
-
-    class Mine(Method):
-        name = "mine"
-        role = Role.BEYOND
-        label = "my method"
-        order: int = 70
-"""
-
-
-def write_methods(tmp_path, **modules: str):
-    folder = tmp_path / "methods"
-    folder.mkdir(parents=True)
-    (folder / "__init__.py").write_text('"""Methods."""\n')
-    for name, text in modules.items():
-        (folder / f"{name}.py").write_text(textwrap.dedent(text))
-    return folder
-
-
-def test_declarations_are_read_from_the_source(tmp_path):
-    other = METHOD.replace('"mine"', '"first"').replace("BEYOND", "CHAIN").replace("70", "5")
-    assert read_methods(write_methods(tmp_path, mine=METHOD, other=other)) == {
-        "first": MethodInfo(Role.CHAIN, "my method", 5), "mine": MethodInfo(Role.BEYOND, "my method", 70)}
-
-
-@pytest.mark.parametrize("edit, message", [
-    (('        label = "my method"\n', ""), r"mine.py:\d+: class Mine declares no label: every decoding method sets"),
-    (('"my method"', "LABEL"), r"class Mine: `label = LABEL` must be a literal str"),
-    (("Role.BEYOND", '"beyond"'), r"`role = 'beyond'` must be one of Role.REFERENCE, .*Role.BEYOND"),
-    (("Role.BEYOND", "Role.FAVOURITE"), r"must be one of Role"),
-    (("order: int = 70", "order = 7.5"), r"`order = 7.5` must be a literal int"),
-    (("class Mine(Method)", "class Mine(Base)"), None),  # declares name: still a method, read the same
+@pytest.mark.parametrize("variant, ids", [
+    ({}, ("2eb6d99205", "a1ca9f254a")),
+    ({"beam": {"size": 0}}, ("3b47548eff", "fd5179d675")),
+    ({"beam": {"size": 2, "alpha": 1.0}}, ("027fbc33d3", "a0b62c2ed4")),
+    ({"naive_greedy": True}, ("8059100bf3", "97dfcdbdf4")),
+    ({"tree": ["3x2", "beam4"]}, ("220eddba98", "8002382450")),
+    ({"rescored": [{"beam": 4, "weight": 0.5}, {"beam": 2}]}, ("362a3eb603", "6429efd0b1")),
 ])
-def test_a_method_without_literal_declarations_is_refused_with_the_fix(tmp_path, edit, message):
-    folder = write_methods(tmp_path, mine=METHOD.replace(*edit))
-    if message is None:
-        assert list(read_methods(folder)) == ["mine"]
-        return
-    with pytest.raises(MethodDeclarationError, match=message):
-        read_methods(folder)
+def test_run_ids_are_those_of_the_options_before_they_moved(variant, ids):
+    """The ids these options had as decode.beam_size / alpha / naive_greedy / trees / rescore."""
+    from pathlib import Path
+
+    from bpd.config import experiment_config
+    from bpd.evaluate import run_id
+
+    cfg = experiment_config({"decode": {"methods": variant}})
+    assert (run_id(cfg, Path("m.pt")), run_id(cfg, Path("m.pt"), Path("d.pt"))) == ids
 
 
-def test_method_modules_declare_distinct_methods(tmp_path):
-    with pytest.raises(MethodDeclarationError, match="helpers.py declares no decoding method"):
-        read_methods(write_methods(tmp_path / "a", mine=METHOD, helpers="def helper():\n    return 1\n"))
-    with pytest.raises(MethodDeclarationError, match="the method name 'mine' is also declared in"):
-        read_methods(write_methods(tmp_path / "b", mine=METHOD, copy=METHOD.replace("70", "80")))
-    with pytest.raises(MethodDeclarationError, match="mine.py:.*order = 70 is also that of 'copy'"):
-        read_methods(write_methods(tmp_path / "c", mine=METHOD, copy=METHOD.replace('"mine"', '"copy"')))
+def test_a_name_is_registered_once_and_looked_up_with_the_choices():
+    with pytest.raises(ValueError, match="the method 'greedy' is registered twice"):
+        register("method", "greedy")
+    with pytest.raises(ValueError, match="unknown registry kind"):
+        register("sampler", "nucleus")
+    with pytest.raises(ValueError, match="unknown heads.arch 'wide'; choose one of paper, "):
+        lookup("head", "wide", "heads.arch")
 
 
-def test_the_registry_refuses_methods_that_disagree_with_their_source():
-    """What the registry imports must be what bpd.config.methods read: e.g. a method subclassing another one
-    without declaring its own values is caught at import."""
+def test_every_declared_method_has_one_implementation():
+    """A declaration without a decoder, a decoder without a declaration, or two decoders of one name are refused
+    when the registry loads."""
     found = discover()
-    assert [type(m) for m in checked(found).values()] == [type(m) for m in METHODS.values()]
+    assert [type(m) for m in paired(found).values()] == [type(m) for m in METHODS.values()]
 
-    class Relabelled(Greedy):
-        label = "greedy, relabelled"
+    class Mine(Greedy):
+        name = "mine"
 
-    with pytest.raises(RuntimeError, match="disagree with those bpd.config.methods reads from their source"):
-        checked([Relabelled(), *found[1:]])
-    with pytest.raises(RuntimeError, match="every name once"):
-        checked([*found, Relabelled()])
+    with pytest.raises(RuntimeError, match=r"implemented without a declaration \['mine'\]"):
+        paired([*found, Mine()])
+    with pytest.raises(RuntimeError, match=r"declared without an implementation \['greedy'\]"):
+        paired([m for m in found if m.name != "greedy"])
+    with pytest.raises(RuntimeError, match=r"implemented twice \['greedy'\]"):
+        paired([*found, Greedy()])
+
+
+def test_task_kinds_and_corpora_come_from_the_registry():
+    """Each registered task kind has its config and its Task class; each corpus its builder in its task's module
+    (the builders are still a dict per task kind, checked here against the registry)."""
+    from bpd.config import ImageTaskConfig, TranslationTaskConfig, corpora, task_config
+    from bpd.tasks import TASKS, image, translation
+
+    assert (task_config("translation"), task_config("image")) == (TranslationTaskConfig, ImageTaskConfig)
+    assert tuple(TASKS) == tuple(entries("task"))
+    assert tuple(translation.SOURCES) == corpora("translation") and tuple(image.SOURCES) == corpora("image")
+    with pytest.raises(ValueError, match="unknown task.kind 'audio'; choose one of translation, image"):
+        task_config("audio")
+    with pytest.raises(ValueError, match="unknown task.source 'europarl' for translation; use ding, debian, wmt14"):
+        TranslationTaskConfig(source="europarl").validate()

@@ -12,7 +12,7 @@ import torch
 from toy import toy_config, tweak
 
 from bpd import stages, targets
-from bpd.config import CriterionConfig
+from bpd.config import BeamConfig, CriterionConfig, MethodsConfig
 from bpd.decoding.spec import decode_specs
 from bpd.evaluate import evaluate, run_id
 from bpd.runtime import resolve_path
@@ -59,6 +59,9 @@ ROW_COLUMNS = {
     "load_self_cores",
     "timing_busy",
 }
+
+#: Decoding without beam search (decode.methods.beam.size=0).
+NO_BEAM = MethodsConfig(beam=BeamConfig(0))
 
 
 @pytest.fixture(scope="module")
@@ -218,14 +221,15 @@ def test_paper_heads_on_a_plain_base(toy):
 
 
 def test_tree_rescored_and_draft_rows_beside_the_chain(toy, tmp_path):
-    """decode.trees, decode.rescore and a draft model (draft.model) add their own rows to an evaluation,
+    """decode.methods.tree, decode.methods.rescored and a draft model (draft.model) add their own rows to an evaluation,
     token-identical to greedy with exact acceptance; the draft is a cached base model of its own sizes, built by
     its stage: evaluation without it refuses, training nothing."""
     from bpd.config import DraftConfig, ModelConfig, RescoreConfig
 
     _, cfg, task = toy
     draft = DraftConfig(ModelConfig("nano", 16, 2, 32, 1, 1, 0.0), max_steps=12)
-    c = tweak(cfg, decode={"trees": ["2x2", "beam2"], "rescore": [RescoreConfig(2, 1.0)],
+    methods = MethodsConfig(beam=BeamConfig(2), tree=["2x2", "beam2"], rescored=[RescoreConfig(2, 1.0)])
+    c = tweak(cfg, decode={"methods": methods,
                            "criteria": [CriterionConfig("exact")]}, draft=draft,
               paths={"cache_dir": cfg.paths.cache_dir, "results_dir": str(tmp_path / "res")})
     c.validate()
@@ -349,7 +353,7 @@ def test_every_test_line_is_decoded_even_a_long_one(toy, tmp_path):
         f.write(" ".join(w.upper()[:3] for w in reversed(words)) + "\n")
     n_lines = len((corpus / "test.src").read_text().splitlines())
     long_cfg = tweak(cfg, task={"data_dir": str(corpus)}, paths={"results_dir": str(tmp_path / "r")},
-                     decode={"beam_size": 0, "ks": [2], "criteria": [CriterionConfig("exact")]})
+                     decode={"methods": NO_BEAM, "ks": [2], "criteria": [CriterionConfig("exact")]})
     task = load_task(long_cfg)
     test = task.pairs("test")
     assert len(test) == n_lines and len(test.src(n_lines - 1)) > 4 * cfg.task.max_len
@@ -560,7 +564,7 @@ def test_a_full_disk_keeps_the_decoded_outputs_and_the_rows(toy, tmp_path, monke
 
     monkeypatch.setattr(TranslationScorer, "write", full)
     redo = tweak(cfg, paths=dataclasses.replace(cfg.paths, results_dir=str(results)),
-                 decode={"timing_repeats": 1, "beam_size": 0, "ks": [2], "criteria": [CriterionConfig("exact")]})
+                 decode={"timing_repeats": 1, "methods": NO_BEAM, "ks": [2], "criteria": [CriterionConfig("exact")]})
     with pytest.raises(ResultsNotSaved) as e:
         evaluate(redo, task, path)
     msg = str(e.value)

@@ -11,7 +11,7 @@ from conftest import IMAGE_MICRO
 from toy import toy_config, tweak
 
 from bpd import stages
-from bpd.config import CriterionConfig, HeadsConfig, ImageTaskConfig, TrainConfig
+from bpd.config import BeamConfig, CriterionConfig, HeadsConfig, ImageTaskConfig, MethodsConfig, TrainConfig
 from bpd.decoding import blockwise_decode, criteria, greedy_decode
 from bpd.decoding.methods.draft import draft_decode
 from bpd.decoding.methods.tree import tree_decode
@@ -24,7 +24,7 @@ from bpd.tasks import load_task
 def sr_config(tmp, **over):
     task = ImageTaskConfig(lr_size=2, hr_size=4, n_train=96, n_dev=8, n_test=8, seed=0)
     cfg = tweak(toy_config(tmp), task=task, model=IMAGE_MICRO, train={"max_tokens": 48 * 8},
-                decode={"beam_size": 0, "ks": [2, 3],
+                decode={"methods": MethodsConfig(beam=BeamConfig(0)), "ks": [2, 3],
                         "criteria": [CriterionConfig("exact"), CriterionConfig("distance", 2.0)]})
     return tweak(cfg, **over).validate()
 

@@ -9,7 +9,7 @@ import torch
 from conftest import MICRO, random_model, random_src
 
 from bpd.config import HeadsConfig, TrainConfig
-from bpd.models import HEAD_ARCHS
+from bpd.models import HEADS
 from bpd.training.checkpoint import CheckpointError, load_checkpoint, load_model, save_checkpoint
 from bpd.training.loop import train, trained_heads
 from bpd.training.losses import combine, head_losses, shifted_targets, teacher_tokens
@@ -89,7 +89,7 @@ def test_the_bar_returns_to_the_step_budget_when_the_pace_recovers():
     r.bar.close()
 
 
-@pytest.mark.parametrize("arch", HEAD_ARCHS)
+@pytest.mark.parametrize("arch", list(HEADS))
 def test_frozen_training_keeps_base_bit_identical(tmp_path, arch):
     model = fresh_model(k=3, heads_arch=arch, identity_p1=True)
     before = {n: p.detach().clone() for n, p in model.named_parameters() if not n.startswith("heads.")}

@@ -64,7 +64,7 @@ def median_run(outs: list[RunOutput]) -> RunOutput:
 
 
 def settle(model, sources: list[list[int]], specs: list[DecodeSpec], max_len, batch_size: int, device: torch.device,
-           criterion_kwargs: dict | None = None, tol: float = 0.03, max_passes: int = 8, aux=None,
+           criterion_kwargs: dict | None = None, tol: float = 0.03, max_passes: int = 8, prepared=None,
            min_s: float = 1.0) -> int:
     """Warm up until step times settle: decode the first batches with every spec, untimed for the rows, until
     greedy's time for them changes by less than ``tol`` between two passes (allocator, caches and clock
@@ -76,7 +76,7 @@ def settle(model, sources: list[list[int]], specs: list[DecodeSpec], max_len, ba
     prev = None
     for p in range(1, max_passes + 1):
         out = decode_and_time(model, sources[:n], specs, max_len, batch_size=batch_size, device=device,
-                              criterion_kwargs=criterion_kwargs, warmup=0, progress=False, aux=aux)
+                              criterion_kwargs=criterion_kwargs, warmup=0, progress=False, prepared=prepared)
         t = out[specs[0].key if specs else "greedy"].wallclock_s  # greedy, the first spec, on its path
         if t < min_s and n < len(sources):  # too short to compare: grow the head and start comparing afresh
             n = min(len(sources), math.ceil(n * 1.2 * min_s / max(t, 1e-3) / batch_size) * batch_size)
@@ -146,7 +146,7 @@ def run_bench(
     detok: Callable[[list[int]], str] | None = None,
     max_repeats: int | None = None,
     ci_target: float = 0.03,
-    aux=None,
+    prepared: dict[str, Any] | None = None,
     ci_batch_sizes: list[int] | None = None,
     engines: list[str] | None = None,
     bandwidth: float | None = None,
@@ -161,6 +161,8 @@ def run_bench(
     ``engines`` (default: eager only): the decode paths timed, all in the same passes. Each path's rows take
     their ratios against greedy on that path; rows off the first path also carry their paired speedup over
     the first path's greedy (``speedup_vs_base_greedy``), e.g. compiled greedy over eager greedy.
+
+    ``prepared``: what the specs' methods built beside the model (``bpd.decoding.spec.prepare``), by method name.
 
     ``bandwidth`` (bytes/s, ``bpd.bench.floor.memory_bandwidth``): rows also carry each step's floor, the weight
     bytes it reads over the bandwidth, and t_1 and t_k as multiples of their floors."""
@@ -183,10 +185,10 @@ def run_bench(
             torch.cuda.reset_peak_memory_stats(device)
         # A method quadratic in length (the naive recompute-everything greedy): batch 1 only, as a reference.
         bs_specs = on_engines([s for s in specs if not s.entry.quadratic or bs == 1], engines)
-        passes = settle(model, srcs, bs_specs, max_len, bs, device, criterion_kwargs, aux=aux)
+        passes = settle(model, srcs, bs_specs, max_len, bs, device, criterion_kwargs, prepared=prepared)
         pursue = ci_batch_sizes is None or bs in ci_batch_sizes
         cap = max_repeats if pursue else repeats
-        runs = timed_repeats(model, srcs, bs_specs, max_len, bs, device, criterion_kwargs, aux, repeats, cap,
+        runs = timed_repeats(model, srcs, bs_specs, max_len, bs, device, criterion_kwargs, prepared, repeats, cap,
                              ci_target)
         extra = {**(common or {}), "batch_size": bs, "n_batches": -(-n // bs), "peak_mem_mb": peak_memory_mb(device),
                  "warmup_passes": passes, "max_repeats": cap, "ci_target": ci_target if pursue else None}
@@ -210,7 +212,7 @@ def run_bench(
 
 
 def timed_repeats(model, srcs: list[list[int]], specs: list[DecodeSpec], max_len, batch_size: int,
-                  device: torch.device, criterion_kwargs: dict | None, aux, repeats: int, cap: int,
+                  device: torch.device, criterion_kwargs: dict | None, prepared, repeats: int, cap: int,
                   ci_target: float) -> list[dict[str, RunOutput]]:
     """Timed passes over ``srcs`` by every spec (greedy first), the order rotating from pass to pass: at least
     ``repeats``, then more, up to ``cap``, until every speedup's 95% interval is within +-``ci_target``."""
@@ -219,7 +221,7 @@ def timed_repeats(model, srcs: list[list[int]], specs: list[DecodeSpec], max_len
         r = len(runs)
         runs.append(decode_and_time(model, srcs, specs, max_len, batch_size=batch_size, device=device,
                                     criterion_kwargs=criterion_kwargs, warmup=0, desc=f"bench b{batch_size} r{r}",
-                                    rotate=r, aux=aux))
+                                    rotate=r, prepared=prepared))
         if len(runs) >= repeats:
             est = {}
             for e_specs in by_engine(specs).values():

@@ -17,30 +17,22 @@ Defaults that every caller shares, and why each value:
 - ``identity_p1 = True`` (p_1 is exactly the base model, so a frozen base keeps its BLEU bit for bit; every
   shipped config but the paper-scale ones uses it). The paper's variant is ``identity_p1=false``.
 
-Modules: ``common`` (allowed values, ``keyed_fields``), ``task``, ``model`` (model, heads, training), ``decode``
-and ``experiment`` (the whole experiment, the benchmark, ``from_dict``); every name is importable from here.
+Modules: ``registry`` (methods, heads, tasks and corpora by name, with their own options), ``common`` (allowed
+values, ``keyed_fields``), ``methods`` (each decoding method's declaration and options), ``task``, ``model``
+(model, heads, training), ``decode`` and ``experiment`` (the whole experiment, the benchmark, ``from_dict``); every
+name is importable from here.
 """
 
 from bpd.config.common import (
-    CHAIN_ARCHS,
     CRITERIA,
     DTYPES,
-    HEAD_ARCHS,
-    OTHER_CORPORA,
     SPLITS,
     TARGETS,
     check,
     keyed_fields,
     split_parts,
 )
-from bpd.config.decode import (
-    CriterionConfig,
-    DecodeConfig,
-    RescoreConfig,
-    check_tree_shapes,
-    output_limit,
-    parse_tree_shape,
-)
+from bpd.config.decode import CriterionConfig, DecodeConfig, output_limit
 from bpd.config.experiment import (
     BenchConfig,
     DistConfig,
@@ -52,12 +44,17 @@ from bpd.config.experiment import (
     experiment_config,
     from_dict,
 )
+from bpd.config.heads import chained_archs
+from bpd.config.methods import MethodsConfig
+from bpd.config.methods.beam import BeamConfig
+from bpd.config.methods.rescored import RescoreConfig
+from bpd.config.methods.tree import check_tree_shapes, parse_tree_shape
 from bpd.config.model import HeadsConfig, HeadsTrainConfig, ModelConfig, TrainConfig, heads_train_config
-from bpd.config.task import TASK_KINDS, ImageTaskConfig, TaskConfig, TranslationTaskConfig
+from bpd.config.task import ImageTaskConfig, TaskConfig, TranslationTaskConfig, corpora, task_config
 
 __all__ = [
+    "BeamConfig",
     "BenchConfig",
-    "CHAIN_ARCHS",
     "CRITERIA",
     "CriterionConfig",
     "DTYPES",
@@ -66,23 +63,24 @@ __all__ = [
     "DistillConfig",
     "DraftConfig",
     "ExperimentConfig",
-    "HEAD_ARCHS",
     "HeadsConfig",
     "HeadsTrainConfig",
     "ImageTaskConfig",
     "LoggerConfig",
+    "MethodsConfig",
     "ModelConfig",
     "PathsConfig",
     "RescoreConfig",
     "SPLITS",
-    "OTHER_CORPORA",
     "split_parts",
+    "task_config",
     "TARGETS",
-    "TASK_KINDS",
     "TaskConfig",
     "TrainConfig",
     "TranslationTaskConfig",
     "check",
+    "corpora",
+    "chained_archs",
     "check_tree_shapes",
     "experiment_config",
     "from_dict",

@@ -7,15 +7,7 @@ import dataclasses
 from typing import Any
 
 SPLITS = ("train", "dev", "test")
-#: Corpora a translation model can also be scored on (``decode.split=<corpus>:<split>``): those built without a
-#: data folder, so that the same command scores the same sentences on any machine.
-OTHER_CORPORA = ("ding", "debian")
-#: The photo corpus's held-out face set (``decode.split=faces:test``): super-resolution models of task.source=photos.
-IMAGE_OTHER_SETS = ("faces",)
 
-HEAD_ARCHS = ("paper", "blockdiag", "medusa", "recurrent", "attend")
-#: Head architectures whose slots run one after another, each reading the previous slot's token.
-CHAIN_ARCHS = ("recurrent", "attend")
 CRITERIA = ("exact", "topk", "distance")
 DTYPES = ("float32", "bfloat16", "float16")
 TARGETS = ("gold", "distilled", "self")

@@ -1,11 +1,14 @@
-"""Decoding: methods, block sizes, acceptance criteria, rescoring, tree shapes and the output-length rule."""
+"""Decoding: block sizes, acceptance criteria, each method's own options (``decode.methods``, read by their owners
+in ``bpd.config.methods``) and the output-length rule."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
-from bpd.config.common import CRITERIA, IMAGE_OTHER_SETS, OTHER_CORPORA, SPLITS, check, split_parts
+from bpd.config.common import CRITERIA, SPLITS, check, split_parts
+from bpd.config.methods import MethodsConfig, check_methods
+from bpd.config.registry import entries
+from bpd.config.task import other_corpora
 
 #: What ``decode.proposal_precision`` may be (``ProposalHeads.set_proposal_precision``).
 PROPOSAL_PRECISIONS = ("float32", "int8")
@@ -24,23 +27,12 @@ class CriterionConfig:
 
 
 @dataclass
-class RescoreConfig:
-    """Draft rescoring (``bpd.decoding.methods.rescore``): the chain's block chosen from the heads' ``beam`` best
-    candidates per depth by log p_heads + ``weight`` * log p_bigram (a model of the training targets)."""
-
-    beam: int = 4
-    weight: float = 0.5
-
-
-@dataclass
 class DecodeConfig:
     """What the evaluation stage decodes and how."""
 
     split: str = "test"  # or another corpus's held-out set, scored out of domain: ding:test, debian:test
     n_examples: int | None = None  # null = the whole split
     batch_size: int = 1  # the paper's wall-clock setting; > 1 works too
-    beam_size: int = 4  # also decode with beam search (0 = skip)
-    alpha: float = 0.6  # beam length penalty
     ks: list[int] = field(default_factory=lambda: [2, 4, 8])  # decode-time k (<= heads.k)
     criteria: list[CriterionConfig] = field(
         default_factory=lambda: [CriterionConfig("exact"), CriterionConfig("topk", 2.0)]
@@ -52,7 +44,6 @@ class DecodeConfig:
     # Each batch is timed this many times per decoder, interleaved with greedy's: the speedup's paired interval
     # (1: one pass, no interval). Outputs and quality come from the first.
     timing_repeats: int = 2
-    naive_greedy: bool = False  # also the recompute-everything greedy (slow; a weak-baseline reference)
     proposal_vocab: int | None = None  # translation: heads propose among the N most frequent target tokens
     # int8: the recurrent/attend proposal chain multiplies by int8 weights (CPU; exact decoding stays greedy's,
     # k-hat may move: docs/benchmark.md)
@@ -60,8 +51,9 @@ class DecodeConfig:
     # eager | static | compiled: the path greedy and blockwise decoding take (bpd.decoding.engine); methods
     # without a static path (beam, trees, rescoring, draft models) decode eagerly, and their rows say so
     engine: str = "eager"
-    trees: list[str] = field(default_factory=list)  # also tree verification: shapes "3x2x1" (widths), "beam4"
-    rescore: list[RescoreConfig] = field(default_factory=list)  # also rescored chains: [{beam: 4, weight: 0.5}]
+    # Each method's own options, by method name: {beam: {size: 4, alpha: 0.6}, naive_greedy: false, tree: [3x2x1,
+    # beam4], rescored: [{beam: 4, weight: 0.5}]} (bpd/config/methods/)
+    methods: MethodsConfig = field(default_factory=MethodsConfig)
     skip_existing: bool = True  # an evaluation whose run id already has rows is not redone
 
     #: Options added after rows were written: in run ids only when they differ from their defaults.
@@ -69,11 +61,12 @@ class DecodeConfig:
 
     def validate(self, trained_k: int | None = None) -> None:
         corpus, split = split_parts(self.split)
-        check(split in SPLITS and corpus in (None, *OTHER_CORPORA, *IMAGE_OTHER_SETS)
-              and (corpus is None or split != "train") and (corpus not in IMAGE_OTHER_SETS or split == "test"),
+        other = entries("corpus")[corpus].info if corpus in entries("corpus") else None
+        check(split in SPLITS and (corpus is None or (other is not None and other.scores_others
+                                                      and split in other.other_splits)),
                f"unknown decode.split {self.split!r}; use test, dev or train, or another corpus's held-out "
-               f"sentences as {' or '.join(c + ':test' for c in OTHER_CORPORA)} (':dev' too), or the photo "
-               "corpus's face test set as faces:test.")
+               f"sentences as {' or '.join(c + ':test' for c in other_corpora('translation'))} (':dev' too), or "
+               "the photo corpus's face test set as faces:test.")
         check(self.batch_size >= 1, f"decode.batch_size must be >= 1 (got {self.batch_size}).")
         check(self.n_examples is None or self.n_examples >= 1,
                f"decode.n_examples must be >= 1, or null for the whole split (got {self.n_examples}).")
@@ -84,7 +77,6 @@ class DecodeConfig:
                f"decode.threads must be >= 1, or null to leave them unchanged (got {self.threads}).")
         check(self.timing_repeats >= 1,
                f"decode.timing_repeats must be >= 1 (1 = one timed pass, no interval; got {self.timing_repeats}).")
-        check(self.beam_size >= 0, f"decode.beam_size must be >= 0 (0 = no beam search; got {self.beam_size}).")
         check(self.dtype in ("float32", "bfloat16"), f"unknown decode.dtype {self.dtype!r}; use float32 or bfloat16.")
         check(self.proposal_vocab is None or self.proposal_vocab >= 1,
                f"decode.proposal_vocab={self.proposal_vocab}: use a positive number of tokens, or null.")
@@ -98,41 +90,12 @@ class DecodeConfig:
         for c in self.criteria:
             check(c.name in CRITERIA, f"unknown acceptance criterion {c.name!r}; choose one of {', '.join(CRITERIA)}.")
             check(all(m >= 1 for m in c.min_block_sizes), f"decode.criteria min_block_sizes must be >= 1 ({c}).")
-        check_tree_shapes(self.trees, "decode.trees")
-        for r in self.rescore:
-            check(r.beam >= 1 and r.weight >= 0,
-                   f"decode.rescore needs beam >= 1 and weight >= 0 (got beam={r.beam}, weight={r.weight}).")
+        check_methods(self.methods, "decode.methods")
 
     def output_limit(self, src_len: int) -> int:
         """Translation output length limit a * source length + b (fairseq's max_len_a / max_len_b): a weak
         model's degenerate repetitions stop early instead of costing tens of wasted steps per sentence."""
         return output_limit(src_len, self.max_len_a, self.max_len_extra)
-
-
-def parse_tree_shape(text: str) -> tuple[int, list[int], list[tuple[int, ...]]]:
-    """The one grammar of tree-shape strings (``decode.trees``, ``bench.trees``, ``tree_decode``): ``"beam4"`` ->
-    (4, [], []), a budget of 4 nodes per depth; ``"3x2x1"`` -> (0, [3, 2, 1], []), candidates per node at each
-    depth; ``"chain+1+10"`` -> (0, [], [(1,), (1, 0)]), the chain of first candidates plus the nodes at these
-    rank paths (one digit per depth: ``10`` is the best child of slot 1's second candidate)."""
-    t = str(text).strip().lower()
-    if re.fullmatch(r"beam[1-9][0-9]*", t):
-        return int(t[4:]), [], []
-    if re.fullmatch(r"[1-9][0-9]*(x[1-9][0-9]*)*", t):
-        return 0, [int(w) for w in t.split("x")], []
-    if re.fullmatch(r"chain(\+[0-9]+)+", t):
-        return 0, [], [tuple(int(c) for c in p) for p in t.split("+")[1:]]
-    raise ValueError(f"unknown tree shape {text!r}; {TREE_GRAMMAR}.")
-
-
-TREE_GRAMMAR = "use widths per depth like '3x2x1', a budget like 'beam4' or the chain plus rank paths like 'chain+1+10'"
-
-
-def check_tree_shapes(trees: list[str], where: str) -> None:
-    for t in trees:
-        try:
-            parse_tree_shape(t)
-        except ValueError:
-            check(False, f"unknown tree shape {t!r} in {where}; {TREE_GRAMMAR}.")
 
 
 def output_limit(src_len: int, a: float = 1.5, b: int = 10) -> int:

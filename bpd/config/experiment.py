@@ -8,10 +8,12 @@ import typing
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from bpd.config.common import CRITERIA, DTYPES, HEAD_ARCHS, IMAGE_OTHER_SETS, check, split_parts
-from bpd.config.decode import ENGINES, CriterionConfig, DecodeConfig, RescoreConfig, check_tree_shapes
+from bpd.config.common import CRITERIA, DTYPES, check, split_parts
+from bpd.config.decode import ENGINES, CriterionConfig, DecodeConfig
+from bpd.config.methods import MethodsConfig, bench_methods, check_methods
 from bpd.config.model import HeadsConfig, HeadsTrainConfig, ModelConfig, TrainConfig, heads_train_config
-from bpd.config.task import TASK_KINDS, TranslationTaskConfig
+from bpd.config.registry import names
+from bpd.config.task import TranslationTaskConfig, other_corpora, task_config
 
 
 @dataclass
@@ -132,7 +134,7 @@ class ExperimentConfig:
         self.heads_train_config  # noqa: B018 (validates the overlay)
         self.decode.validate(self.heads.k)
         corpus = split_parts(self.decode.split)[0]
-        faces = corpus in IMAGE_OTHER_SETS
+        faces = corpus in other_corpora("image")
         check(not faces or (self.task.kind == "image" and self.task.source == "photos"),
                f"decode.split={self.decode.split} is the photo corpus's face test set: use it with task=photos_sr.")
         check(corpus is None or faces or (self.task.kind == "translation" and corpus != self.task.source),
@@ -172,9 +174,9 @@ class BenchConfig:
     # the cap, and the repeats would double the bench's time)
     ci_batch_sizes: list[int] = field(default_factory=lambda: [1])
     n_examples: dict[int, int] = field(default_factory=lambda: {1: 100, 8: 256, 32: 512})
-    naive_greedy: bool = True  # batch 1: the recompute-everything baseline the reference code used
-    trees: list[str] = field(default_factory=list)  # also tree verification with these shapes (as decode.trees)
-    rescore: list[RescoreConfig] = field(default_factory=list)  # also rescored chains (as decode.rescore)
+    # Each method's own options, as decode.methods; here naive greedy is on (batch 1: the recompute-everything
+    # baseline the reference code used) and beam search off. The chain is timed at l = 1 only.
+    methods: MethodsConfig = field(default_factory=bench_methods)
     archs: list[str] | None = None  # compare head architectures (missing ones are trained)
     arch_train_steps: int = 300  # heads of another architecture: trained this many steps (the same on any machine)
     arch_train_minutes: float | None = 10.0  # ... with this cap (rows record when it binds)
@@ -204,12 +206,12 @@ class BenchConfig:
         check(not bad_n, f"bench.n_examples gives batch size(s) {sorted(bad_n)} no examples ({bad_n}); use >= 1 "
                          "per batch size, or leave a size out to time the whole split.")
         check(self.dtype in DTYPES, f"unknown bench.dtype {self.dtype!r}; choose one of {', '.join(DTYPES)}.")
-        bad = [a for a in (self.archs or []) if a not in HEAD_ARCHS]
+        bad = [a for a in (self.archs or []) if a not in names("head")]
         check(not bad, f"unknown head architecture {bad[0] if bad else ''!r} in bench.archs; "
-                        f"choose from {', '.join(HEAD_ARCHS)}.")
+                        f"choose from {', '.join(names('head'))}.")
         for c in self.criteria:
             check(c.name in CRITERIA, f"unknown acceptance criterion {c.name!r}; choose one of {', '.join(CRITERIA)}.")
-        check_tree_shapes(self.trees, "bench.trees")
+        check_methods(self.methods, "bench.methods")
         bad_e = [e for e in self.engines if e not in ENGINES]
         check(bool(self.engines) and not bad_e and len(set(self.engines)) == len(self.engines),
                f"bench.engines {list(self.engines)}: list distinct decode paths among {', '.join(ENGINES)}.")
@@ -238,8 +240,7 @@ def _typed(hint: Any, value: Any, where: str) -> Any:
         return None
     if where == "task":  # a union of configs: the value's kind says which
         kind = value.kind if not isinstance(value, dict) else value.get("kind", "translation")
-        check(kind in TASK_KINDS, f"unknown task.kind {kind!r}; use {' or '.join(TASK_KINDS)}.")
-        return from_dict(TASK_KINDS[kind], value, "task.")
+        return from_dict(task_config(kind), value, "task.")
     if dataclasses.is_dataclass(hint):
         return from_dict(hint, value, where + ".")
     args = [a for a in typing.get_args(hint) if a is not type(None)]

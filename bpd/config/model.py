@@ -7,7 +7,9 @@ import dataclasses
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from bpd.config.common import CHAIN_ARCHS, HEAD_ARCHS, TARGETS, check, keyed_fields
+from bpd.config.common import TARGETS, check, keyed_fields
+from bpd.config.heads import chained_archs
+from bpd.config.registry import lookup
 
 
 @dataclass
@@ -62,7 +64,7 @@ class HeadsConfig:
     """k proposal heads on top of the base model, and how they are trained."""
 
     k: int = 8
-    arch: str = "paper"  # paper | blockdiag | medusa | recurrent | attend (bpd/models/heads/)
+    arch: str = "paper"  # paper | blockdiag | medusa | recurrent | attend: registered in bpd/config/heads.py
     d_ff: int | None = None  # per-slot hidden size; null = the model's d_ff
     identity_p1: bool = True  # p_1 stays exactly the base model (false: the paper's p_1 through the new layer)
     # recurrent / attend: every proposal slot uses the same weights (its own first-layer bias tells it its
@@ -90,11 +92,11 @@ class HeadsConfig:
         # 0 would read as "unset" where the heads are built and silently give the model's d_ff.
         check(self.d_ff is None or self.d_ff >= 1,
                f"heads.d_ff must be >= 1, or null for the model's d_ff (got {self.d_ff}).")
-        check(self.arch in HEAD_ARCHS, f"unknown heads.arch {self.arch!r}; choose one of {', '.join(HEAD_ARCHS)}.")
-        check(self.arch not in CHAIN_ARCHS or self.identity_p1,
+        chained = lookup("head", self.arch, "heads.arch").info.chained
+        check(not chained or self.identity_p1,
                f"heads.arch={self.arch} needs heads.identity_p1=true: its first slot reads p_1's token.")
-        check(not self.tie_slots or self.arch in CHAIN_ARCHS,
-               f"heads.tie_slots=true needs slots that run one after another (recurrent, attend), not "
+        check(not self.tie_slots or chained,
+               f"heads.tie_slots=true needs slots that run one after another ({', '.join(chained_archs())}), not "
                f"heads.arch={self.arch}.")
         check(self.training in ("frozen", "finetune"),
                f"unknown heads.training {self.training!r}; use frozen or finetune.")

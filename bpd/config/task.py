@@ -1,11 +1,46 @@
-"""The tasks' configs: a parallel corpus (translation) or an image set (super-resolution)."""
+"""The tasks' configs: a parallel corpus (translation) or an image set (super-resolution), each task kind and
+corpus registered by name (``bpd.config.registry``); ``bpd.tasks`` pairs each kind with its ``Task`` class."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from bpd.config.common import check
+from bpd.config.registry import entries, lookup, register
 from corpora.debian import FETCH_MODES
+
+
+@dataclass(frozen=True)
+class CorpusInfo:
+    kind: str  # the task kind whose ``task.source`` it is
+    #: Its held-out sets can score another task's model (``decode.split=<corpus>:<split>``): built without a data
+    #: folder, so the same command scores the same examples on any machine.
+    scores_others: bool = False
+    #: Its held-out sets that may score another task's model (the photo corpus's models: faces' test set only).
+    other_splits: tuple[str, ...] = ("test", "dev")
+
+
+register("corpus", "ding", info=CorpusInfo("translation", scores_others=True))  # embedded
+register("corpus", "debian", info=CorpusInfo("translation", scores_others=True))  # built from Debian's packages
+register("corpus", "wmt14", info=CorpusInfo("translation"))
+register("corpus", "folder", info=CorpusInfo("translation"))  # any {train,dev,test}.{src,tgt} folder
+register("corpus", "faces", info=CorpusInfo("image", scores_others=True, other_splits=("test",)))  # embedded
+register("corpus", "photos", info=CorpusInfo("image"))  # built from Debian's packages
+register("corpus", "celeba", info=CorpusInfo("image"))
+
+
+def corpora(kind: str) -> tuple[str, ...]:
+    """The corpora of a task kind (its ``task.source`` values)."""
+    return tuple(name for name, e in entries("corpus").items() if e.info.kind == kind)
+
+
+def other_corpora(kind: str) -> tuple[str, ...]:
+    """The corpora of ``kind`` whose held-out sets may score another task's model."""
+    return tuple(name for name, e in entries("corpus").items() if e.info.kind == kind and e.info.scores_others)
+
+
+def check_source(kind: str, source: str) -> None:
+    check(source in corpora(kind), f"unknown task.source {source!r} for {kind}; use {', '.join(corpora(kind))}.")
 
 
 @dataclass
@@ -41,8 +76,7 @@ class TranslationTaskConfig:
 
     def validate(self) -> None:
         check(self.kind == "translation", f"task.kind={self.kind!r} does not match a translation task.")
-        check(self.source in ("ding", "debian", "wmt14", "folder"),
-               f"unknown task.source {self.source!r} for translation; use ding, debian, wmt14 or folder.")
+        check_source(self.kind, self.source)
         check(self.direction in ("en-de", "de-en"), f"task.direction must be en-de or de-en (got {self.direction!r}).")
         check(self.vocab_size >= 8, f"task.vocab_size must be >= 8 (got {self.vocab_size}).")
         check(self.max_len >= 2, f"task.max_len must be >= 2 (one token plus EOS; got {self.max_len}).")
@@ -99,8 +133,7 @@ class ImageTaskConfig:
 
     def validate(self) -> None:
         check(self.kind == "image", f"task.kind={self.kind!r} does not match an image task.")
-        check(self.source in ("faces", "photos", "celeba"),
-               f"unknown task.source {self.source!r} for images; use faces, photos or celeba.")
+        check_source(self.kind, self.source)
         check(self.source == "photos" or (self.photos_deb_dir is None and self.photos_fetch == "auto"),
                f"task.photos_deb_dir and task.photos_fetch shape how the photo corpus is fetched; drop them for "
                f"task.source={self.source}.")
@@ -114,4 +147,10 @@ class ImageTaskConfig:
 
 
 TaskConfig = TranslationTaskConfig | ImageTaskConfig
-TASK_KINDS: dict[str, type] = {"translation": TranslationTaskConfig, "image": ImageTaskConfig}
+register("task", "translation", TranslationTaskConfig)
+register("task", "image", ImageTaskConfig)
+
+
+def task_config(kind: object) -> type:
+    """The config class of a task kind (``task.kind``), refused with the choices."""
+    return lookup("task", kind, "task.kind").options

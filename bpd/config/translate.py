@@ -8,10 +8,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bpd.config.common import check
+from bpd.config.methods import DECODE_METHODS
 
-#: Methods that need a second model beside the checkpoint (a draft model, an n-gram model of the training
+#: Methods that build a second model beside the checkpoint (a draft model, an n-gram model of the training
 #: targets): an evaluation builds those from its corpus, a translation of free text has none.
-NEEDS_AUX = ("draft", "rescored")
+NEEDS_AUX = tuple(name for name, info in DECODE_METHODS.items() if info.auxiliary)
 
 
 @dataclass

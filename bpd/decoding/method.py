@@ -1,22 +1,25 @@
 """What a decoding method is to the rest of the harness: its options, its decoders' names and row columns, which
-configurations an evaluation or benchmark runs, and how to build its decoder. One subclass of ``Method`` per
-method, in a module of ``bpd/decoding/methods/`` where ``bpd.decoding.registry`` finds it;
-``bpd.decoding.spec.DecodeSpec`` pairs a method with its options.
+configurations an evaluation or benchmark runs, what it builds beside the model, and how to build its decoder.
+One subclass of ``Method`` per method, in a module of ``bpd/decoding/methods/`` where ``bpd.decoding.registry``
+finds it; ``bpd.decoding.spec.DecodeSpec`` pairs a method with its options.
 
 Rows, tables and the benchmark ask a method what it is (``role``, ``rounds``) rather than testing its name. Its
-name, role, label and order are literals in its class body: ``bpd.config.methods`` reads them from the source, so
+role, label and order are its torch-free declaration's (``bpd/config/methods/``, registered under its name), so
 the report knows every method without importing torch.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
-from dataclasses import dataclass, fields
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any, ClassVar
 
-from bpd.config import CriterionConfig, RescoreConfig
-from bpd.config.methods import Role
+import torch
+
+from bpd.config import CriterionConfig
+from bpd.config.methods import DECODE_METHODS, MethodInfo, Role
 from bpd.decoding.criteria import make_criterion
 
 #: ``fn(model, src, max_len) -> DecodeResult``: a method's decoder with its options bound.
@@ -73,31 +76,17 @@ class RoundOptions(Options):
                 "min_block_size": self.min_block_size, "criterion_label": self.criterion_label}
 
 
-@dataclass
-class DecodeAux:
-    """What some decoders need beside the model: a draft model (``draft``) and the n-gram model that rescores
-    the heads' lattice (``lm``)."""
-
-    draft: Any = None
-    lm: Any = None
-
-
 @dataclass(frozen=True)
-class Sweep:
-    """What an evaluation or a benchmark asks to decode; each method picks its configurations from it.
-
-    ``floors``: the evaluation decodes every minimum block size of each criterion, and k = 1 only where it is
-    plain greedy (exact, l = 1); the benchmark times l = 1 at every k."""
+class Plan:
+    """What an evaluation or a benchmark asks of every method beside its own options: the decode-time ks, the
+    criteria, ``floors`` (the evaluation decodes every minimum block size of each criterion, and k = 1 only where
+    it is plain greedy: exact, l = 1; the benchmark times l = 1 at every k) and ``models``, the methods whose
+    auxiliary checkpoint the run has (``Runtime.models``)."""
 
     ks: tuple[int, ...]
     criteria: tuple[CriterionConfig, ...]
-    naive_greedy: bool = False
-    beam_size: int = 0  # 0: no beam search
-    alpha: float = 0.6
-    trees: tuple[str, ...] = ()
-    rescore: tuple[RescoreConfig, ...] = ()
-    draft: bool = False  # a draft model is at hand
     floors: bool = True
+    models: frozenset[str] = frozenset()
 
     @property
     def round_ks(self) -> tuple[int, ...]:
@@ -105,14 +94,19 @@ class Sweep:
         return tuple(k for k in self.ks if k >= 2)
 
 
+@dataclass(frozen=True)
+class Runtime:
+    """Where a run decodes, and the checkpoints its stages trained for a method, by method name (the draft
+    model's, for ``draft``): what a method's ``prepare`` builds its own auxiliary model from."""
+
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    models: Mapping[str, Path] = field(default_factory=dict)
+
+
 class Method(ABC):
     """One decoding method (subclass per method; the registry holds one instance of each)."""
 
-    # Declared by every method as literals (``bpd.config.methods`` reads them from the source, not by importing):
-    name: ClassVar[str]  # in rows, configs and ``bpd.config.methods.DECODE_METHODS``
-    role: ClassVar[Role]  # where it stands beside the others
-    label: ClassVar[str]  # how tables and figures name it
-    order: ClassVar[int]  # its place among the methods: evaluations decode and tables list them by it
+    name: ClassVar[str]  # its declaration's in ``bpd/config/methods/``: in rows and configs
     options: ClassVar[type[Options]] = Options
     #: With exact acceptance its output is greedy's, token for token: the property test runs it against greedy.
     exact: ClassVar[bool] = False
@@ -123,6 +117,26 @@ class Method(ABC):
     #: The decode paths it has (``bpd.decoding.engine``): a method with a static path takes ``engine=`` in
     #: ``decoder``; the others decode eagerly whatever ``decode.engine`` says (``engine_of`` tells which ran).
     engines: ClassVar[tuple[str, ...]] = ("eager",)
+
+    @property
+    def info(self) -> MethodInfo:
+        """Its torch-free declaration (``bpd.config.methods``)."""
+        return DECODE_METHODS[self.name]
+
+    @property
+    def role(self) -> Role:
+        """Where it stands beside the others."""
+        return self.info.role
+
+    @property
+    def label(self) -> str:
+        """How tables and figures name it."""
+        return self.info.label
+
+    @property
+    def order(self) -> int:
+        """Its place among the methods: evaluations decode and tables list them by it."""
+        return self.info.order
 
     def engine_of(self, engine: str) -> str:
         """The path this method decodes on when ``engine`` is asked for."""
@@ -145,14 +159,21 @@ class Method(ABC):
         """The decoder's name in rows, output folders and tables (unique per configuration)."""
         return self.name
 
-    def sweep(self, s: Sweep) -> list[Options]:
-        """The configurations of this method that ``s`` asks for (none by default)."""
+    def sweep(self, plan: Plan, asked: Any) -> list[Options]:
+        """The configurations of this method that a config asks for: ``plan`` (ks, criteria) and ``asked``, its
+        own options there (``decode.methods.<name>``; None for a method without options). None by default."""
         return []
 
+    def prepare(self, task, model, runtime: Runtime) -> Any:
+        """What its decoders need beside the model, built once per run from the ``task`` (e.g. its training
+        pairs), the ``model`` and the ``runtime`` (e.g. a checkpoint its stage trained): an n-gram model, a draft
+        model. None by default."""
+        return None
+
     @abstractmethod
-    def decoder(self, o: Options, criterion_kwargs: dict[str, Any] | None, aux: DecodeAux) -> Decoder:
+    def decoder(self, o: Options, criterion_kwargs: dict[str, Any] | None, prepared: Any) -> Decoder:
         """``fn(model, src, max_len)`` with ``o`` bound; ``criterion_kwargs``: the task's criterion options;
-        ``aux``: what the method needs beside the model (refused with the fix when it is missing)."""
+        ``prepared``: what its ``prepare`` built (refused with the fix when it is missing)."""
 
     def step_cost_key(self, o: Options) -> str | None:
         """The key of one step's (or round's) isolated cost in ``bpd.bench.step_costs.step_costs``, if it is timed."""

@@ -1,19 +1,22 @@
 """Which decoders an evaluation or benchmark runs: ``DecodeSpec`` (a registered method with its options), the list
-of them a ``DecodeConfig`` or ``BenchConfig`` asks for, and the function that runs each. Everything
-method-specific is the method's own (``bpd.decoding.registry``); nothing here tests a method's name."""
+of them a ``DecodeConfig`` or ``BenchConfig`` asks for, what their methods build beside the model (``prepare``,
+once per run), and the function that runs each. Everything method-specific is the method's own
+(``bpd.decoding.registry``, each method reading its own options in ``decode.methods``); nothing here tests a
+method's name."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from functools import cached_property
 from typing import Any
 
 from bpd.config import BenchConfig, DecodeConfig
 from bpd.decoding.engine import checked_engine
-from bpd.decoding.method import DecodeAux, Decoder, Method, Options, Role, RoundOptions, Sweep
+from bpd.decoding.method import Decoder, Method, Options, Plan, Role, RoundOptions, Runtime
 from bpd.decoding.registry import METHODS, registered
 
-__all__ = ["DecodeAux", "DecodeSpec", "bench_specs", "decode_specs", "decoder_fn", "specs_for"]
+__all__ = ["DecodeSpec", "Plan", "Runtime", "bench_specs", "decode_specs", "decoder_fn", "prepare", "specs_for"]
 
 #: Row columns every decoder's row has, the method's options filling what applies: the design's decoder
 #: columns (``RoundOptions.columns``), then each method's own in registry order.
@@ -101,34 +104,41 @@ class DecodeSpec:
         return self.entry.start_cost_key(self.options)
 
 
-def specs_for(sweep: Sweep, engine: str = "eager") -> list[DecodeSpec]:
-    """Every method's configurations of ``sweep``, methods in registry order (greedy, every ratio's reference,
-    first), on the decode path ``engine`` (where a method has it)."""
-    return [DecodeSpec(name, o, engine=engine) for name, m in METHODS.items() for o in m.sweep(sweep)]
+def specs_for(plan: Plan, methods: Any, engine: str = "eager") -> list[DecodeSpec]:
+    """Every method's configurations that ``plan`` and ``methods`` (a ``MethodsConfig``: each method's own
+    options) ask for, methods in registry order (greedy, every ratio's reference, first), on the decode path
+    ``engine`` (where a method has it)."""
+    return [DecodeSpec(name, o, engine=engine) for name, m in METHODS.items()
+            for o in m.sweep(plan, getattr(methods, name, None))]
 
 
-def decode_specs(decode: DecodeConfig, trained_k: int, draft: bool = False) -> list[DecodeSpec]:
-    """What an evaluation decodes: greedy, then naive greedy and beam if asked, blockwise search for every
-    criterion x minimum block size x k, tree verification, rescored chains and (with ``draft``) draft-model
-    speculative decoding (each method's ``sweep`` says which of its configurations apply)."""
+def decode_specs(decode: DecodeConfig, trained_k: int, models: Iterable[str] = ()) -> list[DecodeSpec]:
+    """What an evaluation decodes: greedy, then each method's configurations at every criterion x minimum block
+    size x k that applies to it (``models``: the methods whose auxiliary checkpoint the run has, e.g. draft)."""
     decode.validate(trained_k)
-    return specs_for(Sweep(tuple(decode.ks), tuple(decode.criteria), decode.naive_greedy, decode.beam_size,
-                           decode.alpha, tuple(decode.trees), tuple(decode.rescore), draft), decode.engine)
+    plan = Plan(tuple(decode.ks), tuple(decode.criteria), models=frozenset(models))
+    return specs_for(plan, decode.methods, decode.engine)
 
 
-def bench_specs(bench: BenchConfig, ks: list[int], draft: bool = False) -> list[DecodeSpec]:
-    """What the benchmark times at the decode-time ``ks``: as ``decode_specs`` but no beam search and, for the
-    chain, l = 1 only."""
-    return specs_for(Sweep(tuple(ks), tuple(bench.criteria), bench.naive_greedy, 0, 0.6, tuple(bench.trees),
-                           tuple(bench.rescore), draft, floors=False))
+def bench_specs(bench: BenchConfig, ks: list[int], models: Iterable[str] = ()) -> list[DecodeSpec]:
+    """What the benchmark times at the decode-time ``ks``: as ``decode_specs``, the chain at l = 1 only."""
+    plan = Plan(tuple(ks), tuple(bench.criteria), floors=False, models=frozenset(models))
+    return specs_for(plan, bench.methods)
 
 
-def decoder_fn(spec: DecodeSpec, criterion_kwargs: dict[str, Any] | None = None, aux: DecodeAux | None = None,
-               engine: str | None = None) -> Decoder:
-    """``fn(model, src, max_len) -> DecodeResult`` for the spec (a task's criterion options included; ``aux``:
-    the draft model or n-gram model the spec needs) on its decode path (``spec.path``; ``engine`` asks for
-    another)."""
+def prepare(specs: list[DecodeSpec], task, model, runtime: Runtime) -> dict[str, Any]:
+    """What each method of ``specs`` builds beside the model (``Method.prepare``), once per run, by method name."""
+    built = {name: METHODS[name].prepare(task, model, runtime) for name in dict.fromkeys(s.method for s in specs)}
+    return {name: value for name, value in built.items() if value is not None}
+
+
+def decoder_fn(spec: DecodeSpec, criterion_kwargs: dict[str, Any] | None = None,
+               prepared: dict[str, Any] | None = None, engine: str | None = None) -> Decoder:
+    """``fn(model, src, max_len) -> DecodeResult`` for the spec (a task's criterion options included;
+    ``prepared``: what the methods built beside the model, by method name, from ``prepare``) on its decode path
+    (``spec.path``; ``engine`` asks for another)."""
     engine = spec.entry.engine_of(engine) if engine is not None else spec.path
+    mine = (prepared or {}).get(spec.method)
     if engine == "eager":
-        return spec.entry.decoder(spec.options, criterion_kwargs, aux or DecodeAux())
-    return spec.entry.decoder(spec.options, criterion_kwargs, aux or DecodeAux(), engine=engine)
+        return spec.entry.decoder(spec.options, criterion_kwargs, mine)
+    return spec.entry.decoder(spec.options, criterion_kwargs, mine, engine=engine)

@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from bpd.data.batches import pad_rows
 from bpd.decoding.result import DecodeResult
-from bpd.decoding.spec import DecodeAux, DecodeSpec, decoder_fn
+from bpd.decoding.spec import DecodeSpec, decoder_fn
 from bpd.progress import progress_interval
 
 
@@ -64,24 +64,21 @@ def decode_and_time(
     progress: bool = True,
     desc: str = "decode",
     rotate: int | None = None,
-    aux: DecodeAux | None = None,
+    prepared: dict[str, Any] | None = None,
     repeats: int = 1,
 ) -> dict[str, RunOutput]:
     """Decode ``sources`` with every spec, batch by batch, interleaved; outputs in input order. With
     ``rotate`` set, the j-th timed call of a batch's specs (batch b, repeat r: j = b * repeats + r) starts at
     spec ``(j + rotate) % len(specs)``; else in the given order. ``repeats``: timed decodes of each batch per
-    spec (outputs from the first; ``wallclock_s`` and ``batch_wall_s`` from the per-batch medians). ``aux``:
-    what draft and rescored specs need (moved to the device here). Outputs are keyed by ``spec.key`` (the
-    decoder's name, with its decode path off the eager one); a spec on the static path first compiles every
-    shape the batches need (``precompile``), untimed."""
+    spec (outputs from the first; ``wallclock_s`` and ``batch_wall_s`` from the per-batch medians). ``prepared``:
+    what the specs' methods built beside the model (``bpd.decoding.spec.prepare``, on ``device`` already).
+    Outputs are keyed by ``spec.key`` (the decoder's name, with its decode path off the eager one); a spec on the
+    static path first compiles every shape the batches need (``precompile``), untimed."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1 (got {repeats}).")
     device = torch.device(device)
     model = model.to(device).eval()
-    if aux is not None:
-        aux = DecodeAux(aux.draft.to(device).eval() if aux.draft is not None else None,
-                        aux.lm.to(device) if aux.lm is not None else None)
-    fns = {s.key: decoder_fn(s, criterion_kwargs, aux) for s in specs}
+    fns = {s.key: decoder_fn(s, criterion_kwargs, prepared) for s in specs}
     # Batches of similar length waste less on padding; the original order is restored at the end.
     order = sorted(range(len(sources)), key=lambda i: len(sources[i])) if batch_size > 1 else list(range(len(sources)))
     batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]

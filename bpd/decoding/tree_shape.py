@@ -8,7 +8,7 @@
   probability (the product of the heads' probabilities along the path) among all children of the
   previous depth's nodes, so the tree grows where the heads are confident (as EAGLE-2 does).
 
-Config strings (``decode.trees``, ``bench.trees``) follow ``bpd.config.parse_tree_shape``'s grammar;
+Config strings (``decode.methods.tree``, ``bench.methods.tree``) follow ``bpd.config.parse_tree_shape``'s grammar;
 ``required_depth`` is the one rule for which k a string fits.
 """
 

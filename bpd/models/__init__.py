@@ -1,7 +1,7 @@
 """Models: the translation Transformer, the proposal heads (one module per architecture), the
 super-resolution image model, and the decoding fast paths."""
 
-from bpd.models.heads import HEAD_ARCHS, HEADS, ProposalHeads, build_heads
+from bpd.models.heads import HEADS, ProposalHeads, build_heads
 from bpd.models.image_transformer import ImageTransformer, ImageTransformerConfig, build_image_model
 from bpd.models.kv_cache import KVCache
 from bpd.models.transformer import Transformer, TransformerConfig, build_translation_model
@@ -16,5 +16,5 @@ def model_from_config(cfg: dict) -> Transformer:
     return cls(config_cls(**cfg))
 
 
-__all__ = ["HEADS", "HEAD_ARCHS", "ImageTransformer", "KVCache", "ProposalHeads", "Transformer", "TransformerConfig",
+__all__ = ["HEADS", "ImageTransformer", "KVCache", "ProposalHeads", "Transformer", "TransformerConfig",
            "build_heads", "build_image_model", "build_translation_model", "model_from_config"]

@@ -2,8 +2,9 @@
 one small interface, so that training, distillation, evaluation and the benchmark are written once.
 
 A task holds its encoded splits as (source ids, target ids) pairs and knows how to build its model, how
-long an output may be, how to score and write outputs, and what to add to rows and W&B. To add a task,
-subclass ``Task`` and register it in ``bpd.tasks.TASKS`` under its config's ``kind``.
+long an output may be, how to score and write outputs, and what to add to rows and W&B. To add a task kind,
+register it with its config (``bpd/config/task.py``) and subclass ``Task`` naming that ``kind`` in a module of
+``bpd/tasks/``: ``bpd.tasks.TASKS`` finds it there.
 """
 
 from __future__ import annotations

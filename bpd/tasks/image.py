@@ -101,7 +101,8 @@ class ImageTask(Task):
     # Token ids are intensities: the distance criterion compares them as ordinals.
     criterion_kwargs = {"offset": 0, "n_values": im.N_INTENSITIES}
 
-    def __init__(self, cfg: ImageTaskConfig, data_cache: Path) -> None:
+    def __init__(self, cfg: ImageTaskConfig, data_cache: Path, shipped_dir: str | Path | None = None) -> None:
+        """``shipped_dir``: unused (shipped files are tokenizers, which images do not have)."""
         self.images = SOURCES[cfg.source](cfg, data_cache)
 
         # Raster-order tokens are a reshape of the uint8 arrays (a view: memory-mapped arrays stay on disk).

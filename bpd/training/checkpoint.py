@@ -8,11 +8,10 @@ from typing import Any
 
 import torch
 
-from bpd.models import model_from_config
+# Reading a checkpoint is the models layer's (decoders load their own draft models too); re-exported here.
+from bpd.models.checkpoint import CheckpointError, load_checkpoint, load_model
 
-
-class CheckpointError(RuntimeError):
-    pass
+__all__ = ["CheckpointError", "final_file", "load_checkpoint", "load_model", "save_checkpoint", "state_file"]
 
 
 def state_file(path: str | Path) -> Path:
@@ -34,26 +33,3 @@ def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> None:
     tmp = path.with_name(path.name + ".tmp")
     torch.save(payload, tmp)
     os.replace(tmp, path)  # atomic on POSIX: readers see the old or the new file, never half of one
-
-
-def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    path = Path(path)
-    if not path.exists():
-        raise CheckpointError(f"checkpoint {path} does not exist; train it first (experiments/train.py) or fix it.")
-    try:
-        payload = torch.load(path, map_location=map_location, weights_only=False)
-    except Exception as e:  # torch raises many types for truncated/corrupt files
-        raise CheckpointError(
-            f"checkpoint {path} is corrupt or not a bpd checkpoint ({type(e).__name__}); delete it and retrain."
-        ) from e
-    if not isinstance(payload, dict) or "model_config" not in payload or "model" not in payload:
-        raise CheckpointError(f"checkpoint {path} is not a bpd checkpoint (no model_config); delete it and retrain.")
-    return payload
-
-
-def load_model(path: str | Path, map_location: str | torch.device = "cpu"):
-    """The model of a checkpoint, on ``map_location`` in eval mode, and the checkpoint's payload."""
-    payload = load_checkpoint(path, map_location)
-    model = model_from_config(payload["model_config"])
-    model.load_state_dict(payload["model"])
-    return model.to(map_location).eval(), payload

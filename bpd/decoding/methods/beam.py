@@ -16,8 +16,9 @@ from typing import Any
 
 import torch
 
+from bpd.config.methods.beam import BeamConfig
 from bpd.decoding.loop import begin
-from bpd.decoding.method import DecodeAux, Decoder, Method, Options, Role, Sweep
+from bpd.decoding.method import Decoder, Method, Options, Plan
 from bpd.decoding.result import DecodeResult
 
 
@@ -148,17 +149,14 @@ class BeamOptions(Options):
 
 class Beam(Method):
     name = "beam"
-    role = Role.BASELINE
-    label = "beam search"
-    order = 20
     options = BeamOptions
     own_columns = ("beam_size",)
 
     def decoder_name(self, o: BeamOptions) -> str:
         return f"beam{o.beam_size}_a{o.alpha:g}"
 
-    def sweep(self, s: Sweep) -> list[Options]:
-        return [BeamOptions(s.beam_size, s.alpha)] if s.beam_size else []
+    def sweep(self, plan: Plan, asked: BeamConfig) -> list[Options]:
+        return [BeamOptions(asked.size, asked.alpha)] if asked.size else []
 
-    def decoder(self, o: BeamOptions, criterion_kwargs: dict[str, Any] | None, aux: DecodeAux) -> Decoder:
+    def decoder(self, o: BeamOptions, criterion_kwargs: dict[str, Any] | None, prepared: None) -> Decoder:
         return lambda m, s, n: beam_decode(m, s, beam_size=o.beam_size, alpha=o.alpha, max_len=n)

@@ -28,7 +28,7 @@ from bpd.decoding.common import top1
 from bpd.decoding.criteria import Criterion, Verdict
 from bpd.decoding.engine import checked_engine, engine_for
 from bpd.decoding.loop import Accepted, Batch, Rounds, RowState, block_floor, checked_criterion, decode_rounds
-from bpd.decoding.method import DecodeAux, Decoder, Method, Options, Role, RoundOptions, Sweep
+from bpd.decoding.method import Decoder, Method, Options, Plan, RoundOptions
 from bpd.decoding.result import DecodeResult
 
 #: ``proposer(model, h_last, first, k, prev, enc) -> (B, k)``: a block chosen otherwise than by the heads' argmax
@@ -187,9 +187,6 @@ class Blockwise(Method):
     """The paper's chain: one proposal per slot, verified in one parallel call."""
 
     name = "blockwise"
-    role = Role.CHAIN
-    label = "chain (the paper)"
-    order = 30
     options = RoundOptions
     exact = True
     engines = ENGINES
@@ -198,19 +195,19 @@ class Blockwise(Method):
         floor = "" if o.min_block_size == 1 else f"_l{o.min_block_size}"
         return f"blockwise_k{o.k}_{o.criterion_suffix}{floor}"
 
-    def sweep(self, s: Sweep) -> list[Options]:
+    def sweep(self, plan: Plan, asked: None) -> list[Options]:
         """Every criterion x minimum block size x k (the bench: l = 1); in the evaluation k = 1 only with plain
         exact acceptance (there it is greedy) and no l above k (a block of k tokens cannot hold it)."""
         out: list[Options] = []
-        for crit in s.criteria:
-            for floor in crit.min_block_sizes if s.floors else [1]:
-                for k in s.ks:
-                    if s.floors and ((k == 1 and (crit.name != "exact" or floor != 1)) or floor > k):
+        for crit in plan.criteria:
+            for floor in crit.min_block_sizes if plan.floors else [1]:
+                for k in plan.ks:
+                    if plan.floors and ((k == 1 and (crit.name != "exact" or floor != 1)) or floor > k):
                         continue
                     out.append(RoundOptions(k, crit.name, crit.param, int(floor)))
         return out
 
-    def decoder(self, o: RoundOptions, criterion_kwargs: dict[str, Any] | None, aux: DecodeAux,
+    def decoder(self, o: RoundOptions, criterion_kwargs: dict[str, Any] | None, prepared: None,
                 engine: str = "eager") -> Decoder:
         crit = o.criterion_for(criterion_kwargs)
         return lambda m, s, n: blockwise_decode(m, s, k=o.k, criterion=crit, max_len=n, engine=engine)

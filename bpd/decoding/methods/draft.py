@@ -25,9 +25,10 @@ import torch
 from bpd.decoding.common import top1
 from bpd.decoding.criteria import Criterion
 from bpd.decoding.loop import Accepted, Batch, Rounds, RowState, block_floor, checked_criterion, decode_rounds
-from bpd.decoding.method import DecodeAux, Decoder, Method, Options, Role, RoundOptions, Sweep
+from bpd.decoding.method import Decoder, Method, Options, Plan, RoundOptions, Runtime
 from bpd.decoding.methods.blockwise import run_round
 from bpd.decoding.result import DecodeResult
+from bpd.models.checkpoint import load_model
 from bpd.models.kv_cache import KVCache
 
 
@@ -112,21 +113,30 @@ def draft_decode(
 
 class Draft(Method):
     name = "draft"
-    role = Role.BEYOND
-    label = "draft model"
-    order = 60
     exact = True
     options = RoundOptions
 
     def decoder_name(self, o: RoundOptions) -> str:
         return f"draft_k{o.k}_{o.criterion_suffix}"
 
-    def sweep(self, s: Sweep) -> list[Options]:
+    def sweep(self, plan: Plan, asked: None) -> list[Options]:
         """With a draft model at hand: every criterion x k >= 2 (no minimum block sizes)."""
-        return [RoundOptions(k, c.name, c.param) for c in s.criteria for k in s.round_ks] if s.draft else []
+        if self.name not in plan.models:
+            return []
+        return [RoundOptions(k, c.name, c.param) for c in plan.criteria for k in plan.round_ks]
 
-    def decoder(self, o: RoundOptions, criterion_kwargs: dict[str, Any] | None, aux: DecodeAux) -> Decoder:
+    def prepare(self, task, model, runtime: Runtime):
+        """The draft model its stage trained (``runtime.models["draft"]``), on the run's device in the base
+        model's dtype."""
+        path = runtime.models.get(self.name)
+        if path is None:
+            raise ValueError("draft-model decoding needs the trained draft model: set draft.model (e.g. "
+                             "draft=tiny) and build it with `python experiments/train.py stage=draft`.")
+        dtype = next(model.parameters()).dtype
+        return load_model(path, runtime.device)[0].to(dtype).eval()
+
+    def decoder(self, o: RoundOptions, criterion_kwargs: dict[str, Any] | None, prepared) -> Decoder:
         crit = o.criterion_for(criterion_kwargs)
-        if aux.draft is None:
+        if prepared is None:
             raise ValueError(f"{self.decoder_name(o)} needs a draft model; set draft.model (e.g. draft=tiny).")
-        return lambda m, s, n: draft_decode(m, aux.draft, s, k=o.k, criterion=crit, max_len=n)
+        return lambda m, s, n: draft_decode(m, prepared, s, k=o.k, criterion=crit, max_len=n)

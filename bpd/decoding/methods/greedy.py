@@ -16,7 +16,7 @@ from bpd.config.decode import ENGINES
 from bpd.decoding.common import top1
 from bpd.decoding.engine import checked_engine, engine_for
 from bpd.decoding.loop import Accepted, Batch, Rounds, RowState, decode_rounds
-from bpd.decoding.method import DecodeAux, Decoder, Method, Options, Role, Sweep
+from bpd.decoding.method import Decoder, Method, Options, Plan
 from bpd.decoding.result import DecodeResult
 
 
@@ -62,16 +62,13 @@ def naive_greedy_decode(model, src: torch.Tensor, max_len: int | None = None) ->
 
 class Greedy(Method):
     name = "greedy"
-    role = Role.REFERENCE
-    label = "greedy"
-    order = 0
     exact = True
     engines = ENGINES
 
-    def sweep(self, s: Sweep) -> list[Options]:
+    def sweep(self, plan: Plan, asked: None) -> list[Options]:
         return [Options()]  # always: every ratio's reference
 
-    def decoder(self, o: Options, criterion_kwargs: dict[str, Any] | None, aux: DecodeAux,
+    def decoder(self, o: Options, criterion_kwargs: dict[str, Any] | None, prepared: None,
                 engine: str = "eager") -> Decoder:
         return lambda m, s, n: greedy_decode(m, s, max_len=n, engine=engine)
 
@@ -81,14 +78,11 @@ class Greedy(Method):
 
 class NaiveGreedy(Method):
     name = "naive_greedy"
-    role = Role.BASELINE
-    label = "greedy without a cache"
-    order = 10
     exact = True
     quadratic = True
 
-    def sweep(self, s: Sweep) -> list[Options]:
-        return [Options()] if s.naive_greedy else []
+    def sweep(self, plan: Plan, asked: bool) -> list[Options]:
+        return [Options()] if asked else []
 
-    def decoder(self, o: Options, criterion_kwargs: dict[str, Any] | None, aux: DecodeAux) -> Decoder:
+    def decoder(self, o: Options, criterion_kwargs: dict[str, Any] | None, prepared: None) -> Decoder:
         return lambda m, s, n: naive_greedy_decode(m, s, max_len=n)

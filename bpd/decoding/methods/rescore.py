@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from bpd.decoding.method import DecodeAux, Decoder, Method, Options, Role, RoundOptions, Sweep
+from bpd.config.methods.rescored import RescoreConfig
+from bpd.decoding.method import Decoder, Method, Options, Plan, RoundOptions, Runtime
 from bpd.decoding.methods.blockwise import blockwise_decode
 from bpd.decoding.tree_build import build_tree
 from bpd.decoding.tree_shape import TreeShape
@@ -133,9 +134,6 @@ class Rescored(Method):
     """The chain, with its block chosen from the heads' lattice by the n-gram model (``Rescorer``)."""
 
     name = "rescored"
-    role = Role.BEYOND
-    label = "rescored chain"
-    order = 50
     exact = True
     options = RescoredOptions
     own_columns = ("rescore_beam", "rescore_weight")
@@ -143,15 +141,20 @@ class Rescored(Method):
     def decoder_name(self, o: RescoredOptions) -> str:
         return f"rescored_b{o.rescore_beam}_w{o.rescore_weight:g}_k{o.k}_{o.criterion_suffix}"
 
-    def sweep(self, s: Sweep) -> list[Options]:
-        """Every ``RescoreConfig`` x criterion x k >= 2."""
+    def sweep(self, plan: Plan, asked: list[RescoreConfig]) -> list[Options]:
+        """Every lattice asked x criterion x k >= 2."""
         return [RescoredOptions(k, c.name, c.param, rescore_beam=r.beam, rescore_weight=r.weight)
-                for r in s.rescore for c in s.criteria for k in s.round_ks]
+                for r in asked for c in plan.criteria for k in plan.round_ks]
 
-    def decoder(self, o: RescoredOptions, criterion_kwargs: dict[str, Any] | None, aux: DecodeAux) -> Decoder:
+    def prepare(self, task, model, runtime: Runtime) -> NgramLM:
+        """The bigram model of the task's training targets, on the run's device."""
+        return NgramLM.fit_pairs(task.pairs("train"), model.cfg.vocab_size, model.bos_id).to(runtime.device)
+
+    def decoder(self, o: RescoredOptions, criterion_kwargs: dict[str, Any] | None, prepared: NgramLM | None
+                ) -> Decoder:
         crit = o.criterion_for(criterion_kwargs)
-        if aux.lm is None:
+        if prepared is None:
             raise ValueError(f"{self.decoder_name(o)} needs an n-gram model of the training targets "
-                             "(bpd.decoding.methods.rescore).")
-        rescorer = Rescorer(aux.lm, o.rescore_beam, o.rescore_weight)
+                             "(bpd.decoding.methods.rescore: Rescored.prepare fits it).")
+        rescorer = Rescorer(prepared, o.rescore_beam, o.rescore_weight)
         return lambda m, s, n: blockwise_decode(m, s, k=o.k, criterion=crit, max_len=n, proposer=rescorer)

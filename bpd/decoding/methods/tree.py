@@ -22,7 +22,7 @@ import torch
 from bpd.decoding.common import top1
 from bpd.decoding.criteria import Criterion, Exact
 from bpd.decoding.loop import Accepted, Batch, Rounds, RowState, checked_criterion, decode_rounds
-from bpd.decoding.method import DecodeAux, Decoder, Method, Options, Role, RoundOptions, Sweep
+from bpd.decoding.method import Decoder, Method, Options, Plan, RoundOptions
 from bpd.decoding.result import DecodeResult
 from bpd.decoding.tree_build import Tree, build_tree
 from bpd.decoding.tree_shape import TreeShape, required_depth
@@ -168,9 +168,6 @@ class TreeOptions(RoundOptions):
 
 class TreeVerification(Method):
     name = "tree"
-    role = Role.BEYOND
-    label = "tree"
-    order = 40
     exact = True
     options = TreeOptions
     own_columns = ("tree", "tree_nodes")
@@ -178,12 +175,13 @@ class TreeVerification(Method):
     def decoder_name(self, o: TreeOptions) -> str:
         return f"tree_{o.shape.name}_k{o.k}_{o.criterion_suffix}"
 
-    def sweep(self, s: Sweep) -> list[Options]:
-        """Every shape x criterion x k >= 2 that the shape fits (widths deeper than k - 1 slots skip that k)."""
-        return [TreeOptions(k, c.name, c.param, tree=shape) for shape in s.trees for c in s.criteria
-                for k in s.round_ks if required_depth(shape) <= k - 1]
+    def sweep(self, plan: Plan, asked: list[str]) -> list[Options]:
+        """Every shape asked x criterion x k >= 2 that the shape fits (widths deeper than k - 1 slots skip that
+        k)."""
+        return [TreeOptions(k, c.name, c.param, tree=shape) for shape in asked for c in plan.criteria
+                for k in plan.round_ks if required_depth(shape) <= k - 1]
 
-    def decoder(self, o: TreeOptions, criterion_kwargs: dict[str, Any] | None, aux: DecodeAux) -> Decoder:
+    def decoder(self, o: TreeOptions, criterion_kwargs: dict[str, Any] | None, prepared: None) -> Decoder:
         crit, shape = o.criterion_for(criterion_kwargs), o.shape
         return lambda m, s, n: tree_decode(m, s, shape, k=o.k, criterion=crit, max_len=n)
 

@@ -7,17 +7,20 @@
 * ``attend``: recurrent slots that also attend to the input through the base's cross-attention keys and
   values (EAGLE / Hydra++ style; ``source.py``).
 
-A new architecture is a subclass of ``ProposalHeads`` that defines ``learned_states`` (and, if its slots
-depend on each other, ``states``, ``slot_logits`` and ``propose``), registered in ``HEADS`` below.
+A new architecture is its entry in ``bpd/config/heads.py`` (its name; ``chained`` if its slots run one after
+another) and a module here with a subclass of ``ProposalHeads`` naming that ``arch`` and defining
+``learned_states`` (and, if its slots depend on each other, ``states``, ``slot_logits`` and ``propose``): the
+classes are found here and paired with the registry's entries, none listed.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+
 from torch import nn
 
-# The names live in the config, which validates heads.arch without importing torch; HEADS lists them in
-# the same order (tests/test_config.py checks it).
-from bpd.config.common import HEAD_ARCHS
+from bpd.config.registry import names
 from bpd.models.heads.attend import AttendHeads
 from bpd.models.heads.base import ProposalHeads
 from bpd.models.heads.blockdiag import BlockDiagHeads
@@ -26,13 +29,24 @@ from bpd.models.heads.paper import PaperHeads
 from bpd.models.heads.recurrent import RecurrentHeads
 from bpd.models.heads.source import Source
 
-HEADS: dict[str, type[ProposalHeads]] = {
-    "paper": PaperHeads,
-    "blockdiag": BlockDiagHeads,
-    "medusa": MedusaHeads,
-    "recurrent": RecurrentHeads,
-    "attend": AttendHeads,
-}
+
+def discover() -> dict[str, type[ProposalHeads]]:
+    """Every architecture class of this package (one naming its own ``arch``), by arch, in the registry's order;
+    refused unless each registered architecture has exactly one."""
+    found: list[type[ProposalHeads]] = []
+    for info in pkgutil.iter_modules(__path__, __name__ + "."):
+        module = importlib.import_module(info.name)
+        found += [c for c in vars(module).values() if isinstance(c, type) and issubclass(c, ProposalHeads)
+                  and c.__module__ == module.__name__ and "arch" in vars(c) and c is not ProposalHeads]
+    archs = [c.arch for c in found]
+    if sorted(archs) != sorted(names("head")):
+        raise RuntimeError(f"the head classes of bpd/models/heads/ ({sorted(archs)}) must implement the "
+                           f"architectures registered in bpd/config/heads.py ({sorted(names('head'))}), each once.")
+    by_arch = {c.arch: c for c in found}
+    return {arch: by_arch[arch] for arch in names("head")}
+
+
+HEADS: dict[str, type[ProposalHeads]] = discover()
 
 
 def build_heads(
@@ -43,5 +57,5 @@ def build_heads(
     return HEADS[arch](d_model, d_ff, k, output, identity_p1, tie_slots)
 
 
-__all__ = ["HEADS", "HEAD_ARCHS", "AttendHeads", "BlockDiagHeads", "MedusaHeads", "PaperHeads", "ProposalHeads",
+__all__ = ["HEADS", "AttendHeads", "BlockDiagHeads", "MedusaHeads", "PaperHeads", "ProposalHeads",
            "RecurrentHeads", "Source", "build_heads"]

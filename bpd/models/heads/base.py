@@ -35,13 +35,14 @@ import torch
 from torch import nn
 
 from bpd.config.decode import PROPOSAL_PRECISIONS
+from bpd.config.registry import lookup
 from bpd.models import fastpath
 from bpd.models.fastpath import top1
 from bpd.models.heads.source import Source
 
 
 class ProposalHeads(nn.Module):
-    arch = "base"
+    arch = "base"  # a subclass names its registered architecture (bpd/config/heads.py)
     #: Whether slot i's guess depends on the tokens chosen for slots < i (then a tree of candidates needs a
     #: head step per node: ``step``), or only on the decoder state (one set of candidates per slot).
     path_dependent = False
@@ -49,6 +50,12 @@ class ProposalHeads(nn.Module):
     reads_source = False
     #: Whether one set of slot weights can serve every slot (``tie_slots``): slots that run one after another.
     can_tie = False
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        """An architecture's chained slots are its registry entry's (``HeadInfo.chained``), said once there."""
+        super().__init_subclass__(**kwargs)
+        if "arch" in vars(cls):
+            cls.path_dependent = cls.can_tie = lookup("head", cls.arch, "head architecture").info.chained
 
     def __init__(self, d_model: int, d_ff: int, k: int, output: nn.Linear, identity_p1: bool = True,
                  tie_slots: bool = False) -> None:

@@ -49,10 +49,8 @@ class PlainStep:
 
 class RecurrentHeads(ProposalHeads):
     arch = "recurrent"
-    path_dependent = True
     #: Vectors each slot's first layer reads, concatenated: the previous state and the token's embedding.
     n_inputs = 2
-    can_tie = True
 
     def create_parameters(self, n: int) -> None:
         if not self.identity_p1:

@@ -1,0 +1,132 @@
+"""The decoding methods' declarations: each method's name, role beside the others, label and order, and the
+options an evaluation or the benchmark asks of it (``decode.methods.<name>``, ``bench.methods.<name>``): plain
+values that configs, rows and the report (which imports no torch) share; rows and tables ask a method's role
+here instead of testing its name.
+
+Every module of this package declares its methods (``declare``, which registers them in ``bpd.config.registry``)
+and owns their options' types; the package imports each module it holds, so a new method is found, not listed.
+Their decoders live in ``bpd/decoding/methods/`` (``bpd.decoding.registry`` pairs each one with its declaration).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass, field, make_dataclass
+from enum import IntEnum
+from typing import Any
+
+from bpd.config.registry import entries, register
+
+
+class Role(IntEnum):
+    """Where a method stands beside the others (tables list methods in this order)."""
+
+    REFERENCE = 0  # greedy: every speedup, identity and quality ratio is measured against it
+    BASELINE = 1  # other decoders without proposals (naive greedy, beam search): references of their own kind
+    CHAIN = 2  # the paper's blockwise decoder
+    BEYOND = 3  # decoders beyond the paper, also compared with the chain at the same k and criterion
+
+
+@dataclass(frozen=True)
+class MethodInfo:
+    role: Role
+    label: str  # how tables and figures name it
+    order: int  # its place among the methods: evaluations decode and tables list them by it
+    # Its options' value in an evaluation and in the benchmark (None: as in an evaluation); methods without
+    # options have neither.
+    default: Callable[[], Any] | None = None
+    bench_default: Callable[[], Any] | None = None
+    # Refuses a bad value of its options with the fix (``where``: the option's path, e.g. decode.methods.tree).
+    check: Callable[[Any, str], None] | None = None
+    # Options that predate ``decode.methods``: the keys and values run ids hash them under, so committed rows
+    # keep their ids. None: hashed under the method's name, only when they differ from their default.
+    run_id_keys: Callable[[Any], dict[str, Any]] | None = None
+    # It builds a model of its own beside the checkpoint (its decoder's ``prepare``): a draft, an n-gram model.
+    auxiliary: bool = False
+
+
+def declare(name: str, role: Role, label: str, order: int, options: Any = None, **info: Any) -> None:
+    """Register a decoding method (``options``: the type of what a config asks of it, with ``default``)."""
+    taken = [n for n, e in entries("method").items() if e.info.order == order]
+    if taken:
+        raise ValueError(f"the decoding method {name!r} takes order = {order}, already that of {taken[0]!r}; give "
+                         "each method its own place.")
+    if (options is None) != (info.get("default") is None):
+        raise ValueError(f"the decoding method {name!r}: declare its options' type and their default together.")
+    register("method", name, options, MethodInfo(role, label, order, **info))
+
+
+for _module in pkgutil.iter_modules(__path__, __name__ + "."):
+    importlib.import_module(_module.name)
+
+#: In the order evaluations decode and tables list them (greedy first: every ratio's reference).
+DECODE_METHODS: dict[str, MethodInfo] = {
+    e.name: e.info for e in sorted(entries("method").values(), key=lambda e: e.info.order)}
+#: The methods that take options, with their types.
+_OPTIONS = {name: entries("method")[name].options for name, info in DECODE_METHODS.items()
+            if entries("method")[name].options is not None}
+
+
+def role_of(name: object) -> Role | None:
+    """The role of a row's ``method`` (None for rows no decoding method made, e.g. upsampling baselines)."""
+    info = DECODE_METHODS.get(name) if isinstance(name, str) else None
+    return info.role if info is not None else None
+
+
+def methods_of(*roles: Role) -> list[str]:
+    """The methods of these roles, in registry order."""
+    return [name for name, info in DECODE_METHODS.items() if info.role in roles]
+
+
+#: What a config asks of each method that takes options (``decode.methods``, ``bench.methods``): one field per
+#: such method, of its own type, made from the registry.
+MethodsConfig = make_dataclass(
+    "MethodsConfig",
+    [(name, options, field(default_factory=DECODE_METHODS[name].default)) for name, options in _OPTIONS.items()],
+)
+MethodsConfig.__module__ = __name__  # importable by name: pickled configs (launchers) find it here
+MethodsConfig.__doc__ = "Each decoding method's options, by method name (``bpd.config.methods``)."
+
+
+def bench_methods() -> Any:
+    """The benchmark's default ``MethodsConfig`` (each method's ``bench_default``)."""
+    return MethodsConfig(**{name: (DECODE_METHODS[name].bench_default or DECODE_METHODS[name].default)()
+                            for name in _OPTIONS})
+
+
+def check_methods(methods: Any, where: str) -> None:
+    """Each method's options checked by their owner (``where``: decode.methods or bench.methods)."""
+    for name in _OPTIONS:
+        check = DECODE_METHODS[name].check
+        if check is not None:
+            check(getattr(methods, name), f"{where}.{name}")
+
+
+def method_keys(methods: Any) -> dict[str, Any]:
+    """The methods' options as run ids hash them: under their old keys where they predate ``decode.methods``,
+    else under the method's name and only when set (so that a method added later leaves earlier ids alone)."""
+    out: dict[str, Any] = {}
+    for name in _OPTIONS:
+        info, value = DECODE_METHODS[name], getattr(methods, name)
+        plain = _plain(value)
+        if info.run_id_keys is not None:
+            out |= info.run_id_keys(plain)
+        elif plain != _plain(info.default()):
+            out[name] = plain
+    return out
+
+
+def _plain(value: Any) -> Any:
+    """Dataclasses (and lists of them) as the dicts ``dataclasses.asdict`` makes of them."""
+    if dataclasses.is_dataclass(value):
+        return dataclasses.asdict(value)
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+__all__ = ["DECODE_METHODS", "MethodInfo", "MethodsConfig", "Role", "bench_methods", "check_methods", "declare",
+           "method_keys", "methods_of", "role_of"]
