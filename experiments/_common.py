@@ -103,6 +103,29 @@ def to_configs(cfg: DictConfig) -> tuple[ExperimentConfig, Any]:
     return experiment.validate(), entry
 
 
+#: Options that became a method's own (``decode.methods``, ``bench.methods``): the old path, refused by name with
+#: the new one, since Hydra's own refusal does not say where an option went.
+MOVED_OPTIONS = {"beam_size": "methods.beam.size", "alpha": "methods.beam.alpha",
+                 "naive_greedy": "methods.naive_greedy", "trees": "methods.tree", "rescore": "methods.rescored"}
+
+
+def refuse_moved_options(overrides: list[str]) -> None:
+    """A command-line override of a moved option (``decode.beam_size=0``) ends with one sentence naming its new
+    path, before Hydra composes anything."""
+    for arg in overrides:
+        key = arg.split("=", 1)[0].lstrip("+~")
+        section, _, rest = key.partition(".")
+        old = rest.split(".", 1)[0]
+        if section in ("decode", "bench") and old in MOVED_OPTIONS:
+            new = f"{section}.{MOVED_OPTIONS[old]}"
+            print(f"error: {section}.{old} is now {new} (each method owns its options: docs/configuration.md); "
+                  f"write {arg.replace(f'{section}.{old}', new, 1)}.", file=sys.stderr)
+            sys.exit(2)
+
+
+refuse_moved_options(sys.argv[1:])
+
+
 #: Config groups that are ``optional`` in conf/base.yaml: Hydra skips a named option that has no file.
 OPTIONAL_GROUPS = ("experiment", "setting", "draft")
 

@@ -201,6 +201,16 @@ def test_a_misspelt_optional_group_is_refused_by_the_entry_point(group):
     assert "train" not in out.stdout  # refused before any stage started
 
 
+@pytest.mark.parametrize("arg, new", [("decode.beam_size=0", "decode.methods.beam.size=0"),
+                                      ("bench.trees=[beam4]", "bench.methods.tree=[beam4]"),
+                                      ("+decode.rescore.0.beam=2", "+decode.methods.rescored.0.beam=2")])
+def test_a_moved_option_is_refused_with_its_new_path(arg, new, capsys):
+    with pytest.raises(SystemExit) as e:
+        _common.refuse_moved_options(["experiment=demo", arg])
+    assert e.value.code == 2 and f"write {new}." in capsys.readouterr().err
+    _common.refuse_moved_options(["experiment=demo", "decode.methods.beam.size=0", "decode.alpha_x=1"])  # no exit
+
+
 def test_head_classes_implement_the_registered_architectures():
     """The config validates architectures from the registry without importing the models; the classes are
     paired with its entries, and take their chained slots (identity_p1 needed, weights may tie) from them."""
