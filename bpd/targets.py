@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -27,26 +28,36 @@ from bpd.training import distributed as dist
 from bpd.training.checkpoint import load_model
 
 
-def decode_targets(runtime: Runtime, task: Task, model_path: Path, out: Path, beam: int, alpha: float,
-                   max_sources: int | None, distill: DistillConfig, decode: DecodeConfig, shipped: Path | None = None,
-                   superset: Path | None = None) -> Pairs:
+@dataclass(frozen=True)
+class Search:
+    """How a model decodes training targets: beam size (1: greedy) and length penalty, the shard and batch sizes
+    (``distill``) and the length limit (``decode``)."""
+
+    beam: int
+    alpha: float
+    distill: DistillConfig
+    decode: DecodeConfig
+
+
+def decode_targets(runtime: Runtime, task: Task, model_path: Path, out: Path, search: Search, max_sources: int | None,
+                   shipped: Path | None = None, superset: Path | None = None) -> Pairs:
     """Decode the training sources with a trained model (all, or ``max_sources`` of them spread evenly:
     ``sampled_sources``), in resumable shards; returns the (source, output) pairs as a token store
     (``out/targets.store``), in the training set's order.
 
-    beam=1 is greedy (self-distillation targets); beam=4, alpha=0.6 is the paper's sequence-level
+    ``search.beam``=1 is greedy (self-distillation targets); beam=4, alpha=0.6 is the paper's sequence-level
     distillation. Outputs cut by the length limit still end in EOS (the heads must learn to stop); empty
     outputs are left out. Sources are decoded shortest first (little padding); each shard is an ``.npz`` of
     its example indices and outputs. ``shipped``: these outputs as ``bpd.shipped`` ships them (one file of
     the shards' arrays), assembled instead of decoded. ``superset``: the folder of a finished decode of all the
     sources by the same model and search; a sample's outputs are then taken from it instead of decoded again
-    (each output as decoded in its batch there, whose length limit may have cut it differently). ``distill``
-    sizes the shards and batches, ``decode`` sets the length limit.
+    (each output as decoded in its batch there, whose length limit may have cut it differently).
     """
     out.mkdir(parents=True, exist_ok=True)
     final = out / "targets.store"
     if (final / "manifest.json").is_file():
         return PairStore(final)
+    beam, alpha = search.beam, search.alpha
     with exclusive(out / "decode.lock", lambda: (final / "manifest.json").is_file()) as done:  # one job decodes
         if done:
             return PairStore(final)
@@ -67,18 +78,18 @@ def decode_targets(runtime: Runtime, task: Task, model_path: Path, out: Path, be
                 print(f"{desc_of(beam)} targets: {max_sources} sources' outputs from {superset.name}")
             dist.barrier()
             return PairStore(final)
-        return _decode_targets(runtime, task, model_path, out, beam, alpha, max_sources, distill, decode)
+        return _decode_targets(runtime, task, model_path, out, search, max_sources)
 
 
-def _decode_targets(runtime: Runtime, task: Task, model_path: Path, out: Path, beam: int, alpha: float,
-                    max_sources: int | None, distill: DistillConfig, decode: DecodeConfig) -> Pairs:
-    final = out / "targets.store"
+def _decode_targets(runtime: Runtime, task: Task, model_path: Path, out: Path, search: Search,
+                    max_sources: int | None) -> Pairs:
+    final, beam, alpha = out / "targets.store", search.beam, search.alpha
     # Under torchrun, rank r decodes shards r, r + world, ... and reads the others'.
     info, device = runtime.info, runtime.device
     model, _ = load_model(model_path, device)
     train = task.pairs("train")
-    shard, bs = distill.shard_size, distill.batch_size
-    limit = task.max_len(decode)
+    shard, bs = search.distill.shard_size, search.distill.batch_size
+    limit = task.max_len(search.decode)
     chosen = sampled_sources(len(train), max_sources)
     order = chosen[np.argsort(train.src_lengths[chosen], kind="stable")]
     shards = [order[i : i + shard] for i in range(0, len(order), shard)]
@@ -165,7 +176,8 @@ def distilled_pairs(runtime: Runtime, task: Task, teacher: Path, sources: int | 
     desc = f"beam{d.beam}_a{d.alpha:g}"
     # The distilled base's decode of every source (distill.base_sources: null) holds the heads' sample too.
     out, superset = (folder / targets_dir_name(teacher.stem, desc, n) for n in (sources, None))
-    return decode_targets(runtime, task, teacher, out, d.beam, d.alpha, sources, distill, decode, superset=superset)
+    return decode_targets(runtime, task, teacher, out, Search(d.beam, d.alpha, distill, decode), sources,
+                          superset=superset)
 
 
 def self_pairs(runtime: Runtime, task: Task, base_path: Path, distill: DistillConfig, decode: DecodeConfig,
@@ -177,7 +189,7 @@ def self_pairs(runtime: Runtime, task: Task, base_path: Path, distill: DistillCo
     out = runtime.cache_root / "distill" / targets_dir_name(base_path.stem, "greedy", distill.max_sources)
     cached = (out / "targets.store" / "manifest.json").is_file()
     shipped = greedy_targets(base_path, runtime.shipped_dir, n) if use_shipped and not cached else None
-    return decode_targets(runtime, task, base_path, out, 1, 0.0, distill.max_sources, distill, decode, shipped)
+    return decode_targets(runtime, task, base_path, out, Search(1, 0.0, distill, decode), distill.max_sources, shipped)
 
 
 def base_outputs(runtime: Runtime, task: Task, base_path: Path, split: str, decode: DecodeConfig) -> Pairs:

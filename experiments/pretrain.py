@@ -31,7 +31,7 @@ def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
     from bpd.runtime import Runtime
     from bpd.shipped import already_shipped, export, export_greedy_targets, install, refuse_other_data
     from bpd.stages import ensure_base
-    from bpd.targets import decode_targets, read_shards, targets_dir_name
+    from bpd.targets import Search, decode_targets, read_shards, targets_dir_name
     from bpd.tasks import load_task
     from bpd.tasks.translation import tokenizer_corpus
     from bpd.training.checkpoint import load_model
@@ -91,7 +91,8 @@ def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
             if not shipped.is_file():
                 install(shipped, fingerprint, runtime.shipped_dir)
             decoded = shipped.with_name(targets_dir_name(shipped.stem, "greedy", cfg.distill.max_sources))
-            decode_targets(runtime, task, shipped, decoded, 1, 0.0, cfg.distill.max_sources, cfg.distill, cfg.decode)
+            decode_targets(runtime, task, shipped, decoded, Search(1, 0.0, cfg.distill, cfg.decode),
+                           cfg.distill.max_sources)
             export_greedy_targets(manifest, read_shards(sorted(decoded.glob("shard*.npz"))), task.pairs("train"))
             print(f"{name}: its greedy outputs on the training sources -> {manifest.with_suffix('.greedy.npz')}")
 
