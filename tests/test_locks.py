@@ -44,7 +44,7 @@ import sys, time
 sys.path.insert(0, {tests!r})
 from pathlib import Path
 from toy import evaluate_toy, toy_config
-from bpd import stages
+from bpd import evaluate as ev, stages
 from bpd.runtime import Runtime
 from bpd.tasks import load_task
 
