@@ -29,7 +29,7 @@ def main(overrides: list[str]) -> int:
     from _common import CONF_DIR, to_configs
     from hydra import compose, initialize_config_dir
 
-    from bpd.runtime import cache_root
+    from bpd.runtime import Runtime
     from bpd.stages import heads_path_for
     from bpd.tasks import load_task
     from corpora.ding import ding_folder
@@ -37,11 +37,12 @@ def main(overrides: list[str]) -> int:
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg, _ = to_configs(compose("config", overrides=overrides or ["experiment=demo"]))
     task = load_task(cfg)  # reuses the tokenised corpus (the embedded one is prepared offline anyway)
-    model = heads_path_for(cfg, task)
+    runtime = Runtime.build(cfg)
+    model = heads_path_for(runtime, cfg, task)
     if not model.exists():
         print(f"no trained model at {model}: run `make demo` (or this experiment) first.", file=sys.stderr)
         return 2
-    data_dir, t = cache_root(cfg) / "data", cfg.task
+    data_dir, t = runtime.cache_root / "data", cfg.task
     if getattr(t, "source", None) == "ding":  # the tokenised corpus; the raw dictionary (pkg/) is not needed
         folders = [ding_folder(data_dir, t.direction, t.include_phrases)]
     else:

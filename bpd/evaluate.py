@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import fields, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,32 +19,63 @@ import torch
 
 from bpd import machine_load
 from bpd.bench.speedup_ci import timing_columns
-from bpd.config import ExperimentConfig
+from bpd.config import DecodeConfig, ExperimentConfig
 from bpd.config.common import keyed_fields
 from bpd.config.methods import Role, method_keys, role_of
 from bpd.decoding.agreement import mismatch_gaps
-from bpd.decoding.spec import DecodeSpec, Runtime, decode_specs, prepare
+from bpd.decoding.spec import DecodeSpec, Resources, decode_specs, prepare
 from bpd.decoding.timed import RunOutput, decode_and_time
 from bpd.locks import exclusive
 from bpd.metrics import block_histogram, mean_block_size, per_example_block_means, summarize
-from bpd.runtime import ResultsNotSaved, config_hash, ensure_writable, process, repo_relative, resolve_path
+from bpd.runtime import ResultsNotSaved, Runtime, config_hash, ensure_writable, repo_relative
 from bpd.tasks import Scorer, Task
 from bpd.tracking import append_rows, command_line, device_name, git_sha, make_tracker, read_rows
 from bpd.training import distributed as dist
 from bpd.training.checkpoint import load_model
 
 
-def run_id(cfg: ExperimentConfig, model_path: Path, draft_path: Path | None = None) -> str:
+def run_id(decode_cfg: DecodeConfig, task_name: str, device: str, model_path: Path, draft_path: Path | None = None
+           ) -> str:
     """The id of an evaluation: the model file, the decoding options, the task and the device (and the draft
     model's file, with one). Whether to redo a run (``skip_existing``) is not part of what the run is: a
     redo keeps the id it redoes; nor is how often it is timed (``timing_repeats``: the same outputs). Each
     method's options count as their owner keys them (``method_keys``: options that predate ``decode.methods``
-    under their old keys, so committed rows keep their ids)."""
-    decode = keyed_fields(cfg.decode, drop=("timing_repeats", "methods")) | method_keys(cfg.decode.methods)
+    under their old keys, so committed rows keep their ids). ``task_name`` is the task config's name and
+    ``device`` the configured device (``Runtime.device_setting``)."""
+    decode = keyed_fields(decode_cfg, drop=("timing_repeats", "methods")) | method_keys(decode_cfg.methods)
     decode["skip_existing"] = True
     if draft_path is None:
-        return config_hash(model_path.name, decode, cfg.task.name, cfg.device)
-    return config_hash(model_path.name, decode, cfg.task.name, cfg.device, draft_path.name)
+        return config_hash(model_path.name, decode, task_name, device)
+    return config_hash(model_path.name, decode, task_name, device, draft_path.name)
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What an evaluation's rows record of the experiment beyond its decoding options (``provenance``)."""
+
+    task_name: str  # the task config's name, which run ids hash (a translation task's own name adds its direction)
+    columns: Mapping[str, Any]  # the experiment's row columns, by name (``row_provenance`` orders them)
+
+
+def provenance(cfg: ExperimentConfig, draft_path: Path | None = None) -> Provenance:
+    """The experiment's side of an evaluation's rows; refused when the config asks for draft-model decoding
+    (``draft.model``) and ``draft_path`` is missing: its rows would silently be left out."""
+    if cfg.draft.model is not None and draft_path is None:
+        raise ValueError("draft-model decoding (draft.model) needs the trained draft model: build it with "
+                         "`python experiments/train.py stage=draft` and the same overrides (experiments/run.py "
+                         "builds it before evaluating).")
+    return Provenance(cfg.task.name, {
+        "experiment": cfg.name,
+        "model_preset": cfg.model.name,
+        "heads_training": cfg.heads.training,
+        "heads_targets": cfg.heads.targets,
+        "heads_loss": cfg.heads.loss,
+        "heads_p1_weight": cfg.heads.p1_weight,
+        "distilled": cfg.base_targets == "distilled",
+        "setting": cfg.setting,
+        "seed": cfg.seed,
+        "command": cfg.command,
+    })
 
 
 def same_weights(row: dict, payload: dict) -> bool:
@@ -55,20 +86,15 @@ def same_weights(row: dict, payload: dict) -> bool:
     )
 
 
-def evaluate(cfg: ExperimentConfig, task: Task, model_path: Path, draft_path: Path | None = None) -> list[dict]:
+def evaluate(runtime: Runtime, task: Task, model_path: Path, d: DecodeConfig, about: Provenance,
+             draft_path: Path | None = None) -> list[dict]:
     """Decode the configured split with greedy, beam and every blockwise config (and the draft model's, given
-    ``draft_path``); write and return rows. Trains nothing: the caller builds the models first (the draft with
-    ``bpd.stages.ensure_draft``)."""
-    d = cfg.decode
-    if cfg.draft.model is not None and draft_path is None:
-        raise ValueError("draft-model decoding (draft.model) needs the trained draft model: build it with "
-                         "`python experiments/train.py stage=draft` and the same overrides (experiments/run.py "
-                         "builds it before evaluating).")
-    results_dir = ensure_writable(cfg.results_dir)
+    ``draft_path``); write and return rows (``about``: the experiment's columns, ``provenance``). Trains nothing:
+    the caller builds the models first (the draft with ``bpd.stages.ensure_draft``)."""
+    results_dir = ensure_writable(runtime.results_dir)
     rows_path = results_dir / "rows.jsonl"
-    rid = run_id(cfg, model_path, draft_path)
-    info, device = process(cfg)
-    model, payload = load_model(model_path, device)
+    rid = run_id(d, about.task_name, runtime.device_setting, model_path, draft_path)
+    model, payload = load_model(model_path, runtime.device)
 
     def done() -> list[dict]:
         # The same run id *and* the same trained weights: a model file retrained under the same config
@@ -81,16 +107,15 @@ def evaluate(cfg: ExperimentConfig, task: Task, model_path: Path, draft_path: Pa
         # One job decodes a run; an identical one started meanwhile waits, then finds its rows and skips.
         with exclusive(results_dir / ".locks" / f"{rid}.lock", lambda: bool(done())) as finished:
             if not finished:
-                return _evaluate(cfg, task, model_path, model, payload, rid, info, device, draft_path)
+                return _evaluate(runtime, task, model_path, model, payload, d, about, rid, draft_path)
     rows = done()
     print(f"results for run {rid} already in {rows_path}; skipping (decode.skip_existing=false to redo)")
     return rows
 
 
-def _evaluate(cfg: ExperimentConfig, task: Task, model_path: Path, model, payload: dict, rid: str, info, device,
-              draft_path: Path | None = None) -> list[dict]:
-    d = cfg.decode
-    results_dir = resolve_path(cfg.results_dir)
+def _evaluate(runtime: Runtime, task: Task, model_path: Path, model, payload: dict, d: DecodeConfig,
+              about: Provenance, rid: str, draft_path: Path | None) -> list[dict]:
+    info, device, results_dir = runtime.info, runtime.device, runtime.results_dir
     task.check_model(model, model_path)
     if d.dtype == "bfloat16":
         model = model.to(torch.bfloat16)
@@ -100,9 +125,9 @@ def _evaluate(cfg: ExperimentConfig, task: Task, model_path: Path, model, payloa
         torch.set_num_threads(d.threads)
     pairs = task.pairs(d.split)
     n = len(pairs) if d.n_examples is None else min(d.n_examples, len(pairs))
-    runtime = Runtime(device, {"draft": draft_path} if draft_path is not None else {})
-    specs = decode_specs(d, model.k, models=runtime.models)
-    prepared = prepare(specs, task, model, runtime)  # what methods build beside the model: a draft, an n-gram model
+    resources = Resources(device, {"draft": draft_path} if draft_path is not None else {})
+    specs = decode_specs(d, model.k, models=resources.models)
+    prepared = prepare(specs, task, model, resources)  # what methods build beside the model: a draft, an n-gram model
     sources = pairs.sources(range(n))
     scorer = task.scorer(d.split, n)
     mine = list(range(len(sources)))
@@ -132,7 +157,7 @@ def _evaluate(cfg: ExperimentConfig, task: Task, model_path: Path, model, payloa
         outs = merge_shards(dist.all_gather_object((mine, outs)), len(sources))
         if not info.is_main:
             return []  # rank 0 writes the rows and files
-    common = {**row_provenance(cfg, task, model_path, payload, rid, device), **load}
+    common = {**row_provenance(about, d, task, model_path, payload, rid, device), **load}
     common["proposal_coverage"] = proposal_coverage(outs["greedy"].tokens, model.heads.proposal_ids)
     common["draft_model"] = draft_path.name if draft_path is not None else None
 
@@ -146,7 +171,7 @@ def _evaluate(cfg: ExperimentConfig, task: Task, model_path: Path, model, payloa
 
     rows, out_dir = save_or_rescue(write, results_dir)
     print(format_table(rows, task.quality))
-    log_to_wandb(cfg, task, rows, common, rid, scorer, outs, specs, pairs, out_dir)
+    log_to_wandb(runtime, task, rows, common, rid, scorer, outs, specs, pairs, out_dir)
     return rows
 
 
@@ -180,37 +205,37 @@ def fresh_folder(parent: Path, name: str) -> Path:
     return out
 
 
-def row_provenance(cfg: ExperimentConfig, task: Task, model_path: Path, payload: dict, rid: str,
+def row_provenance(about: Provenance, d: DecodeConfig, task: Task, model_path: Path, payload: dict, rid: str,
                    device: torch.device) -> dict[str, Any]:
     """The columns every row of one evaluation shares: what was decoded, by which model, where and how."""
-    mc = payload["model_config"]
+    mc, ex = payload["model_config"], about.columns
     return {
         "run_id": rid,
-        "experiment": cfg.name,
+        "experiment": ex["experiment"],
         "task": task.kind,
         "dataset": task.name,
-        "split": cfg.decode.split,
+        "split": d.split,
         "model": Path(model_path).name,
-        "model_preset": cfg.model.name,
+        "model_preset": ex["model_preset"],
         "trained_k": mc["k"],
         "heads_arch": mc.get("heads_arch"),
         "heads_tied": mc.get("heads_tied", False),  # one set of weights for every proposal slot
         "identity_p1": mc.get("identity_p1"),
-        "heads_training": cfg.heads.training,
-        "heads_targets": cfg.heads.targets,
-        "heads_loss": cfg.heads.loss,  # mean over the heads or one sampled head per batch
-        "heads_p1_weight": cfg.heads.p1_weight,  # p_1's loss weight while fine-tuning (1: as any head)
-        "distilled": cfg.base_targets == "distilled",
-        "setting": cfg.setting,
-        "batch_size": cfg.decode.batch_size,
-        "proposal_vocab": cfg.decode.proposal_vocab,
-        "proposal_precision": cfg.decode.proposal_precision,
-        "dtype": cfg.decode.dtype,
+        "heads_training": ex["heads_training"],
+        "heads_targets": ex["heads_targets"],
+        "heads_loss": ex["heads_loss"],  # mean over the heads or one sampled head per batch
+        "heads_p1_weight": ex["heads_p1_weight"],  # p_1's loss weight while fine-tuning (1: as any head)
+        "distilled": ex["distilled"],
+        "setting": ex["setting"],
+        "batch_size": d.batch_size,
+        "proposal_vocab": d.proposal_vocab,
+        "proposal_precision": d.proposal_precision,
+        "dtype": d.dtype,
         "device": device_name(device),
         "threads": torch.get_num_threads(),
-        "seed": cfg.seed,
+        "seed": ex["seed"],
         "git_sha": git_sha(),
-        "command": cfg.command or command_line(),
+        "command": ex["command"] or command_line(),
         "train_steps": payload.get("step"),
         "train_minutes": round(payload.get("elapsed", 0.0) / 60, 2),
         # "minutes": the time cap ended the stage, so the same command may train another model elsewhere.
@@ -375,11 +400,11 @@ def merge_shards(parts: list[tuple[list[int], dict[str, RunOutput]]], n: int) ->
     return merged
 
 
-def log_to_wandb(cfg: ExperimentConfig, task: Task, rows: list[dict], common: dict, rid: str, scorer: Scorer,
+def log_to_wandb(runtime: Runtime, task: Task, rows: list[dict], common: dict, rid: str, scorer: Scorer,
                  outs: dict[str, RunOutput], specs: list[DecodeSpec], pairs, out_dir: Path) -> None:
     """The evaluation's metrics, its rows as a table and the task's samples, as one W&B run."""
     quality = task.quality
-    tracker = make_tracker(cfg, name=f"eval-{rid}", job_type="evaluate", extra={"run_id": rid, **common})
+    tracker = make_tracker(runtime, name=f"eval-{rid}", job_type="evaluate", extra={"run_id": rid, **common})
     for r in rows:
         tracker.log({f"{r['decoder']}/{k}": r[k] for k in (quality, "mean_block_size", "speedup",
                                                              "identical_to_greedy", "wallclock_s")
@@ -390,4 +415,4 @@ def log_to_wandb(cfg: ExperimentConfig, task: Task, rows: list[dict], common: di
     tracker.finish()
 
 
-__all__ = ["evaluate", "format_table", "make_rows", "merge_shards", "run_id"]
+__all__ = ["Provenance", "evaluate", "format_table", "make_rows", "merge_shards", "provenance", "run_id"]

@@ -1,5 +1,9 @@
 """Where and how this process runs: repository paths, the device, its place in a distributed run, and
-the hashes that name cached products."""
+the hashes that name cached products.
+
+An entry point builds one ``Runtime`` (``Runtime.build``) and passes it down: the library never reads the
+process group, the device or the folders from the experiment config itself.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +11,13 @@ import hashlib
 import json
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from bpd.config import ExperimentConfig
+from bpd.config import ExperimentConfig, LoggerConfig
 from bpd.training import distributed as dist
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -39,10 +44,6 @@ def config_hash(*parts: Any) -> str:
     return hashlib.sha1(blob.encode()).hexdigest()[:10]
 
 
-def cache_root(cfg: ExperimentConfig) -> Path:
-    return resolve_path(cfg.paths.cache_dir)
-
-
 def pick_device(name: str | None) -> torch.device:
     """``auto`` is CUDA when available, else the CPU; asking for CUDA without it is refused with the fix."""
     if name in (None, "auto"):
@@ -52,11 +53,37 @@ def pick_device(name: str | None) -> torch.device:
     return torch.device(name)
 
 
-def process(cfg: ExperimentConfig) -> tuple[dist.DistInfo, torch.device]:
-    """This process's place in a torchrun / multi-task SLURM run (joining the process group; one process:
-    rank 0 of 1) and the device it computes on."""
-    info = dist.init_distributed(cfg.dist.backend, cfg.device, cfg.dist.timeout_min)
-    return info, info.device if info.distributed else pick_device(cfg.device)
+@dataclass(frozen=True)
+class Runtime:
+    """This process and where its products go, built once per process at its entry point (``build``).
+
+    ``device_setting`` is ``device`` as configured (``auto``, ``cpu``, ...): run ids hash it, not the device it
+    resolved to, so a run's id is the same on any machine the setting picks. ``logger`` and ``experiment`` name
+    the W&B runs a stage opens (``bpd.tracking.make_tracker``)."""
+
+    info: dist.DistInfo
+    device: torch.device
+    device_setting: str
+    cache_root: Path
+    results_dir: Path
+    shipped_dir: Path
+    experiment: str
+    logger: LoggerConfig
+
+    @classmethod
+    def build(cls, cfg: ExperimentConfig) -> Runtime:
+        """Join the process group of a torchrun / multi-task SLURM run (one process: rank 0 of 1) and resolve
+        the device and folders. Joining is idempotent, so a Hydra multirun builds one per job in the same group."""
+        info = dist.init_distributed(cfg.dist.backend, cfg.device, cfg.dist.timeout_min)
+        return cls(info=info, device=info.device if info.distributed else pick_device(cfg.device),
+                   device_setting=cfg.device, cache_root=resolve_path(cfg.paths.cache_dir),
+                   results_dir=resolve_path(cfg.results_dir), shipped_dir=resolve_path(cfg.paths.shipped_dir),
+                   experiment=cfg.name, logger=cfg.logger)
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0: it alone logs, writes checkpoints and rows."""
+        return self.info.is_main
 
 
 class ResultsNotSaved(OSError):

@@ -10,30 +10,42 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from tqdm.auto import tqdm
 
-from bpd.config import ExperimentConfig
+from bpd.config import DecodeConfig, DistillConfig
 from bpd.data.batches import pad_rows
 from bpd.data.store import ListPairs, PairStore, write_store
 from bpd.decoding import beam_decode, greedy_decode
 from bpd.locks import exclusive
-from bpd.runtime import cache_root, pick_device, process
+from bpd.runtime import Runtime
 from bpd.shipped import greedy_targets
 from bpd.tasks import Pairs, Task
 from bpd.training import distributed as dist
 from bpd.training.checkpoint import load_model
 
 
-def decode_targets(cfg: ExperimentConfig, task: Task, model_path: Path, out: Path, beam: int, alpha: float,
-                   max_sources: int | None, shipped: Path | None = None, superset: Path | None = None) -> Pairs:
+@dataclass(frozen=True)
+class Search:
+    """How a model decodes training targets: beam size (1: greedy) and length penalty, the shard and batch sizes
+    (``distill``) and the length limit (``decode``)."""
+
+    beam: int
+    alpha: float
+    distill: DistillConfig
+    decode: DecodeConfig
+
+
+def decode_targets(runtime: Runtime, task: Task, model_path: Path, out: Path, search: Search, max_sources: int | None,
+                   shipped: Path | None = None, superset: Path | None = None) -> Pairs:
     """Decode the training sources with a trained model (all, or ``max_sources`` of them spread evenly:
     ``sampled_sources``), in resumable shards; returns the (source, output) pairs as a token store
     (``out/targets.store``), in the training set's order.
 
-    beam=1 is greedy (self-distillation targets); beam=4, alpha=0.6 is the paper's sequence-level
+    ``search.beam``=1 is greedy (self-distillation targets); beam=4, alpha=0.6 is the paper's sequence-level
     distillation. Outputs cut by the length limit still end in EOS (the heads must learn to stop); empty
     outputs are left out. Sources are decoded shortest first (little padding); each shard is an ``.npz`` of
     its example indices and outputs. ``shipped``: these outputs as ``bpd.shipped`` ships them (one file of
@@ -45,12 +57,12 @@ def decode_targets(cfg: ExperimentConfig, task: Task, model_path: Path, out: Pat
     final = out / "targets.store"
     if (final / "manifest.json").is_file():
         return PairStore(final)
+    beam, alpha = search.beam, search.alpha
     with exclusive(out / "decode.lock", lambda: (final / "manifest.json").is_file()) as done:  # one job decodes
         if done:
             return PairStore(final)
         if shipped is not None:
-            info = process(cfg)[0]
-            if info.is_main:
+            if runtime.is_main:
                 _assemble(final, [shipped], task.pairs("train"), task,
                           {"model": model_path.name, "beam": beam, "alpha": alpha, "shipped": shipped.name})
                 print(f"{desc_of(beam)} targets: the shipped {shipped.name}")
@@ -58,7 +70,7 @@ def decode_targets(cfg: ExperimentConfig, task: Task, model_path: Path, out: Pat
             return PairStore(final)
         decoded_all = superset is not None and (superset / "targets.store" / "manifest.json").is_file()
         if max_sources is not None and decoded_all:
-            if process(cfg)[0].is_main:
+            if runtime.is_main:
                 train = task.pairs("train")
                 _assemble(final, sorted(superset.glob("shard*.npz")), train, task,
                           {"model": model_path.name, "beam": beam, "alpha": alpha, "sampled_from": superset.name},
@@ -66,17 +78,18 @@ def decode_targets(cfg: ExperimentConfig, task: Task, model_path: Path, out: Pat
                 print(f"{desc_of(beam)} targets: {max_sources} sources' outputs from {superset.name}")
             dist.barrier()
             return PairStore(final)
-        return _decode_targets(cfg, task, model_path, out, beam, alpha, max_sources)
+        return _decode_targets(runtime, task, model_path, out, search, max_sources)
 
 
-def _decode_targets(cfg: ExperimentConfig, task: Task, model_path: Path, out: Path, beam: int, alpha: float,
+def _decode_targets(runtime: Runtime, task: Task, model_path: Path, out: Path, search: Search,
                     max_sources: int | None) -> Pairs:
-    final = out / "targets.store"
-    info, device = process(cfg)  # under torchrun, rank r decodes shards r, r + world, ... and reads the others'
+    final, beam, alpha = out / "targets.store", search.beam, search.alpha
+    # Under torchrun, rank r decodes shards r, r + world, ... and reads the others'.
+    info, device = runtime.info, runtime.device
     model, _ = load_model(model_path, device)
     train = task.pairs("train")
-    shard, bs = cfg.distill.shard_size, cfg.distill.batch_size
-    limit = task.max_len(cfg.decode)
+    shard, bs = search.distill.shard_size, search.distill.batch_size
+    limit = task.max_len(search.decode)
     chosen = sampled_sources(len(train), max_sources)
     order = chosen[np.argsort(train.src_lengths[chosen], kind="stable")]
     shards = [order[i : i + shard] for i in range(0, len(order), shard)]
@@ -154,36 +167,40 @@ def _assemble(final: Path, shards: list[Path], train: Pairs, task: Task, info: d
                                                  "dropped_empty": len(index) - len(keep)})
 
 
-def distilled_pairs(cfg: ExperimentConfig, task: Task, teacher: Path, sources: int | None) -> Pairs:
+def distilled_pairs(runtime: Runtime, task: Task, teacher: Path, sources: int | None, distill: DistillConfig,
+                    decode: DecodeConfig) -> Pairs:
     """The paper's sequence-level distillation: the ``teacher`` checkpoint beam-decodes the training sources
     (``sources`` of them; None: all)."""
-    d = cfg.distill
-    folder = cache_root(cfg) / "distill"
+    d = distill
+    folder = runtime.cache_root / "distill"
     desc = f"beam{d.beam}_a{d.alpha:g}"
     # The distilled base's decode of every source (distill.base_sources: null) holds the heads' sample too.
-    return decode_targets(cfg, task, teacher, folder / targets_dir_name(teacher.stem, desc, sources), d.beam, d.alpha,
-                          sources, superset=folder / targets_dir_name(teacher.stem, desc, None))
+    out, superset = (folder / targets_dir_name(teacher.stem, desc, n) for n in (sources, None))
+    return decode_targets(runtime, task, teacher, out, Search(d.beam, d.alpha, distill, decode), sources,
+                          superset=superset)
 
 
-def self_pairs(cfg: ExperimentConfig, task: Task, base_path: Path) -> Pairs:
+def self_pairs(runtime: Runtime, task: Task, base_path: Path, distill: DistillConfig, decode: DecodeConfig,
+               use_shipped: bool) -> Pairs:
     """Self-distillation targets: the base model's own greedy outputs on the training sources (the shipped
-    ones when the base is an installed shipped model: ``bpd.shipped.greedy_targets``)."""
-    n = len(sampled_sources(len(task.pairs("train")), cfg.distill.max_sources))
-    out = cache_root(cfg) / "distill" / targets_dir_name(base_path.stem, "greedy", cfg.distill.max_sources)
+    ones when ``use_shipped`` (``shipped``) and the base is an installed shipped model:
+    ``bpd.shipped.greedy_targets``)."""
+    n = len(sampled_sources(len(task.pairs("train")), distill.max_sources))
+    out = runtime.cache_root / "distill" / targets_dir_name(base_path.stem, "greedy", distill.max_sources)
     cached = (out / "targets.store" / "manifest.json").is_file()
-    shipped = greedy_targets(base_path, cfg.paths.shipped_dir, n) if cfg.shipped and not cached else None
-    return decode_targets(cfg, task, base_path, out, 1, 0.0, cfg.distill.max_sources, shipped)
+    shipped = greedy_targets(base_path, runtime.shipped_dir, n) if use_shipped and not cached else None
+    return decode_targets(runtime, task, base_path, out, Search(1, 0.0, distill, decode), distill.max_sources, shipped)
 
 
-def base_outputs(cfg: ExperimentConfig, task: Task, base_path: Path, split: str) -> Pairs:
+def base_outputs(runtime: Runtime, task: Task, base_path: Path, split: str, decode: DecodeConfig) -> Pairs:
     """(source, base model's greedy output) for a small split: the targets that acceptance cares about."""
-    out = cache_root(cfg) / "distill" / f"{base_path.stem}_{split}_greedy.json"
+    out = runtime.cache_root / "distill" / f"{base_path.stem}_{split}_greedy.json"
     if out.exists():
         return ListPairs(json.loads(out.read_text()))
-    model, _ = load_model(base_path, pick_device(cfg.device))
+    model, _ = load_model(base_path, runtime.device)
     split_pairs = task.pairs(split)
     sources = split_pairs.sources(range(min(len(split_pairs), task.dev_outputs_sample or len(split_pairs))))
-    limit = task.max_len(cfg.decode)
+    limit = task.max_len(decode)
     res: list[tuple[list[int], list[int]]] = []
     for j in range(0, len(sources), 64):
         b = sources[j : j + 64]

@@ -15,9 +15,8 @@ from typing import Any
 
 import torch
 
-from bpd.config import ExperimentConfig
 from bpd.locks import FileLock
-from bpd.runtime import REPO_ROOT, resolve_path
+from bpd.runtime import REPO_ROOT, Runtime, resolve_path
 
 
 def git_sha() -> str:
@@ -210,15 +209,15 @@ class Tracker:
             self.run = None
 
 
-def make_tracker(cfg: ExperimentConfig, name: str, job_type: str, extra: dict | None = None) -> Tracker:
+def make_tracker(runtime: Runtime, name: str, job_type: str, extra: dict | None = None) -> Tracker:
     """A W&B run for one stage of the experiment (grouped by the experiment's name)."""
-    lg = cfg.logger
+    lg = runtime.logger
     return Tracker(
         enabled=lg.enabled,
         project=lg.project,
         name=name,
-        group=lg.group or cfg.name,
-        config={"experiment": cfg.name, **(extra or {})},
+        group=lg.group or runtime.experiment,
+        config={"experiment": runtime.experiment, **(extra or {})},
         mode=lg.mode,
         dir=resolve_path(lg.dir),
         job_type=job_type,

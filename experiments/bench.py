@@ -26,8 +26,8 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
     from bpd.bench.rows import format_bench, format_breakdown, format_floors
     from bpd.bench.run import run_bench
     from bpd.bench.specbench import write_jsonl
-    from bpd.decoding.spec import Runtime, bench_specs, prepare
-    from bpd.runtime import pick_device, resolve_path
+    from bpd.decoding.spec import Resources, bench_specs, prepare
+    from bpd.runtime import Runtime, resolve_path
     from bpd.stages import ensure_draft, ensure_heads
     from bpd.tasks import load_task
     from bpd.tracking import append_rows
@@ -36,24 +36,25 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
     b.validate()
     ks = bench_ks(cfg, b)
     archs = b.archs or [cfg.heads.arch]
+    runtime = Runtime.build(cfg)
     task = load_task(cfg)
-    device = pick_device(cfg.device)
+    device = runtime.device
     sources = task.pairs(cfg.decode.split).sources()
     out_dir = resolve_path(b.results_dir)
     all_rows = []
     stamp = time.strftime("%Y%m%d-%H%M%S")
     bandwidth = memory_bandwidth(device) if b.floors else None
-    draft_path = ensure_draft(cfg, task)
-    runtime = Runtime(device, {"draft": draft_path} if draft_path is not None else {})
+    draft_path = ensure_draft(runtime, cfg, task)
+    resources = Resources(device, {"draft": draft_path} if draft_path is not None else {})
     prepared = None
     for arch in archs:
         c = arch_config(cfg, arch, b)
-        path = ensure_heads(c, task)
+        path = ensure_heads(runtime, c, task)
         model, payload = bench_model(path, device, b, task.proposal_vocab(cfg.decode.proposal_vocab),
                                      cfg.decode.proposal_precision)
-        specs = bench_specs(b, ks, models=runtime.models)
+        specs = bench_specs(b, ks, models=resources.models)
         if prepared is None:  # what methods build beside the model (a draft, an n-gram model) fits every arch's
-            prepared = prepare(specs, task, model, runtime)
+            prepared = prepare(specs, task, model, resources)
         common = common_columns(cfg, c, task, path, model, payload, b, device, draft_path)
         rows, records = run_bench(model, sources, specs, b.batch_sizes, task.max_len(cfg.decode), device,
                                   repeats=b.repeats, max_repeats=b.max_repeats, ci_target=b.ci_target,

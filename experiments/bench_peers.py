@@ -36,16 +36,17 @@ def run(cfg: ExperimentConfig, entry: PeersEntry) -> list[dict]:
         round_robin,
     )
     from bpd.export.bundle import BATCH_ONE_PEERS, PEERS, bundle_peers, close_peers, peer_columns
-    from bpd.runtime import resolve_path
+    from bpd.runtime import Runtime, resolve_path
     from bpd.tasks import load_task
     from bpd.tracking import append_rows, device_name, git_sha
 
     b = entry.bench
     b.validate()
+    runtime = Runtime.build(cfg)
     task = load_task(cfg)
     tok = task.tokenizer
     vocab = [tok.id_to_piece(i) for i in range(tok.vocab_size)]
-    path, model, payload, dirs, draft_path, draft_hf = exported_models(cfg, entry, task)
+    path, model, payload, dirs, draft_path, draft_hf = exported_models(runtime, cfg, entry, task)
     split = cfg.decode.split
     pairs = task.pairs(split)
     threads = torch.get_num_threads()
@@ -92,7 +93,7 @@ def run(cfg: ExperimentConfig, entry: PeersEntry) -> list[dict]:
     return all_rows
 
 
-def exported_models(cfg: ExperimentConfig, entry: PeersEntry, task):
+def exported_models(runtime, cfg: ExperimentConfig, entry: PeersEntry, task):
     """The experiment's model (trained if missing) and its export for the peers, and the draft model's export for
     HF assisted generation where the experiment has one: (path, model, payload, export dirs, draft path, draft's
     HF directory or None)."""
@@ -102,12 +103,12 @@ def exported_models(cfg: ExperimentConfig, entry: PeersEntry, task):
     from bpd.training.checkpoint import load_model
 
     tok = task.tokenizer
-    path = ensure_heads(cfg, task)
+    path = ensure_heads(runtime, cfg, task)
     model, payload = load_model(path)
     model.heads.set_proposal_vocab(task.proposal_vocab(cfg.decode.proposal_vocab))  # the experiment's setting
     export_root = resolve_path(entry.export_dir)
     dirs = export_bundle(model, tok.model_path, export_root / path.stem, source=path.name)
-    draft_path = ensure_draft(cfg, task)
+    draft_path = ensure_draft(runtime, cfg, task)
     draft_hf = None
     if draft_path is not None:
         draft = load_model(draft_path)[0]

@@ -17,18 +17,20 @@ from bpd.config import ExperimentConfig
 
 
 def run(cfg: ExperimentConfig, entry: DistillEntry) -> None:
+    from bpd.runtime import Runtime
     from bpd.stages import distillation_targets, ensure_heads
     from bpd.tasks import load_task
 
     if entry.stage not in ("data", "all"):
         raise ValueError(f"unknown stage {entry.stage!r}; use stage=data or stage=all.")
+    runtime = Runtime.build(cfg)
     task = load_task(cfg)
     # The distilled base's training set (distill.base_sources); heads on distilled targets decode their own sample.
-    print(f"distilled training set: {len(distillation_targets(cfg, task, cfg.distill.base_sources))} pairs")
+    print(f"distilled training set: {len(distillation_targets(runtime, cfg, task, cfg.distill.base_sources))} pairs")
     if entry.stage == "all":
         heads = dataclasses.replace(cfg.heads, targets="distilled")
         cfg = dataclasses.replace(cfg, base_targets="distilled", heads=heads)
-        print(f"heads checkpoint: {ensure_heads(cfg, task)}")
+        print(f"heads checkpoint: {ensure_heads(runtime, cfg, task)}")
 
 
 @hydra.main(config_path=CONF_DIR, config_name="distill", version_base="1.3")

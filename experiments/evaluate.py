@@ -16,13 +16,16 @@ from bpd.config import ExperimentConfig
 
 
 def run(cfg: ExperimentConfig, entry: EvaluateEntry) -> list[dict]:
-    from bpd.evaluate import evaluate
+    from bpd.evaluate import evaluate, provenance
+    from bpd.runtime import Runtime
     from bpd.stages import ensure_draft, ensure_heads
     from bpd.tasks import load_task
 
+    runtime = Runtime.build(cfg)
     task = load_task(cfg)
-    path = Path(entry.checkpoint) if entry.checkpoint else ensure_heads(cfg, task)
-    return evaluate(cfg, task, path, ensure_draft(cfg, task))  # no draft unless draft.model
+    path = Path(entry.checkpoint) if entry.checkpoint else ensure_heads(runtime, cfg, task)
+    draft = ensure_draft(runtime, cfg, task)  # no draft unless draft.model
+    return evaluate(runtime, task, path, cfg.decode, provenance(cfg, draft), draft)
 
 
 @hydra.main(config_path=CONF_DIR, config_name="evaluate", version_base="1.3")

@@ -28,10 +28,10 @@ SELF_TARGETS = ("base",)  # whose greedy outputs ship: the demo's heads train on
 def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
     from bpd.data.batches import pad_rows
     from bpd.data.tokenizer import export_tokenizer
-    from bpd.runtime import cache_root, resolve_path
+    from bpd.runtime import Runtime
     from bpd.shipped import already_shipped, export, export_greedy_targets, install, refuse_other_data
     from bpd.stages import ensure_base
-    from bpd.targets import decode_targets, read_shards, targets_dir_name
+    from bpd.targets import Search, decode_targets, read_shards, targets_dir_name
     from bpd.tasks import load_task
     from bpd.tasks.translation import tokenizer_corpus
     from bpd.training.checkpoint import load_model
@@ -42,28 +42,29 @@ def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
     if "distilled" in entry.models and cfg.task.kind != "translation":
         raise ValueError("models=[...distilled] is for translation (sequence-level distillation); drop it.")
     cfg = dataclasses.replace(cfg, shipped=False)  # this is where shipped models come from
+    runtime = Runtime.build(cfg)
     task = load_task(cfg)
     stems = {name: f"{task.name}_{name}" for name in entry.models}
     if entry.export:  # before any training
         fingerprint = task.fingerprint()  # hashes every data file: once, not per model
         for stem in stems.values():
-            refuse_other_data(stem, fingerprint, cfg.paths.shipped_dir)
+            refuse_other_data(stem, fingerprint, runtime.shipped_dir)
     if "distilled" in entry.models and "teacher" not in entry.models:
         # The distilled base's teacher, not being made now: installed as any run installs a shipped base when it
         # is shipped (what `models=[teacher]` made with this config), else trained here as the distilled stage would.
-        ensure_base(dataclasses.replace(cfg, shipped=True), task, "gold", seed=cfg.teacher_seed)
+        ensure_base(runtime, dataclasses.replace(cfg, shipped=True), task, "gold", seed=cfg.teacher_seed)
     made = {
-        "base": lambda: ensure_base(cfg, task, "gold"),
-        "teacher": lambda: ensure_base(cfg, task, "gold", seed=cfg.teacher_seed),
-        "distilled": lambda: ensure_base(cfg, task, "distilled"),
+        "base": lambda: ensure_base(runtime, cfg, task, "gold"),
+        "teacher": lambda: ensure_base(runtime, cfg, task, "gold", seed=cfg.teacher_seed),
+        "distilled": lambda: ensure_base(runtime, cfg, task, "distilled"),
     }
     for name in entry.models:
         path = made[name]()
         print(f"{name}: {path}")
         if not entry.export:
             continue
-        manifest = resolve_path(cfg.paths.shipped_dir) / f"{stems[name]}.json"
-        if already_shipped(path, manifest.stem, cfg.paths.shipped_dir):
+        manifest = runtime.shipped_dir / f"{stems[name]}.json"
+        if already_shipped(path, manifest.stem, runtime.shipped_dir):
             # A resumed `make pretrain` passes finished models again: re-scoring them would only restamp
             # the manifest.
             print(f"{name}: already shipped as {manifest.stem} (delete its manifest to export it again)")
@@ -73,12 +74,12 @@ def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
             # A few dev sources, decoded by the shipped weights: tests/test_shipped.py decodes them again.
             sources = task.pairs("dev").sources(range(min(4, len(task.pairs("dev")))))
             limit = task.max_len(cfg.decode)(pad_rows(sources, task.pad_id, min_width=1))
-            export(path, manifest.stem, fingerprint, cfg.paths.shipped_dir, scores,
+            export(path, manifest.stem, fingerprint, runtime.shipped_dir, scores,
                    {"role": name, "task": task.name}, sources, limit)
             print(f"{name}: dev {scores['dev']}, test {scores['test']} -> {manifest}")
         corpus = tokenizer_corpus(cfg.task, task.folder) if cfg.task.kind == "translation" else None
         if corpus is not None:  # runs on this corpus install it instead of learning it (bpd.data.tokenizer)
-            tok = export_tokenizer(task.tokenizer.model_path, resolve_path(cfg.paths.shipped_dir), corpus,
+            tok = export_tokenizer(task.tokenizer.model_path, runtime.shipped_dir, corpus,
                                    task.vocab_size)
             if tok is not None:
                 print(f"{name}: its tokenizer -> {tok}")
@@ -86,11 +87,12 @@ def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
                 manifest.read_text()):
             # The heads' self-distillation targets (setting=finetune-self, the demo's) ship with the base,
             # decoded by the weights as shipped (fp16-rounded), which is what a run that installs them has.
-            shipped = cache_root(cfg) / "shipped" / path.name
+            shipped = runtime.cache_root / "shipped" / path.name
             if not shipped.is_file():
-                install(shipped, fingerprint, cfg.paths.shipped_dir)
+                install(shipped, fingerprint, runtime.shipped_dir)
             decoded = shipped.with_name(targets_dir_name(shipped.stem, "greedy", cfg.distill.max_sources))
-            decode_targets(cfg, task, shipped, decoded, 1, 0.0, cfg.distill.max_sources)
+            decode_targets(runtime, task, shipped, decoded, Search(1, 0.0, cfg.distill, cfg.decode),
+                           cfg.distill.max_sources)
             export_greedy_targets(manifest, read_shards(sorted(decoded.glob("shard*.npz"))), task.pairs("train"))
             print(f"{name}: its greedy outputs on the training sources -> {manifest.with_suffix('.greedy.npz')}")
 

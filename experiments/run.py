@@ -16,14 +16,16 @@ from bpd.config import ExperimentConfig
 
 
 def run(cfg: ExperimentConfig, _entry=None) -> list[dict]:
-    from bpd.evaluate import evaluate
-    from bpd.runtime import ensure_writable
+    from bpd.evaluate import evaluate, provenance
+    from bpd.runtime import Runtime, ensure_writable
     from bpd.stages import ensure_draft, ensure_heads
     from bpd.tasks import load_task
 
-    ensure_writable(cfg.results_dir)  # before training, not after decoding
+    runtime = Runtime.build(cfg)
+    ensure_writable(runtime.results_dir)  # before training, not after decoding
     task = load_task(cfg)
-    return evaluate(cfg, task, ensure_heads(cfg, task), ensure_draft(cfg, task))  # no draft unless draft.model
+    heads, draft = ensure_heads(runtime, cfg, task), ensure_draft(runtime, cfg, task)  # no draft unless draft.model
+    return evaluate(runtime, task, heads, cfg.decode, provenance(cfg, draft), draft)
 
 
 @hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")

@@ -90,18 +90,20 @@ def test_small_reproductions_start_from_the_shipped_base():
     weights are installed instead of trained (a changed recipe must change pretrain_mt too)."""
     from types import SimpleNamespace
 
+    from toy import staged
+
     from bpd.stages import base_path_for
 
     pre, _ = composed(["experiment=pretrain_mt"])
     demo, table1 = composed(["experiment=demo"])[0], composed(["experiment=table1_small", "setting=finetune"])[0]
     assert pre.task == demo.task == table1.task
     task = SimpleNamespace(key="ding")  # the same task config: the same data key (building it needs the corpus)
-    names = {base_path_for(c, task).name for c in (pre, demo, table1)}
+    names = {staged(base_path_for, c, task).name for c in (pre, demo, table1)}
     assert len(names) == 1
-    assert base_path_for(pre, task, seed=pre.teacher_seed).name != names.pop()  # the teacher is another model
+    assert staged(base_path_for, pre, task, seed=pre.teacher_seed).name != names.pop()  # the teacher is another model
     sr = [composed([f"experiment={e}"] + extra)[0] for e, extra in
           (("pretrain_sr", []), ("demo_sr", []), ("table2_small", ["setting=finetune"]))]
-    assert len({base_path_for(c, task).name for c in sr}) == 1 and all(c.train.max_minutes is None for c in sr)
+    assert len({staged(base_path_for, c, task).name for c in sr}) == 1 and all(c.train.max_minutes is None for c in sr)
 
 
 def test_settings_override_the_experiment():
@@ -287,6 +289,6 @@ def test_committed_run_ids_survive_new_decode_options():
     rows = [json.loads(x) for x in (REPO / "results" / "demo_debian" / "rows.jsonl").read_text().splitlines() if x]
     last = rows[-1]
     cfg, _ = composed(["experiment=demo_debian"])
-    assert run_id(cfg, Path(last["model"])) == last["run_id"]
+    assert run_id(cfg.decode, cfg.task.name, cfg.device, Path(last["model"])) == last["run_id"]
     int8 = dataclasses.replace(cfg, decode=dataclasses.replace(cfg.decode, proposal_precision="int8"))
-    assert run_id(int8, Path(last["model"])) != last["run_id"]
+    assert run_id(int8.decode, cfg.task.name, cfg.device, Path(last["model"])) != last["run_id"]

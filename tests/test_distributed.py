@@ -158,7 +158,8 @@ def _eval_cfg(tmp: Path, results: str, batch_size: int):
 
 
 def _eval_rows(tmp: Path, results: str, batch_size: int) -> list[dict]:
-    from bpd.evaluate import evaluate
+    from toy import evaluate_toy
+
     from bpd.tasks import load_task
     from bpd.training.checkpoint import save_checkpoint
 
@@ -168,7 +169,7 @@ def _eval_rows(tmp: Path, results: str, batch_size: int) -> list[dict]:
     if not path.exists():
         model = task.build_model(cfg.model, cfg.heads, 3, seed=0)
         save_checkpoint(path, {"model_config": model.config_dict(), "model": model.state_dict(), "step": 0})
-    return evaluate(cfg, task, path)
+    return evaluate_toy(cfg, task, path)
 
 
 def _eval_worker(t: Path) -> None:
@@ -267,7 +268,7 @@ def test_two_gloo_ranks_equal_one_process_and_resume_across_world_sizes(tmp_path
 
 def test_killed_stage_resumes_to_the_same_checkpoint(tmp_path, monkeypatch, one_thread):
     """Pipeline level: a base model killed between checkpoints, then re-run, equals an uninterrupted one."""
-    from toy import toy_config
+    from toy import staged, toy_config
 
     from bpd import stages
     from bpd.tasks import TranslationTask, load_task
@@ -276,7 +277,7 @@ def test_killed_stage_resumes_to_the_same_checkpoint(tmp_path, monkeypatch, one_
     cfg_a = toy_config(tmp_path)
     cfg_b = toy_config(tmp_path, paths={"cache_dir": str(tmp_path / "cache_b"), "results_dir": str(tmp_path / "rb")})
     task = load_task(cfg_a)
-    whole = stages.ensure_base(cfg_a, task)
+    whole = staged(stages.ensure_base, cfg_a, task)
 
     real = TranslationTask.train_batches
 
@@ -294,11 +295,11 @@ def test_killed_stage_resumes_to_the_same_checkpoint(tmp_path, monkeypatch, one_
 
     monkeypatch.setattr(TranslationTask, "train_batches", dying)
     with pytest.raises(KeyboardInterrupt):
-        stages.ensure_base(cfg_b, task)
+        staged(stages.ensure_base, cfg_b, task)
     monkeypatch.setattr(TranslationTask, "train_batches", real)
     killed = tmp_path / "cache_b" / "models" / whole.name
     assert not killed.exists() and load_checkpoint(killed.with_name(killed.stem + ".state.pt"))["step"] == 10
-    assert stages.ensure_base(cfg_b, task) == killed  # the re-run resumes at step 10
+    assert staged(stages.ensure_base, cfg_b, task) == killed  # the re-run resumes at step 10
     assert_same_model(killed, whole)
 
 

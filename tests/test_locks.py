@@ -43,8 +43,9 @@ PRELUDE = r"""
 import sys, time
 sys.path.insert(0, {tests!r})
 from pathlib import Path
-from toy import toy_config
+from toy import evaluate_toy, toy_config
 from bpd import evaluate as ev, stages
+from bpd.runtime import Runtime
 from bpd.tasks import load_task
 
 cfg = toy_config(Path({tmp!r}), train={{"max_steps": 12, "eval_every": 100}})
@@ -58,7 +59,7 @@ def marked(*args, **kw):
     time.sleep(8)  # hold the lock long enough that the other job surely arrives while it is held
     return real(*args, **kw)
 stages._train_stage = marked
-print("PATH", stages.ensure_base(cfg, task))
+print("PATH", stages.ensure_base(Runtime.build(cfg), cfg, task))
 """
 
 
@@ -120,7 +121,7 @@ def slow(*args, **kw):
     time.sleep(8)  # hold the run's lock while the other job arrives
     return real(*args, **kw)
 ev._evaluate = slow
-rows = ev.evaluate(cfg, task, stages.ensure_heads(cfg, task))
+rows = evaluate_toy(cfg, task, stages.ensure_heads(Runtime.build(cfg), cfg, task))
 print("ROWS", len(rows))
 """
 
@@ -128,14 +129,14 @@ print("ROWS", len(rows))
 def test_two_identical_evaluations_decode_once(tmp_path):
     """The second of two identical evaluations started together waits for the first, then skips: the rows
     appear once, not twice."""
-    from toy import toy_config
+    from toy import staged, toy_config
 
     from bpd import stages
     from bpd.tasks import load_task
     from bpd.tracking import read_rows
 
     cfg = toy_config(tmp_path, train={"max_steps": 12, "eval_every": 100})
-    stages.ensure_heads(cfg, load_task(cfg))  # the model first: this test is about the evaluation
+    staged(stages.ensure_heads, cfg, load_task(cfg))  # the model first: this test is about the evaluation
     outs = two_jobs(EVAL_SCRIPT, tmp_path)
     rows = read_rows(tmp_path / "results" / "rows.jsonl")
     assert len(rows) == len({r["decoder"] for r in rows}) > 0  # one set of rows

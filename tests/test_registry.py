@@ -122,7 +122,8 @@ def test_run_ids_are_those_of_the_options_before_they_moved(variant, ids):
     from bpd.evaluate import run_id
 
     cfg = experiment_config({"decode": {"methods": variant}})
-    assert (run_id(cfg, Path("m.pt")), run_id(cfg, Path("m.pt"), Path("d.pt"))) == ids
+    about = (cfg.decode, cfg.task.name, cfg.device)
+    assert (run_id(*about, Path("m.pt")), run_id(*about, Path("m.pt"), Path("d.pt"))) == ids
 
 
 def test_a_name_is_registered_once_and_looked_up_with_the_choices():

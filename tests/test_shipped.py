@@ -63,6 +63,7 @@ def test_a_fresh_build_of_the_embedded_data_installs_the_shipped_base(experiment
     import dataclasses
 
     from test_config import composed
+    from toy import staged
 
     from bpd.stages import base_path_for
     from bpd.tasks import TASKS
@@ -70,7 +71,7 @@ def test_a_fresh_build_of_the_embedded_data_installs_the_shipped_base(experiment
     cfg, _ = composed([f"experiment={experiment}"])
     task = TASKS[cfg.task.kind](dataclasses.replace(cfg.task), tmp_path / "data")
     shipped = {json.loads(p.read_text())["cache_name"]: json.loads(p.read_text()) for p in SHIPPED}
-    manifest = shipped[base_path_for(cfg, task).name]
+    manifest = shipped[staged(base_path_for, cfg, task).name]
     assert task.fingerprint() == manifest["fingerprint"]
 
 

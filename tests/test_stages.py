@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from toy import toy_config, tweak
+from toy import evaluate_toy, self_pairs, staged, toy_config, tweak
 
 from bpd import stages, targets
 from bpd.config import BeamConfig, CriterionConfig, MethodsConfig
 from bpd.decoding.spec import decode_specs
-from bpd.evaluate import evaluate, run_id
+from bpd.evaluate import run_id
 from bpd.runtime import resolve_path
 from bpd.tasks import load_task
 from bpd.tracking import read_rows
@@ -73,8 +73,8 @@ def toy(tmp_path_factory):
 
 def test_full_pipeline_rows(toy):
     tmp, cfg, task = toy
-    path = stages.ensure_heads(cfg, task)
-    rows = evaluate(cfg, task, path)
+    path = staged(stages.ensure_heads, cfg, task)
+    rows = evaluate_toy(cfg, task, path)
     names = [r["decoder"] for r in rows]
     assert names == [
         "greedy",
@@ -105,22 +105,22 @@ def test_full_pipeline_rows(toy):
     # Rows are on disk, and a second evaluation of the same config is skipped (idempotent sweeps).
     on_disk = read_rows(tmp / "results" / "rows.jsonl")
     assert len(on_disk) == len(rows)
-    again = evaluate(cfg, task, path)
+    again = evaluate_toy(cfg, task, path)
     assert len(read_rows(tmp / "results" / "rows.jsonl")) == len(rows) and len(again) == len(rows)
     # A model retrained under the same config (same file name, other weights: e.g. a fresh clone whose
     # results/ holds committed rows) is evaluated anew, not skipped.
     ckpt = torch.load(path, weights_only=False)
     ckpt["step"] = ckpt["step"] + 1
     torch.save(ckpt, path)
-    evaluate(cfg, task, path)
+    evaluate_toy(cfg, task, path)
     assert len(read_rows(tmp / "results" / "rows.jsonl")) == 2 * len(rows)
     # decode.skip_existing=false redoes the same run (same run id) into a new output folder: the files that
     # earlier rows point at are never rewritten.
     redo = tweak(cfg, decode={"skip_existing": False})
-    assert run_id(redo, path) == run_id(cfg, path) == rows[0]["run_id"]
+    assert run_id(redo.decode, "folder", "cpu", path) == run_id(cfg.decode, "folder", "cpu", path) == rows[0]["run_id"]
     written = {r["hyp_file"] for r in read_rows(tmp / "results" / "rows.jsonl")}
     before = {f: resolve_path(f).read_bytes() for f in written}
-    again = evaluate(redo, task, path)
+    again = evaluate_toy(redo, task, path)
     assert {resolve_path(r["hyp_file"]).parent.name for r in again} == {rows[0]["run_id"] + "-3"}
     assert all(resolve_path(f).read_bytes() == b for f, b in before.items())
     json.dumps(rows)  # tidy: serialisable
@@ -129,7 +129,7 @@ def test_full_pipeline_rows(toy):
 def test_distillation_and_self_targets(toy, monkeypatch):
     tmp, cfg, task = toy
     train = task.pairs("train")
-    d = stages.distillation_targets(cfg, task, None)
+    d = staged(stages.distillation_targets, cfg, task, None)
     pairs = [d.pair(i) for i in range(len(d))]
     # Empty outputs (EOS alone) are dropped; everything else ends in EOS, even when cut by max_len.
     assert len(d) > 0.5 * len(train)
@@ -141,26 +141,26 @@ def test_distillation_and_self_targets(toy, monkeypatch):
     from bpd.decoding import beam_decode
     from bpd.training.checkpoint import load_model
 
-    teacher, _ = load_model(stages.base_path_for(cfg, task, "gold", seed=cfg.teacher_seed))
+    teacher, _ = load_model(staged(stages.base_path_for, cfg, task, "gold", seed=cfg.teacher_seed))
     for s, t in pairs[:5]:
         src = pad_rows([s], task.pad_id, min_width=1)
         out = beam_decode(teacher, src, cfg.distill.beam, cfg.distill.alpha, task.max_len(cfg.decode)(src)).tokens[0]
         assert t == (out if out[-1] == task.eos_id else out + [task.eos_id])
     # Shards are resumable: the final store is reused without decoding again.
-    again = stages.distillation_targets(cfg, task, None)
+    again = staged(stages.distillation_targets, cfg, task, None)
     assert again.path == d.path and [again.pair(i) for i in range(len(again))] == pairs
     # A sample of the sources (the heads' distill.max_sources) is read from that decode of them all, not decoded.
     with monkeypatch.context() as m:
         m.setattr(targets, "_decode_targets", lambda *a: pytest.fail("decoded again"))
-        sample = stages.distillation_targets(tweak(cfg, distill={"max_sources": 5}), task, 5)
+        sample = staged(stages.distillation_targets, tweak(cfg, distill={"max_sources": 5}), task, 5)
     chosen = {tuple(train.src(int(i)).tolist()) for i in targets.sampled_sources(len(train), 5)}
     expected = [(s, t) for s, t in pairs if tuple(s) in chosen]
     assert sample.path != d.path and [sample.pair(i) for i in range(len(sample))] == expected and 0 < len(expected) <= 5
     cfg2 = tweak(cfg, base_targets="distilled", heads={"targets": "distilled"})
-    p = stages.ensure_heads(cfg2, task)
+    p = staged(stages.ensure_heads, cfg2, task)
     assert "distilled" in p.name
-    base = stages.ensure_base(cfg, task)
-    s = targets.self_pairs(cfg, task, base)
+    base = staged(stages.ensure_base, cfg, task)
+    s = self_pairs(cfg, task, base)
     assert 0 < len(s) <= len(train)
     # distill.max_sources: only that many sources, spread over the training set, are decoded; the targets are
     # the full run's outputs on exactly those sources, and every model trained on them has a key of its own.
@@ -168,7 +168,7 @@ def test_distillation_and_self_targets(toy, monkeypatch):
     chosen = targets.sampled_sources(len(train), 5)
     assert len(set(chosen.tolist())) == 5 and chosen[0] == 0 and chosen[-1] >= len(train) // 2
     assert targets.sampled_sources(len(train), None).tolist() == targets.sampled_sources(len(train), 10**6).tolist()
-    s5 = targets.self_pairs(few, task, base)
+    s5 = self_pairs(few, task, base)
     full = {tuple(s.src(i).tolist()): s.tgt(i).tolist() for i in range(len(s))}
     assert 0 < len(s5) <= 5 and s5.path != s.path
     for i in range(len(s5)):  # the same greedy outputs; a batch's length limit may cut one (then EOS appended)
@@ -177,22 +177,23 @@ def test_distillation_and_self_targets(toy, monkeypatch):
     picked = iter([train.src(int(i)).tolist() for i in chosen])
     assert all(any(s5.src(i).tolist() == x for x in picked) for i in range(len(s5)))  # the sample, in order
     on_self = {"targets": "self"}
-    assert stages.heads_path_for(tweak(few, heads=on_self), task) != stages.heads_path_for(
-        tweak(cfg, heads=on_self), task)
-    assert stages.heads_path_for(tweak(few, heads={"targets": "gold"}), task) == stages.heads_path_for(
-        tweak(cfg, heads={"targets": "gold"}), task)
-    assert stages.base_path_for(few, task) == stages.base_path_for(cfg, task)  # gold: nothing decoded
+    assert staged(stages.heads_path_for, tweak(few, heads=on_self), task) != staged(
+        stages.heads_path_for, tweak(cfg, heads=on_self), task)
+    assert staged(stages.heads_path_for, tweak(few, heads={"targets": "gold"}), task) == staged(
+        stages.heads_path_for, tweak(cfg, heads={"targets": "gold"}), task)
+    assert staged(stages.base_path_for, few, task) == staged(stages.base_path_for, cfg, task)  # gold: nothing decoded
     # distill.max_sources is the heads' targets' sample; a distilled base decodes distill.base_sources (null: all,
     # the paper's), so it is compared with a gold base on the same sources.
-    assert stages.base_path_for(few, task, "distilled") == stages.base_path_for(cfg, task, "distilled")
+    assert staged(stages.base_path_for, few, task, "distilled") == staged(stages.base_path_for, cfg, task, "distilled")
     few_base = tweak(cfg, distill={"base_sources": 5})
-    assert stages.base_path_for(few_base, task, "distilled") != stages.base_path_for(cfg, task, "distilled")
-    assert stages.base_path_for(few_base, task) == stages.base_path_for(cfg, task)
-    assert stages.heads_path_for(tweak(few_base, heads=on_self), task) == stages.heads_path_for(
-        tweak(cfg, heads=on_self), task)
+    assert staged(stages.base_path_for, few_base, task, "distilled") != staged(
+        stages.base_path_for, cfg, task, "distilled")
+    assert staged(stages.base_path_for, few_base, task) == staged(stages.base_path_for, cfg, task)
+    assert staged(stages.heads_path_for, tweak(few_base, heads=on_self), task) == staged(
+        stages.heads_path_for, tweak(cfg, heads=on_self), task)
     asked = []
 
-    def record(cfg, task, sources):
+    def record(runtime, cfg, task, sources):
         asked.append(sources)
         raise RuntimeError("recorded")
 
@@ -200,10 +201,10 @@ def test_distillation_and_self_targets(toy, monkeypatch):
     both = tweak(cfg, distill={"base_sources": 7, "max_sources": 5}, base_targets="distilled",
                  heads={"targets": "distilled"})
     with pytest.raises(RuntimeError, match="recorded"):
-        stages.ensure_base(both, task, "distilled")
-    monkeypatch.setattr(stages, "ensure_base", lambda *a, **k: stages.base_path_for(cfg, task))
+        staged(stages.ensure_base, both, task, "distilled")
+    monkeypatch.setattr(stages, "ensure_base", lambda *a, **k: staged(stages.base_path_for, cfg, task))
     with pytest.raises(RuntimeError, match="recorded"):
-        stages.ensure_heads(both, task)
+        staged(stages.ensure_heads, both, task)
     assert asked == [7, 5]  # the base's sample, then the heads'
 
 
@@ -213,7 +214,7 @@ def test_paper_heads_on_a_plain_base(toy):
     shape the heads model cannot load)."""
     _, cfg, task = toy
     paper = tweak(cfg, heads={"identity_p1": False, "loss": "sampled"})
-    path = stages.ensure_heads(paper, task)
+    path = staged(stages.ensure_heads, paper, task)
     from bpd.training.checkpoint import load_model
 
     model, payload = load_model(path)
@@ -233,14 +234,14 @@ def test_tree_rescored_and_draft_rows_beside_the_chain(toy, tmp_path):
                            "criteria": [CriterionConfig("exact")]}, draft=draft,
               paths={"cache_dir": cfg.paths.cache_dir, "results_dir": str(tmp_path / "res")})
     c.validate()
-    heads = stages.ensure_heads(c, task)
+    heads = staged(stages.ensure_heads, c, task)
     models = sorted(heads.parent.iterdir())
     with pytest.raises(ValueError, match="needs the trained draft model: build it with `python experiments/train.py "
                                          "stage=draft`"):
-        evaluate(c, task, heads)
+        evaluate_toy(c, task, heads)
     assert sorted(heads.parent.iterdir()) == models
-    drafted = stages.ensure_draft(c, task)
-    rows = evaluate(c, task, heads, drafted)
+    drafted = staged(stages.ensure_draft, c, task)
+    rows = evaluate_toy(c, task, heads, drafted)
     by_method = {m: [r for r in rows if r["method"] == m] for m in ("tree", "draft", "rescored")}
     assert [r["decoder"] for r in by_method["rescored"]] == ["rescored_b2_w1_k2_exact", "rescored_b2_w1_k3_exact"]
     assert [r["decoder"] for r in by_method["tree"]] == ["tree_2x2_k3_exact", "tree_beam2_k2_exact",
@@ -248,7 +249,7 @@ def test_tree_rescored_and_draft_rows_beside_the_chain(toy, tmp_path):
     assert [r["decoder"] for r in by_method["draft"]] == ["draft_k2_exact", "draft_k3_exact"]
     new = by_method["tree"] + by_method["draft"] + by_method["rescored"]
     assert all(r["identical_to_greedy"] == 1.0 and r["mean_block_size"] >= 1 for r in new)
-    assert {r["draft_model"] for r in rows} == {drafted.name} and drafted != stages.base_path_for(c, task)
+    assert {r["draft_model"] for r in rows} == {drafted.name} and drafted != staged(stages.base_path_for, c, task)
     from bpd.training.checkpoint import load_model
 
     model, payload = load_model(drafted)
@@ -260,10 +261,10 @@ def test_finished_heads_need_nothing_else(toy, tmp_path, monkeypatch):
     base model nor its self-distilled targets are rebuilt, and the path is known without training anything."""
     _, cfg, task = toy
     cfg = tweak(cfg, heads={"targets": "self"})
-    trained = stages.ensure_heads(cfg, task)
-    assert stages.heads_path_for(cfg, task) == trained
+    trained = staged(stages.ensure_heads, cfg, task)
+    assert staged(stages.heads_path_for, cfg, task) == trained
     other = tweak(cfg, paths={"cache_dir": str(tmp_path / "cache")})
-    target = stages.heads_path_for(other, task)
+    target = staged(stages.heads_path_for, other, task)
     assert target.name == trained.name and not target.exists()
     target.parent.mkdir(parents=True)
     target.write_bytes(trained.read_bytes())
@@ -273,7 +274,7 @@ def test_finished_heads_need_nothing_else(toy, tmp_path, monkeypatch):
 
     monkeypatch.setattr(stages, "ensure_base", no)
     monkeypatch.setattr(stages, "self_pairs", no)
-    assert stages.ensure_heads(other, task) == target
+    assert staged(stages.ensure_heads, other, task) == target
 
 
 @pytest.mark.parametrize(
@@ -318,20 +319,20 @@ def test_vocabulary_mismatch_is_a_clear_error(toy, tmp_path):
     from bpd.training.checkpoint import CheckpointError
 
     tmp, cfg, task = toy
-    path = stages.ensure_heads(cfg, task)
+    path = staged(stages.ensure_heads, cfg, task)
     other_cfg = tweak(cfg, task={"vocab_size": 80}, paths={"results_dir": str(tmp_path / "r")})
     with pytest.raises(CheckpointError, match="vocabulary of"):
-        evaluate(other_cfg, load_task(other_cfg), path)
+        evaluate_toy(other_cfg, load_task(other_cfg), path)
 
 
 def test_corrupt_checkpoint_is_retrained_not_crashing(toy, capsys):
     tmp, cfg, task = toy
-    base = stages.ensure_base(cfg, task)
+    base = staged(stages.ensure_base, cfg, task)
     base.write_bytes(b"garbage")
     state = base.with_name(base.stem + ".state.pt")
     if state.exists():
         state.unlink()
-    again = stages.ensure_base(cfg, task)
+    again = staged(stages.ensure_base, cfg, task)
     assert again == base
     from bpd.training.checkpoint import load_checkpoint
 
@@ -357,7 +358,7 @@ def test_every_test_line_is_decoded_even_a_long_one(toy, tmp_path):
     task = load_task(long_cfg)
     test = task.pairs("test")
     assert len(test) == n_lines and len(test.src(n_lines - 1)) > 4 * cfg.task.max_len
-    rows = evaluate(long_cfg, task, stages.ensure_heads(long_cfg, task))
+    rows = evaluate_toy(long_cfg, task, staged(stages.ensure_heads, long_cfg, task))
     assert all(r["n_examples"] == n_lines for r in rows)
     assert all(0 <= r["hit_length_limit"] <= n_lines for r in rows) and rows[1]["identical_to_greedy"] == 1.0
     hyps = resolve_path(rows[0]["hyp_file"]).read_text().splitlines()
@@ -372,15 +373,16 @@ def test_dev_score_learning_curve_and_best_by_score(toy):
 
     _, cfg, task = toy
     scored = tweak(cfg, train={"score_every": 10, "score_examples": 8, "keep_best": True, "best_on": "score"})
-    model, payload = load_model(stages.ensure_base(scored, task))
+    model, payload = load_model(staged(stages.ensure_base, scored, task))
     curve = [(r["step"], r["dev/bleu"]) for r in payload["history"] if "dev/bleu" in r]
     assert payload["stopped_by"] == "steps"
     assert [s for s, _ in curve] == [10, 20, 30]
     best_step, best = max(curve, key=lambda c: (c[1], -c[0]))
     assert payload["best_step"] == best_step and payload["best_dev_score"] == pytest.approx(best)
     assert task.dev_score(model, scored.decode, 8)["bleu"] == pytest.approx(best)  # the kept weights
-    assert stages.base_path_for(tweak(cfg, train={"score_examples": 200}), task) == stages.base_path_for(cfg, task)
-    assert stages.base_path_for(scored, task) != stages.base_path_for(cfg, task)
+    assert staged(stages.base_path_for, tweak(cfg, train={"score_examples": 200}), task) == staged(
+        stages.base_path_for, cfg, task)
+    assert staged(stages.base_path_for, scored, task) != staged(stages.base_path_for, cfg, task)
 
 
 def test_a_shipped_base_is_installed_instead_of_trained(toy, tmp_path, monkeypatch):
@@ -409,7 +411,7 @@ def test_a_shipped_base_is_installed_instead_of_trained(toy, tmp_path, monkeypat
     weights = load_checkpoint(m["manifest"].with_suffix(".pt"))["model"]  # the tied embeddings: stored once
     assert len({weights[k].untyped_storage().data_ptr() for k in ("src_embed.weight", "tgt_embed.weight",
                                                                    "output.weight")}) == 1
-    path = stages.base_path_for(cfg, task)
+    path = staged(stages.base_path_for, cfg, task)
     assert m["cache_name"] == path.name and m["steps"] == 30 and m["stopped_by"] == "steps"
     assert set(m["dev"]) == set(m["test"]) == {"bleu"} and [r["step"] for r in m["learning_curve"]] == [10, 20, 30]
     # A resumed make pretrain passes the finished model again: nothing is re-scored or re-exported.
@@ -421,7 +423,7 @@ def test_a_shipped_base_is_installed_instead_of_trained(toy, tmp_path, monkeypat
     trained, _ = load_model(path)
     path.unlink()
     monkeypatch.setattr(stages, "_train_stage", lambda *a, **k: pytest.fail("a shipped base must not be trained"))
-    assert stages.ensure_base(cfg, task) == path
+    assert staged(stages.ensure_base, cfg, task) == path
     installed, payload = load_model(path)
     for (name, a), b in zip(trained.state_dict().items(), installed.state_dict().values()):
         assert b.dtype == a.dtype and torch.equal(b, a.half().to(a.dtype)), name
@@ -432,7 +434,7 @@ def test_a_shipped_base_is_installed_instead_of_trained(toy, tmp_path, monkeypat
 
     with monkeypatch.context() as patched:
         patched.setattr(bpd.targets, "_decode_targets", lambda *a, **k: pytest.fail("shipped targets decoded"))
-        pairs = bpd.targets.self_pairs(cfg, task, path)
+        pairs = self_pairs(cfg, task, path)
     with np.load(tmp_path / "shipped" / m["greedy_train"]["file"]) as z:
         starts = np.concatenate([[0], np.cumsum(z["lengths"])[:-1]])
         by_line = {int(i): z["tokens"][a : a + n].tolist() for i, a, n in zip(z["index"], starts, z["lengths"])}
@@ -448,7 +450,7 @@ def test_a_shipped_base_is_installed_instead_of_trained(toy, tmp_path, monkeypat
     manifest = tmp_path / "shipped" / "folder_base.json"  # as if trained on other data
     manifest.write_text(manifest.read_text().replace(m["fingerprint"], "0" * 16))
     with pytest.raises(CheckpointError, match="shipped=false"):
-        stages.ensure_base(cfg, task)
+        staged(stages.ensure_base, cfg, task)
     # make pretrain on this data does not export over a model of other data; it says so before training
     # (_train_stage still fails the test if called).
     with pytest.raises(ValueError, match="ships a model of other data.*paths.shipped_dir=<folder>"):
@@ -472,12 +474,12 @@ def test_the_distilled_base_is_made_from_the_shipped_teacher(toy, tmp_path, monk
                             "shipped_dir": str(tmp_path / "shipped")})
     task = load_task(cfg)
     pretrain.run(cfg, PretrainEntry(models=["teacher"]))
-    teacher = stages.base_path_for(cfg, task, "gold", seed=cfg.teacher_seed)
+    teacher = staged(stages.base_path_for, cfg, task, "gold", seed=cfg.teacher_seed)
     teacher.unlink()  # a fresh cache: only the shipped files are left
     train_stage = stages._train_stage
 
     def no_teacher(*args, **kwargs):
-        assert args[8] != f"base-gold-s{cfg.teacher_seed}", "the shipped teacher was trained again"
+        assert args[4].name != f"base-gold-s{cfg.teacher_seed}", "the shipped teacher was trained again"
         return train_stage(*args, **kwargs)
 
     monkeypatch.setattr(stages, "_train_stage", no_teacher)
@@ -492,11 +494,11 @@ def test_a_corrupt_resume_state_is_set_aside_and_the_stage_retrained(toy, tmp_pa
     the stage trains from the start instead of stopping the run."""
     _, cfg, task = toy
     cfg = tweak(cfg, paths={"cache_dir": str(tmp_path / "cache"), "results_dir": str(tmp_path / "results")})
-    path = stages.base_path_for(cfg, task)
+    path = staged(stages.base_path_for, cfg, task)
     state = path.with_name(path.stem + ".state.pt")
     state.parent.mkdir(parents=True)
     state.write_bytes(b"half a checkpoint")
-    assert stages.ensure_base(cfg, task) == path and path.exists()
+    assert staged(stages.ensure_base, cfg, task) == path and path.exists()
     assert state.with_name(state.name + ".corrupt").read_bytes() == b"half a checkpoint"
     assert "training this stage from the start" in capsys.readouterr().out
 
@@ -551,7 +553,7 @@ def test_a_full_disk_keeps_the_decoded_outputs_and_the_rows(toy, tmp_path, monke
     from bpd.tasks.translation import TranslationScorer
 
     tmp, cfg, task = toy
-    path = stages.ensure_heads(cfg, task)
+    path = staged(stages.ensure_heads, cfg, task)
     results = tmp_path / "results"
     results.mkdir()
     (results / "rows.jsonl").write_text('{"earlier": 1}\n')
@@ -566,7 +568,7 @@ def test_a_full_disk_keeps_the_decoded_outputs_and_the_rows(toy, tmp_path, monke
     redo = tweak(cfg, paths=dataclasses.replace(cfg.paths, results_dir=str(results)),
                  decode={"timing_repeats": 1, "methods": NO_BEAM, "ks": [2], "criteria": [CriterionConfig("exact")]})
     with pytest.raises(ResultsNotSaved) as e:
-        evaluate(redo, task, path)
+        evaluate_toy(redo, task, path)
     msg = str(e.value)
     assert f"could not write the results to {results} (No space left on device)" in msg and "\n" not in msg
     assert "run the same command again" in msg

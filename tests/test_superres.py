@@ -8,14 +8,13 @@ import numpy as np
 import pytest
 import torch
 from conftest import IMAGE_MICRO
-from toy import toy_config, tweak
+from toy import evaluate_toy, staged, toy_config, tweak
 
 from bpd import stages
 from bpd.config import BeamConfig, CriterionConfig, HeadsConfig, ImageTaskConfig, MethodsConfig, TrainConfig
 from bpd.decoding import blockwise_decode, criteria, greedy_decode
 from bpd.decoding.methods.draft import draft_decode
 from bpd.decoding.methods.tree import tree_decode
-from bpd.evaluate import evaluate
 from bpd.models.image_transformer import build_image_model
 from bpd.runtime import resolve_path
 from bpd.tasks import load_task
@@ -144,8 +143,8 @@ def test_sr_pipeline_rows_files_and_psnr(tmp_path):
     cfg = sr_config(tmp_path)
     task = load_task(cfg)
     assert task.kind == "image" and len(task.pairs("train").tgt(0)) == 48
-    path = stages.ensure_heads(cfg, task)
-    rows = evaluate(cfg, task, path)
+    path = staged(stages.ensure_heads, cfg, task)
+    rows = evaluate_toy(cfg, task, path)
     names = [r["decoder"] for r in rows]
     assert names[:3] == ["greedy", "blockwise_k2_exact", "blockwise_k3_exact"]
     assert {"nearest", "bicubic"} <= set(names)

@@ -103,3 +103,27 @@ def tweak(cfg: ExperimentConfig, **over) -> ExperimentConfig:
         cur = getattr(cfg, k)
         kw[k] = dataclasses.replace(cur, **v) if isinstance(v, dict) and dataclasses.is_dataclass(cur) else v
     return dataclasses.replace(cfg, **kw)
+
+
+def staged(fn, cfg: ExperimentConfig, *args, **kw):
+    """A ``bpd.stages`` function called as an entry point calls it: with the runtime built from ``cfg``."""
+    from bpd.runtime import Runtime
+
+    return fn(Runtime.build(cfg), cfg, *args, **kw)
+
+
+def evaluate_toy(cfg: ExperimentConfig, task, model_path: Path, draft_path: Path | None = None) -> list[dict]:
+    """``bpd.evaluate.evaluate`` called as experiments/evaluate.py calls it: the runtime, decode section and
+    provenance of ``cfg``."""
+    from bpd.evaluate import evaluate, provenance
+    from bpd.runtime import Runtime
+
+    return evaluate(Runtime.build(cfg), task, model_path, cfg.decode, provenance(cfg, draft_path), draft_path)
+
+
+def self_pairs(cfg: ExperimentConfig, task, base_path: Path):
+    """``bpd.targets.self_pairs`` as the heads stage calls it, with the sections of ``cfg``."""
+    from bpd import targets
+    from bpd.runtime import Runtime
+
+    return targets.self_pairs(Runtime.build(cfg), task, base_path, cfg.distill, cfg.decode, cfg.shipped)

@@ -81,7 +81,7 @@ class Plan:
     """What an evaluation or a benchmark asks of every method beside its own options: the decode-time ks, the
     criteria, ``floors`` (the evaluation decodes every minimum block size of each criterion, and k = 1 only where
     it is plain greedy: exact, l = 1; the benchmark times l = 1 at every k) and ``models``, the methods whose
-    auxiliary checkpoint the run has (``Runtime.models``)."""
+    auxiliary checkpoint the run has (``Resources.models``)."""
 
     ks: tuple[int, ...]
     criteria: tuple[CriterionConfig, ...]
@@ -95,9 +95,10 @@ class Plan:
 
 
 @dataclass(frozen=True)
-class Runtime:
+class Resources:
     """Where a run decodes, and the checkpoints its stages trained for a method, by method name (the draft
-    model's, for ``draft``): what a method's ``prepare`` builds its own auxiliary model from."""
+    model's, for ``draft``): what a method's ``prepare`` builds its own auxiliary model from. The part of the
+    process's ``bpd.runtime.Runtime`` that decoding needs (this layer sits below it)."""
 
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     models: Mapping[str, Path] = field(default_factory=dict)
@@ -164,9 +165,9 @@ class Method(ABC):
         own options there (``decode.methods.<name>``; None for a method without options). None by default."""
         return []
 
-    def prepare(self, task, model, runtime: Runtime) -> Any:
+    def prepare(self, task, model, resources: Resources) -> Any:
         """What its decoders need beside the model, built once per run from the ``task`` (e.g. its training
-        pairs), the ``model`` and the ``runtime`` (e.g. a checkpoint its stage trained): an n-gram model, a draft
+        pairs), the ``model`` and the ``resources`` (e.g. a checkpoint its stage trained): an n-gram model, a draft
         model. None by default."""
         return None
 

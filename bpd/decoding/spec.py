@@ -13,10 +13,10 @@ from typing import Any
 
 from bpd.config import BenchConfig, DecodeConfig
 from bpd.decoding.engine import checked_engine
-from bpd.decoding.method import Decoder, Method, Options, Plan, Role, RoundOptions, Runtime
+from bpd.decoding.method import Decoder, Method, Options, Plan, Resources, Role, RoundOptions
 from bpd.decoding.registry import METHODS, registered
 
-__all__ = ["DecodeSpec", "Plan", "Runtime", "bench_specs", "decode_specs", "decoder_fn", "prepare", "specs_for"]
+__all__ = ["DecodeSpec", "Plan", "Resources", "bench_specs", "decode_specs", "decoder_fn", "prepare", "specs_for"]
 
 #: Row columns every decoder's row has, the method's options filling what applies: the design's decoder
 #: columns (``RoundOptions.columns``), then each method's own in registry order.
@@ -126,9 +126,9 @@ def bench_specs(bench: BenchConfig, ks: list[int], models: Iterable[str] = ()) -
     return specs_for(plan, bench.methods)
 
 
-def prepare(specs: list[DecodeSpec], task, model, runtime: Runtime) -> dict[str, Any]:
+def prepare(specs: list[DecodeSpec], task, model, resources: Resources) -> dict[str, Any]:
     """What each method of ``specs`` builds beside the model (``Method.prepare``), once per run, by method name."""
-    built = {name: METHODS[name].prepare(task, model, runtime) for name in dict.fromkeys(s.method for s in specs)}
+    built = {name: METHODS[name].prepare(task, model, resources) for name in dict.fromkeys(s.method for s in specs)}
     return {name: value for name, value in built.items() if value is not None}
 
 

@@ -8,7 +8,7 @@ import pkgutil
 
 from bpd.config import ExperimentConfig
 from bpd.config.registry import names
-from bpd.runtime import cache_root, resolve_path
+from bpd.runtime import resolve_path
 from bpd.tasks.base import Pairs, Scorer, Task
 from bpd.tasks.image import ImageTask
 from bpd.tasks.translation import TranslationTask
@@ -37,7 +37,7 @@ def load_task(cfg: ExperimentConfig) -> Task:
     """The experiment's task with its encoded splits (prepared once under ``paths.cache_dir/data``). Shipped
     tokenizers come with the shipped models: shipped=false learns them here too."""
     shipped = resolve_path(cfg.paths.shipped_dir) if cfg.shipped else None
-    return TASKS[cfg.task.kind](cfg.task, cache_root(cfg) / "data", shipped)
+    return TASKS[cfg.task.kind](cfg.task, resolve_path(cfg.paths.cache_dir) / "data", shipped)
 
 
 __all__ = ["TASKS", "ImageTask", "Pairs", "Scorer", "Task", "TranslationTask", "load_task"]

@@ -100,8 +100,9 @@ def init_distributed(
 ) -> DistInfo:
     """Join the process group that torchrun (or a multi-task submitit job) set up; nothing for one process.
 
-    Idempotent: stages call it again and get the same answer, so a Hydra multirun under torchrun (every rank
-    runs the sweep's jobs in the same order) keeps one process group for all its jobs. ``backend`` defaults
+    Idempotent: each job of a Hydra multirun under torchrun (every rank runs the sweep's jobs in the same order)
+    builds its runtime (``bpd.runtime.Runtime.build``) and gets the same answer: one process group for all its
+    jobs. ``backend`` defaults
     to NCCL when the device is a GPU and gloo otherwise; ``timeout_min`` bounds how long a rank waits for the
     others in a collective (rank 0 alone prepares data and decodes dev sets meanwhile, hence the generous
     default of 60 minutes). The group is torn down at exit.

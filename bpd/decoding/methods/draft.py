@@ -25,7 +25,7 @@ import torch
 from bpd.decoding.common import top1
 from bpd.decoding.criteria import Criterion
 from bpd.decoding.loop import Accepted, Batch, Rounds, RowState, block_floor, checked_criterion, decode_rounds
-from bpd.decoding.method import Decoder, Method, Options, Plan, RoundOptions, Runtime
+from bpd.decoding.method import Decoder, Method, Options, Plan, Resources, RoundOptions
 from bpd.decoding.methods.blockwise import run_round
 from bpd.decoding.result import DecodeResult
 from bpd.models.checkpoint import load_model
@@ -125,15 +125,15 @@ class Draft(Method):
             return []
         return [RoundOptions(k, c.name, c.param) for c in plan.criteria for k in plan.round_ks]
 
-    def prepare(self, task, model, runtime: Runtime):
-        """The draft model its stage trained (``runtime.models["draft"]``), on the run's device in the base
+    def prepare(self, task, model, resources: Resources):
+        """The draft model its stage trained (``resources.models["draft"]``), on the run's device in the base
         model's dtype."""
-        path = runtime.models.get(self.name)
+        path = resources.models.get(self.name)
         if path is None:
             raise ValueError("draft-model decoding needs the trained draft model: set draft.model (e.g. "
                              "draft=tiny) and build it with `python experiments/train.py stage=draft`.")
         dtype = next(model.parameters()).dtype
-        return load_model(path, runtime.device)[0].to(dtype).eval()
+        return load_model(path, resources.device)[0].to(dtype).eval()
 
     def decoder(self, o: RoundOptions, criterion_kwargs: dict[str, Any] | None, prepared) -> Decoder:
         crit = o.criterion_for(criterion_kwargs)

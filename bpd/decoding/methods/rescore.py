@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from bpd.config.methods.rescored import RescoreConfig
-from bpd.decoding.method import Decoder, Method, Options, Plan, RoundOptions, Runtime
+from bpd.decoding.method import Decoder, Method, Options, Plan, Resources, RoundOptions
 from bpd.decoding.methods.blockwise import blockwise_decode
 from bpd.decoding.tree_build import build_tree
 from bpd.decoding.tree_shape import TreeShape
@@ -146,9 +146,9 @@ class Rescored(Method):
         return [RescoredOptions(k, c.name, c.param, rescore_beam=r.beam, rescore_weight=r.weight)
                 for r in asked for c in plan.criteria for k in plan.round_ks]
 
-    def prepare(self, task, model, runtime: Runtime) -> NgramLM:
+    def prepare(self, task, model, resources: Resources) -> NgramLM:
         """The bigram model of the task's training targets, on the run's device."""
-        return NgramLM.fit_pairs(task.pairs("train"), model.cfg.vocab_size, model.bos_id).to(runtime.device)
+        return NgramLM.fit_pairs(task.pairs("train"), model.cfg.vocab_size, model.bos_id).to(resources.device)
 
     def decoder(self, o: RescoredOptions, criterion_kwargs: dict[str, Any] | None, prepared: NgramLM | None
                 ) -> Decoder:
