@@ -197,7 +197,7 @@ def test_bench_entry_point_on_a_toy_model(tmp_path, capsys):
     cfg = toy_config(tmp_path, name="toy")
     bench = from_dict(BenchConfig, {
         "batch_sizes": [1, 2], "ks": [2, 3, 10], "criteria": [{"name": "exact"}], "repeats": 1,
-        "n_examples": {1: 3, 2: 4}, "naive_greedy": True, "archs": None, "arch_train_steps": 5,
+        "n_examples": {1: 3, 2: 4}, "methods": {"naive_greedy": True}, "archs": None, "arch_train_steps": 5,
         "dtype": "float32", "compile": False, "step_repeats": 3, "results_dir": str(out),
         "specbench_records": True, "engines": ["eager", "static"],
     })

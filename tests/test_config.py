@@ -292,3 +292,14 @@ def test_committed_run_ids_survive_new_decode_options():
     assert run_id(cfg.decode, cfg.task.name, cfg.device, Path(last["model"])) == last["run_id"]
     int8 = dataclasses.replace(cfg, decode=dataclasses.replace(cfg.decode, proposal_precision="int8"))
     assert run_id(int8.decode, cfg.task.name, cfg.device, Path(last["model"])) != last["run_id"]
+
+
+def test_a_partial_section_keeps_its_fields_defaults():
+    """A dict that sets one option of a nested section leaves the others at the field's default, not at the
+    section type's: the benchmark's methods keep beam search off when only its length penalty is given."""
+    from bpd.config import BenchConfig
+    from bpd.config.experiment import from_dict
+
+    bench = from_dict(BenchConfig, {"methods": {"naive_greedy": False, "beam": {"alpha": 0.5}}})
+    assert (bench.methods.beam.size, bench.methods.beam.alpha, bench.methods.naive_greedy) == (0, 0.5, False)
+    assert from_dict(BenchConfig, {}).methods.naive_greedy is True

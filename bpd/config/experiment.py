@@ -218,9 +218,10 @@ class BenchConfig:
 
 
 def from_dict(cls: type, d: Any, where: str = "") -> Any:
-    """``cls`` from a (possibly partial) nested dict: missing keys take their defaults, nested dataclasses
-    (and lists of them) are built from their type hints, an unknown key is refused with the fix. Instances of
-    ``cls`` pass through unchanged."""
+    """``cls`` from a (possibly partial) nested dict: missing keys take their defaults (a nested section's own
+    missing keys those of the field's default, e.g. ``bench.methods``' beam search off), nested dataclasses (and
+    lists of them) are built from their type hints, an unknown key is refused with the fix. Instances of ``cls``
+    pass through unchanged."""
     if isinstance(d, cls):
         return d
     d = {} if d is None else d
@@ -232,7 +233,20 @@ def from_dict(cls: type, d: Any, where: str = "") -> Any:
         raise ValueError(f"unknown option {', '.join(where + u for u in unknown)}; "
                          f"{where.rstrip('.') or cls.__name__} takes {', '.join(known)}.")
     hints = typing.get_type_hints(cls)
-    return cls(**{name: _typed(hints[name], value, f"{where}{name}") for name, value in d.items()})
+    made = {f.name: f.default_factory for f in fields(cls) if f.default_factory is not dataclasses.MISSING}
+    return cls(**{name: _typed(hints[name], _over(made[name]() if name in made else None, value), f"{where}{name}")
+                  for name, value in d.items()})
+
+
+def _over(default: Any, value: Any) -> Any:
+    """A partial dict laid over a default dataclass instance, key by key and section by section (a plain
+    value as it is)."""
+    if not (dataclasses.is_dataclass(default) and isinstance(value, dict)):
+        return value
+    merged = {f.name: getattr(default, f.name) for f in fields(default)}
+    for k, v in value.items():
+        merged[k] = _over(merged[k], v) if k in merged else v
+    return merged
 
 
 def _typed(hint: Any, value: Any, where: str) -> Any:
