@@ -1,12 +1,13 @@
 """What a compiled step costs, and what compiling it costs, under inductor settings the compiled path does not use
 (``bpd.decoding.engine.compile_options`` is the one it uses):
 
-* ``--variant path``: the path as it is (frozen weights prepacked for the CPU's GEMM kernels);
+* ``--variant path``: the path as it is (frozen weights prepacked for the CPU's GEMM kernels, one graph per
+  function for every source bucket: ``engine.DYNAMIC_BUCKETS``);
+* ``--variant static-buckets``: one graph per function and source bucket (the source length and the cache
+  capacity fixed);
 * ``--variant no-prepack``: frozen weights left unpacked (``cpp.weight_prepack=False``): the packed weights are
   what keeps a frozen graph out of inductor's FX graph cache (they cannot be pickled), so without them a second
   process loads the graphs instead of compiling them;
-* ``--variant dynamic``: the source length and the cache capacity marked dynamic, so one graph per function
-  serves every source bucket instead of one per bucket.
 
 Each source length in ``--lengths`` is timed in turn in this one process (``bpd.bench.step_costs`` on the
 compiled path: t_1, and t_k and the start call s_k per k), with the wall time of its first call (compilation,
@@ -30,31 +31,10 @@ from bpd.bench.step_costs import step_costs
 from bpd.training.checkpoint import load_model
 
 
-def dynamic_engine() -> None:
-    """The engine's graphs compiled with the source length and the cache capacity dynamic."""
-    def compile_fn(fn, model):
-        torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 256)
-        return torch.compile(fn, fullgraph=True, dynamic=None)
-
-    made = engine.StaticEngine.new_buffers
-
-    def new_buffers(self, enc, shape):
-        held, cache, alive = made(self, enc, shape)
-        for t in [*cache.k, *cache.v]:
-            torch._dynamo.mark_dynamic(t, 2)  # (B, H, capacity, dh)
-        torch._dynamo.mark_dynamic(held.src_mask, 3)  # (B, 1, 1, S)
-        for k, v in held.cross_kv:
-            torch._dynamo.mark_dynamic(k, 2)
-            torch._dynamo.mark_dynamic(v, 2)
-        return held, cache, alive
-
-    engine.compile_fn, engine.StaticEngine.new_buffers = compile_fn, new_buffers
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("checkpoint", type=Path)
-    ap.add_argument("--variant", choices=("path", "no-prepack", "dynamic"), default="path")
+    ap.add_argument("--variant", choices=("path", "static-buckets", "no-prepack"), default="path")
     ap.add_argument("--lengths", type=int, nargs="+", default=[20, 40, 12])
     ap.add_argument("--ks", type=int, nargs="+", default=[2, 4])
     ap.add_argument("--threads", type=int, default=1)
@@ -64,8 +44,8 @@ def main() -> None:
         import torch._inductor.config as inductor
 
         inductor.cpp.weight_prepack = False
-    elif args.variant == "dynamic":
-        dynamic_engine()
+    elif args.variant == "static-buckets":
+        engine.DYNAMIC_BUCKETS = False
     model, _ = load_model(args.checkpoint)
     model.eval()
     gen = torch.Generator().manual_seed(0)

@@ -41,6 +41,10 @@ from bpd.models.transformer import EncoderState
 
 #: The smallest padded source length and cache capacity: shorter ones share these shapes.
 LEAST_BUCKET = 16
+#: On a CPU, a compiled function's graph serves every source bucket (their lengths symbolic), so a test set
+#: compiles each function once instead of once per bucket; CUDA graphs need fixed shapes and keep one per bucket.
+#: (``bench/compile_variants.py --variant static-buckets`` turns it off to compare.)
+DYNAMIC_BUCKETS = True
 
 
 def bucket(n: int, least: int = LEAST_BUCKET) -> int:
@@ -149,6 +153,14 @@ class StaticEngine:
             tensors = [*cache.tensors(), alive, held.src_mask, *(t for kv in held.cross_kv for t in kv)]
             for t in tensors + ([held.aligned] if held.aligned is not None else []):
                 torch._dynamo.mark_static_address(t)
+        elif self.compiled and DYNAMIC_BUCKETS and model.source_buckets:
+            # One graph per function for every source bucket: the source length and the cache capacity are
+            # symbolic, the rows and tokens a step multiplies stay fixed (what the GEMM kernels specialise on).
+            for t in [*cache.k, *cache.v]:
+                torch._dynamo.mark_dynamic(t, 2)  # (B, H, capacity, dh)
+            torch._dynamo.mark_dynamic(held.src_mask, 3)  # (B, 1, 1, S)
+            for t in (t for kv in held.cross_kv for t in kv):
+                torch._dynamo.mark_dynamic(t, 2)  # (B, H, S, dh)
         return held, cache, alive
 
     def call(self, key: tuple, make: Callable[[], Callable], *args):
@@ -320,7 +332,8 @@ def compile_fn(fn: Callable, model) -> Callable:
     torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 256)
     if model.tgt_embed.weight.device.type == "cuda":
         return torch.compile(fn, fullgraph=True, dynamic=False, mode="reduce-overhead")
-    return torch.compile(fn, fullgraph=True, dynamic=False)
+    # dynamic=None: only the dimensions ``new_buffers`` marks are symbolic; every other one is specialised.
+    return torch.compile(fn, fullgraph=True, dynamic=None if DYNAMIC_BUCKETS else False)
 
 
 def compile_options(model):
