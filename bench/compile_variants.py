@@ -1,21 +1,20 @@
-"""What a compiled step costs, and what compiling it costs, under inductor settings the compiled path does not use
-(``bpd.decoding.engine.compile_options`` is the one it uses):
+"""What a compiled step costs, and what compiling it costs, under inductor settings beside the compiled path's own
+(``bpd.decoding.engine.compile_options``):
 
-* ``--variant path``: the path as it is (frozen weights prepacked for the CPU's GEMM kernels, one graph per
-  function for every source bucket: ``engine.DYNAMIC_BUCKETS``);
-* ``--variant static-buckets``: one graph per function and source bucket (the source length and the cache
-  capacity fixed);
-* ``--variant no-prepack``: frozen weights left unpacked (``cpp.weight_prepack=False``): the packed weights are
-  what keeps a frozen graph out of inductor's FX graph cache (they cannot be pickled), so without them a second
-  process loads the graphs instead of compiling them;
+* ``--buckets each``: one graph per function and source bucket (what the benchmarks compile); ``--buckets one``:
+  one graph per function for every bucket, the source length and the cache capacity symbolic (what evaluations
+  compile: ``engine.DYNAMIC_BUCKETS``);
+* ``--no-prepack``: frozen weights left unpacked (``cpp.weight_prepack=False``). Prepacked weights are what keep
+  a frozen graph out of inductor's FX graph cache (they cannot be pickled), so without them a second process
+  loads the graphs instead of compiling them.
 
 Each source length in ``--lengths`` is timed in turn in this one process (``bpd.bench.step_costs`` on the
 compiled path: t_1, and t_k and the start call s_k per k), with the wall time of its first call (compilation,
-or none when a graph is reused). Run a variant twice with the same ``TORCHINDUCTOR_CACHE_DIR`` to see what a
-second process pays.
+or none when a graph is reused). Run it twice with the same ``TORCHINDUCTOR_CACHE_DIR`` to see what a second
+process pays.
 
     TORCHINDUCTOR_CACHE_DIR=/tmp/ind python bench/compile_variants.py outputs/cache/models/<heads>.pt \
-        --variant no-prepack
+        --buckets each --no-prepack
 """
 
 from __future__ import annotations
@@ -34,22 +33,23 @@ from bpd.training.checkpoint import load_model
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("checkpoint", type=Path)
-    ap.add_argument("--variant", choices=("path", "static-buckets", "no-prepack"), default="path")
+    ap.add_argument("--buckets", choices=("one", "each"), default="each")
+    ap.add_argument("--no-prepack", action="store_true")
     ap.add_argument("--lengths", type=int, nargs="+", default=[20, 40, 12])
     ap.add_argument("--ks", type=int, nargs="+", default=[2, 4])
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    if args.variant == "no-prepack":
+    engine.DYNAMIC_BUCKETS = args.buckets == "one"
+    if args.no_prepack:
         import torch._inductor.config as inductor
 
         inductor.cpp.weight_prepack = False
-    elif args.variant == "static-buckets":
-        engine.DYNAMIC_BUCKETS = False
     model, _ = load_model(args.checkpoint)
     model.eval()
     gen = torch.Generator().manual_seed(0)
-    print(f"{args.variant}, {torch.backends.cpu.get_cpu_capability()}, {args.threads} thread(s)")
+    isa = torch.backends.cpu.get_cpu_capability()
+    print(f"buckets {args.buckets}, prepacked weights {not args.no_prepack}, {isa}, {args.threads} thread(s)")
     for n in args.lengths:
         src = torch.randint(4, model.cfg.vocab_size, (1, n), generator=gen)
         t0 = time.perf_counter()
