@@ -26,16 +26,11 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
     from bpd.bench.rows import format_bench, format_breakdown, format_floors
     from bpd.bench.run import run_bench
     from bpd.bench.specbench import write_jsonl
-    from bpd.decoding import engine
     from bpd.decoding.spec import Resources, bench_specs, prepare
     from bpd.runtime import Runtime, resolve_path
     from bpd.stages import ensure_draft, ensure_heads
     from bpd.tasks import load_task
     from bpd.tracking import append_rows
-
-    # Benchmarks time steady-state steps: one compiled graph per source bucket (compiling it is untimed), whose
-    # steps are faster than those of the one graph an evaluation shares across buckets (docs/benchmark.md).
-    engine.DYNAMIC_BUCKETS = False
 
     b = entry.bench
     b.validate()
@@ -162,7 +157,12 @@ def common_columns(cfg: ExperimentConfig, c: ExperimentConfig, task, path: Path,
 
 @hydra.main(config_path=CONF_DIR, config_name="bench", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    friendly(run, cfg)
+    from bpd.decoding.engine import graph_per_bucket
+
+    # Benchmarks time steady-state steps: one compiled graph per source bucket, whose steps are faster than those
+    # of the one graph an evaluation shares across buckets (docs/benchmark.md).
+    with graph_per_bucket():
+        friendly(run, cfg)
 
 
 if __name__ == "__main__":

@@ -35,15 +35,10 @@ def run(cfg: ExperimentConfig, entry: PeersEntry) -> list[dict]:
         peer_rows,
         round_robin,
     )
-    from bpd.decoding import engine
     from bpd.export.bundle import BATCH_ONE_PEERS, PEERS, bundle_peers, close_peers, peer_columns
     from bpd.runtime import Runtime, resolve_path
     from bpd.tasks import load_task
     from bpd.tracking import append_rows, device_name, git_sha
-
-    # Benchmarks time steady-state steps: one compiled graph per source bucket (compiling it is untimed), whose
-    # steps are faster than those of the one graph an evaluation shares across buckets (docs/benchmark.md).
-    engine.DYNAMIC_BUCKETS = False
 
     b = entry.bench
     b.validate()
@@ -132,7 +127,12 @@ def common_columns(cfg: ExperimentConfig, task, path, model, payload: dict, draf
 
 @hydra.main(config_path=CONF_DIR, config_name="bench_peers", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    friendly(run, cfg)
+    from bpd.decoding.engine import graph_per_bucket
+
+    # Benchmarks time steady-state steps: one compiled graph per source bucket, whose steps are faster than those
+    # of the one graph an evaluation shares across buckets (docs/benchmark.md).
+    with graph_per_bucket():
+        friendly(run, cfg)
 
 
 if __name__ == "__main__":

@@ -53,22 +53,25 @@ def test_compiled_engine_decodes_as_the_static_one():
 
 
 @pytest.mark.parametrize("dynamic", [True, False])
-def test_compiled_graphs_per_source_bucket(dynamic, monkeypatch):
-    """On a CPU one compiled greedy graph serves every source bucket (``DYNAMIC_BUCKETS``, evaluations), or one
-    graph per bucket (the benchmark's setting); the tokens are the static path's either way."""
+def test_compiled_graphs_per_source_bucket(dynamic):
+    """On a CPU one compiled greedy graph serves every source bucket (evaluations), or one graph per bucket
+    inside ``graph_per_bucket`` (the benchmarks); the tokens are the static path's either way."""
+    import contextlib
+
     from torch._dynamo.utils import counters
 
     from bpd.decoding import engine
 
-    monkeypatch.setattr(engine, "DYNAMIC_BUCKETS", dynamic)
     model = random_model(30, 2, seed=6, arch="attend").eval()
     torch._dynamo.reset()
     counters.clear()
-    for width in (7, 20, 40):  # buckets 16, 32, 64
-        src = random_src(1, width, 30, seed=width)
-        assert (greedy_decode(model, src, max_len=12, engine="compiled").tokens
-                == greedy_decode(model, src, max_len=12, engine="static").tokens)
+    with contextlib.nullcontext() if dynamic else engine.graph_per_bucket():
+        for width in (7, 20, 40):  # buckets 16, 32, 64
+            src = random_src(1, width, 30, seed=width)
+            assert (greedy_decode(model, src, max_len=12, engine="compiled").tokens
+                    == greedy_decode(model, src, max_len=12, engine="static").tokens)
     assert counters["stats"]["unique_graphs"] == (1 if dynamic else 3)
+    assert engine.DYNAMIC_BUCKETS  # the evaluations' setting again
 
 
 def test_new_weights_make_a_new_engine():

@@ -25,6 +25,7 @@ proposals, and the chain runs eagerly after it. The functions themselves are in 
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,6 +46,18 @@ LEAST_BUCKET = 16
 #: compiles each function once instead of once per bucket; CUDA graphs need fixed shapes and keep one per bucket.
 #: (``bench/compile_variants.py --variant static-buckets`` turns it off to compare.)
 DYNAMIC_BUCKETS = True
+
+
+@contextlib.contextmanager
+def graph_per_bucket():
+    """Within it, compiled functions get one graph per source bucket (``DYNAMIC_BUCKETS`` off): the benchmarks'
+    setting, since they time steady-state steps, whose compilation is untimed."""
+    global DYNAMIC_BUCKETS
+    before, DYNAMIC_BUCKETS = DYNAMIC_BUCKETS, False
+    try:
+        yield
+    finally:
+        DYNAMIC_BUCKETS = before
 
 
 def bucket(n: int, least: int = LEAST_BUCKET) -> int:
@@ -342,8 +355,6 @@ def compile_options(model):
     pass does not run), the C++ wrapper, and each matrix product timed once against inductor's own CPU GEMM
     template (``max_autotune``): on some CPUs MKL's kernels for a few rows (a k-token verify, a small batch) cost
     several times one row's where the template's do not (measured in results/bench/ENGINES.md)."""
-    import contextlib
-
     import torch._inductor.config as inductor
 
     if model.tgt_embed.weight.device.type == "cuda":
