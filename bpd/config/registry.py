@@ -11,8 +11,13 @@ these entries by name and refuse to load with one missing on either side.
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 #: The kinds of entry, each its own name space.
 KINDS = ("method", "head", "task", "corpus")
@@ -54,3 +59,32 @@ def lookup(kind: str, name: object, where: str) -> Entry:
     if not isinstance(name, str) or name not in _ENTRIES[kind]:
         raise ValueError(f"unknown {where} {name!r}; choose one of {', '.join(_ENTRIES[kind])}.")
     return _ENTRIES[kind][name]
+
+
+def implementations(kind: str, package: str, base: type, attr: str) -> dict[str, type]:
+    """The classes that implement ``kind``'s entries, by name in registration order: every subclass of ``base``
+    defined in a module of ``package`` and naming its entry in a class attribute ``attr`` of its own (``paired``
+    refuses a missing, doubled or unregistered one). Implementations are found this way, never listed."""
+    path = importlib.import_module(package).__path__
+    found = []
+    for info in pkgutil.iter_modules(path, package + "."):
+        module = importlib.import_module(info.name)
+        found += [c for c in vars(module).values() if isinstance(c, type) and issubclass(c, base) and c is not base
+                  and c.__module__ == module.__name__ and attr in vars(c)]
+    return paired(kind, [(getattr(c, attr), c) for c in found], names(kind), package)
+
+
+def paired(kind: str, found: list[tuple[str, T]], declared: Sequence[str], package: str) -> dict[str, T]:
+    """``found`` (name, implementation) by name in the order of ``declared``, refused unless every declared name
+    has exactly one implementation and every implementation is declared."""
+    got = [n for n, _ in found]
+    twice = sorted({n for n in got if got.count(n) > 1})
+    missing = [n for n in declared if n not in got]
+    undeclared = [n for n in got if n not in declared]
+    if twice or missing or undeclared:
+        raise RuntimeError(
+            f"the {kind} implementations of {package} must implement the {kind}s registered in bpd/config/, every "
+            f"name once: implemented twice {twice}, declared without an implementation {missing}, implemented "
+            f"without a declaration {undeclared}.")
+    by_name = dict(found)
+    return {n: by_name[n] for n in declared}

@@ -11,39 +11,21 @@ greedy property test (tests/test_decoding.py).
 
 from __future__ import annotations
 
-import importlib
-import inspect
-import pkgutil
-
+from bpd.config import registry
 from bpd.config.methods import DECODE_METHODS
 from bpd.decoding import methods as methods_package
 from bpd.decoding.method import Method
 
 
 def discover() -> list[Method]:
-    """One instance of every concrete ``Method`` subclass defined in ``bpd.decoding.methods``."""
-    found = []
-    for module_info in pkgutil.iter_modules(methods_package.__path__, methods_package.__name__ + "."):
-        module = importlib.import_module(module_info.name)
-        found += [cls() for cls in vars(module).values() if isinstance(cls, type) and issubclass(cls, Method)
-                  and cls.__module__ == module.__name__ and not inspect.isabstract(cls)]
-    return found
+    """One instance of every ``Method`` subclass of ``bpd.decoding.methods`` that names its method."""
+    return [cls() for cls in registry.implementations("method", methods_package.__name__, Method, "name").values()]
 
 
 def paired(found: list[Method]) -> dict[str, Method]:
     """The implementations by name in the declarations' order, refused unless every declared method has exactly
     one and every one is declared."""
-    names = [m.name for m in found]
-    twice = sorted({n for n in names if names.count(n) > 1})
-    missing = [n for n in DECODE_METHODS if n not in names]
-    undeclared = [n for n in names if n not in DECODE_METHODS]
-    if twice or missing or undeclared:
-        raise RuntimeError(
-            "the decoding methods of bpd/decoding/methods/ must implement those declared in bpd/config/methods/, "
-            f"every name once: implemented twice {twice}, declared without an implementation {missing}, "
-            f"implemented without a declaration {undeclared}.")
-    by_name = {m.name: m for m in found}
-    return {name: by_name[name] for name in DECODE_METHODS}
+    return registry.paired("method", [(m.name, m) for m in found], list(DECODE_METHODS), methods_package.__name__)
 
 
 METHODS: dict[str, Method] = paired(discover())

@@ -15,12 +15,9 @@ classes are found here and paired with the registry's entries, none listed.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
 from torch import nn
 
-from bpd.config.registry import names
+from bpd.config.registry import implementations
 from bpd.models.heads.attend import AttendHeads
 from bpd.models.heads.base import ProposalHeads
 from bpd.models.heads.blockdiag import BlockDiagHeads
@@ -29,24 +26,7 @@ from bpd.models.heads.paper import PaperHeads
 from bpd.models.heads.recurrent import RecurrentHeads
 from bpd.models.heads.source import Source
 
-
-def discover() -> dict[str, type[ProposalHeads]]:
-    """Every architecture class of this package (one naming its own ``arch``), by arch, in the registry's order;
-    refused unless each registered architecture has exactly one."""
-    found: list[type[ProposalHeads]] = []
-    for info in pkgutil.iter_modules(__path__, __name__ + "."):
-        module = importlib.import_module(info.name)
-        found += [c for c in vars(module).values() if isinstance(c, type) and issubclass(c, ProposalHeads)
-                  and c.__module__ == module.__name__ and "arch" in vars(c) and c is not ProposalHeads]
-    archs = [c.arch for c in found]
-    if sorted(archs) != sorted(names("head")):
-        raise RuntimeError(f"the head classes of bpd/models/heads/ ({sorted(archs)}) must implement the "
-                           f"architectures registered in bpd/config/heads.py ({sorted(names('head'))}), each once.")
-    by_arch = {c.arch: c for c in found}
-    return {arch: by_arch[arch] for arch in names("head")}
-
-
-HEADS: dict[str, type[ProposalHeads]] = discover()
+HEADS: dict[str, type[ProposalHeads]] = implementations("head", __name__, ProposalHeads, "arch")
 
 
 def build_heads(
