@@ -29,6 +29,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 )
 
 from bpd.config import BenchConfig, ExperimentConfig, ImageTaskConfig, TranslationTaskConfig  # noqa: E402
+from bpd.config.methods import moved_options  # noqa: E402
 from bpd.config.translate import TranslateConfig  # noqa: E402
 
 CONF_DIR = str(ROOT / "conf")
@@ -103,21 +104,17 @@ def to_configs(cfg: DictConfig) -> tuple[ExperimentConfig, Any]:
     return experiment.validate(), entry
 
 
-#: Options that became a method's own (``decode.methods``, ``bench.methods``): the old path, refused by name with
-#: the new one, since Hydra's own refusal does not say where an option went.
-MOVED_OPTIONS = {"beam_size": "methods.beam.size", "alpha": "methods.beam.alpha",
-                 "naive_greedy": "methods.naive_greedy", "trees": "methods.tree", "rescore": "methods.rescored"}
-
-
 def refuse_moved_options(overrides: list[str]) -> None:
-    """A command-line override of a moved option (``decode.beam_size=0``) ends with one sentence naming its new
-    path, before Hydra composes anything."""
+    """A command-line override of an option that became a method's own (``decode.beam_size=0``; the methods'
+    declarations list their old keys) ends with one sentence naming its new path, before Hydra composes anything:
+    Hydra's own refusal does not say where an option went."""
+    moved = moved_options()
     for arg in overrides:
         key = arg.split("=", 1)[0].lstrip("+~")
         section, _, rest = key.partition(".")
         old = rest.split(".", 1)[0]
-        if section in ("decode", "bench") and old in MOVED_OPTIONS:
-            new = f"{section}.{MOVED_OPTIONS[old]}"
+        if section in ("decode", "bench") and old in moved:
+            new = f"{section}.{moved[old]}"
             print(f"error: {section}.{old} is now {new} (each method owns its options: docs/configuration.md); "
                   f"write {arg.replace(f'{section}.{old}', new, 1)}.", file=sys.stderr)
             sys.exit(2)

@@ -41,9 +41,11 @@ class MethodInfo:
     bench_default: Callable[[], Any] | None = None
     # Refuses a bad value of its options with the fix (``where``: the option's path, e.g. decode.methods.tree).
     check: Callable[[Any, str], None] | None = None
-    # Options that predate ``decode.methods``: the keys and values run ids hash them under, so committed rows
-    # keep their ids. None: hashed under the method's name, only when they differ from their default.
-    run_id_keys: Callable[[Any], dict[str, Any]] | None = None
+    # Options that predate ``decode.methods``: their old keys, each naming the field of the options it held (None:
+    # the whole options). Run ids hash them under these keys, so committed rows keep their ids, and a command
+    # line giving an old key is told the new path. Empty: hashed under the method's name, only when they differ
+    # from their default.
+    old_keys: dict[str, str | None] = field(default_factory=dict)
     # It builds a model of its own beside the checkpoint (its decoder's ``prepare``): a draft, an n-gram model.
     auxiliary: bool = False
 
@@ -112,11 +114,18 @@ def method_keys(methods: Any) -> dict[str, Any]:
     for name in _OPTIONS:
         info, value = DECODE_METHODS[name], getattr(methods, name)
         plain = _plain(value)
-        if info.run_id_keys is not None:
-            out |= info.run_id_keys(plain)
+        if info.old_keys:
+            out |= {old: plain if f is None else plain[f] for old, f in info.old_keys.items()}
         elif plain != _plain(info.default()):
             out[name] = plain
     return out
+
+
+def moved_options() -> dict[str, str]:
+    """Each pre-``decode.methods`` option key and its path under ``decode`` / ``bench`` now (``beam_size`` ->
+    ``methods.beam.size``)."""
+    return {old: f"methods.{name}" + (f".{f}" if f else "")
+            for name, info in DECODE_METHODS.items() for old, f in info.old_keys.items()}
 
 
 def _plain(value: Any) -> Any:
@@ -129,4 +138,4 @@ def _plain(value: Any) -> Any:
 
 
 __all__ = ["DECODE_METHODS", "MethodInfo", "MethodsConfig", "Role", "bench_methods", "check_methods", "declare",
-           "method_keys", "methods_of", "role_of"]
+           "method_keys", "methods_of", "moved_options", "role_of"]

@@ -20,4 +20,4 @@ def check_beam(beam: BeamConfig, where: str) -> None:
 
 declare("beam", Role.BASELINE, "beam search", 20, options=BeamConfig, default=BeamConfig,
         bench_default=lambda: BeamConfig(size=0), check=check_beam,
-        run_id_keys=lambda beam: {"beam_size": beam["size"], "alpha": beam["alpha"]})
+        old_keys={"beam_size": "size", "alpha": "alpha"})

@@ -35,4 +35,4 @@ def check_tree_shapes(trees: list[str], where: str) -> None:
 
 
 declare("tree", Role.BEYOND, "tree", 40, options=list[str], default=list, check=check_tree_shapes,
-        run_id_keys=lambda shapes: {"trees": shapes})
+        old_keys={"trees": None})
