@@ -22,14 +22,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bpd.data.images import BOS_ID
+from bpd.data.images import BOS_ID, mean_psnr
 from bpd.decoding import greedy_decode
 from bpd.models import model_from_config
-
-
-def psnr(a: torch.Tensor, b: torch.Tensor) -> float:
-    mse = ((a.double() - b.double()) ** 2).mean(dim=1).clamp(min=1e-10)
-    return (10 * torch.log10(255.0**2 / mse)).mean().item()
 
 
 def main() -> None:
@@ -57,14 +52,17 @@ def main() -> None:
         am = model.heads.base_logits(model.teacher_forced(src, tin)[0]).argmax(-1)
         out = greedy_decode(model, src, max_len=tgt.shape[1]).tokens
     g = torch.tensor([t[: tgt.shape[1]] for t in out])
+    def psnr(x: torch.Tensor) -> float:
+        return mean_psnr(x.numpy(), tgt.numpy())  # the evaluation's PSNR: per patch, then the mean
+
     def thirds(x: torch.Tensor) -> str:
         return " / ".join(f"{t.mean():.2f}" for t in (x - tgt).abs().double().chunk(3, dim=1))
 
     print(f"{args.checkpoint.name} (step {payload.get('step')}), {n} dev patches")
-    print(f"bicubic                {psnr(up, tgt):6.2f} dB  exact match {(up == tgt).double().mean():.3f}  "
+    print(f"bicubic                {psnr(up):6.2f} dB  exact match {(up == tgt).double().mean():.3f}  "
           f"mean |error| per third of the raster {thirds(up)}")
-    print(f"teacher-forced argmax  {psnr(am, tgt):6.2f} dB  exact match {(am == tgt).double().mean():.3f}")
-    print(f"greedy                 {psnr(g, tgt):6.2f} dB  {'':17s}  mean |error| per third of the raster {thirds(g)}")
+    print(f"teacher-forced argmax  {psnr(am):6.2f} dB  exact match {(am == tgt).double().mean():.3f}")
+    print(f"greedy                 {psnr(g):6.2f} dB  {'':17s}  mean |error| per third of the raster {thirds(g)}")
 
 
 if __name__ == "__main__":
