@@ -210,9 +210,9 @@ def test_find_ding_file_clear_error(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError) as err:
         find_ding_file(None, tmp_path, system_paths=(tmp_path / "none",), fetchers=())
     msg = str(err.value)
-    assert "apt-get install trans-de-en" in msg and "task.ding_path=" in msg
+    assert "apt-get install trans-de-en" in msg and "task.corpora.ding.path=" in msg
     assert msg.endswith(".") and ". " not in msg  # one sentence
-    with pytest.raises(FileNotFoundError, match="task.ding_path"):
+    with pytest.raises(FileNotFoundError, match="task.corpora.ding.path"):
         find_ding_file(tmp_path / "missing", tmp_path, system_paths=(), fetchers=())
     with pytest.raises(FileNotFoundError, match="apt-get install trans-de-en"):
         prepare_ding(tmp_path, system_paths=(), fetchers=())

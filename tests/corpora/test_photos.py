@@ -140,7 +140,7 @@ def test_bad_input_gets_one_sentence(debs, tmp_path):
                        progress=False)
     with pytest.raises(ArchiveError, match="make data-sr"):
         open_photos(tmp_path / "nothing")
-    with pytest.raises(ValueError, match="task.photos_fetch"):
+    with pytest.raises(ValueError, match="task.corpora.photos.fetch"):
         ImageTaskConfig(source="photos", photos_fetch="ftp").validate()
     with pytest.raises(ValueError, match="drop them"):
         ImageTaskConfig(source="faces", photos_deb_dir="/x").validate()
