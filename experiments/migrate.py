@@ -203,9 +203,12 @@ def migrate_rows(results: Path, data_cache: Path | None, dry_run: bool) -> None:
         changed = [migrated_row(r, ids, models) for r in rs]
         if changed == rs:
             continue
-        moves = {(f.parent / "outputs" / a.get("run_id", "")): f.parent / "outputs" / b.get("run_id", "")
-                 for a, b in zip(rs, changed) if a.get("run_id") != b.get("run_id")}
-        moves = {a: b for a, b in moves.items() if a.is_dir()}
+        new_ids = {a["run_id"]: b["run_id"] for a, b in zip(rs, changed) if a.get("run_id") != b.get("run_id")}
+        outputs = f.parent / "outputs"
+        # A run's folder is outputs/<run id>, a redo's outputs/<run id>-2 (and so on): each follows its id.
+        moves = {d: d.with_name(new_ids[d.name.split("-")[0]] + d.name[len(d.name.split("-")[0]):])
+                 for d in (sorted(outputs.iterdir()) if outputs.is_dir() else [])
+                 if d.is_dir() and d.name.split("-")[0] in new_ids}
         for target in moves.values():
             refuse_existing(target)
         exact = sum(r.get("run_id") in ids for r in rs)
@@ -227,7 +230,7 @@ def migrated_row(r: dict[str, Any], ids: dict[str, str], models: dict[str, str])
         out = {"run_id": new, "run_id_v1": old, **{k: v for k, v in out.items() if k != "run_id"}}
         for c in PATH_COLUMNS:
             if isinstance(out.get(c), str):
-                out[c] = out[c].replace(f"/outputs/{old}/", f"/outputs/{new}/")
+                out[c] = re.sub(f"/outputs/{old}(?=[-/])", f"/outputs/{new}", out[c])
     for c in ("model", "draft_model"):
         if isinstance(out.get(c), str):
             out[c] = models.get(out[c], out[c])
@@ -279,8 +282,9 @@ def shipped(folder: Path = ROOT / "checkpoints") -> list[dict[str, Any]]:
     out = []
     for f in sorted(folder.glob("*.json")):
         m = json.loads(f.read_text(encoding="utf-8"))
-        if "cache_name" in m and m.get("command"):
-            out.append({**m, "manifest": f, "command": "python " + m["command"]})
+        command = m.get("trained_by", {}).get("command")
+        if "cache_name" in m and command:
+            out.append({**m, "manifest": f, "command": "python " + command})
     return out
 
 

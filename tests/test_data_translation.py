@@ -151,8 +151,12 @@ def test_each_direction_has_its_own_name(ding_file: Path, tmp_path: Path) -> Non
     assert [directed_name(n, d) for n, d in [("ding_en_de", "en-de"), ("ding_en_de", "de-en"),
             ("wmt14_de_en", "en-de"), ("mine", "en-de"), ("mine", "de-en")]] == [
         "ding_en_de", "ding_de_en", "wmt14_en_de", "mine", "mine_de_en"]
-    names = {d: TranslationTask(TranslationTaskConfig(ding_path=str(ding_file), direction=d, vocab_size=100,
-                                                      n_dev=5, n_test=10), tmp_path).name for d in ("en-de", "de-en")}
+    from bpd.config.corpora import DingOptions
+    from bpd.config.task import TranslationCorpora
+
+    own = TranslationCorpora(DingOptions(path=str(ding_file)))
+    names = {d: TranslationTask(TranslationTaskConfig(direction=d, vocab_size=100, n_dev=5, n_test=10, corpora=own),
+                                tmp_path).name for d in ("en-de", "de-en")}
     assert names == {"en-de": "ding_en_de", "de-en": "ding_de_en"}
 
 
