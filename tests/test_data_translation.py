@@ -368,7 +368,7 @@ def test_a_rebuilt_debian_corpus_keys_new_models(ding_file: Path, tmp_path: Path
         folder = tmp_path / f"debian_{corpus_hash}"
         shutil.copytree(ding, folder)
         (folder / "manifest.json").write_text(json.dumps({"corpus_hash": corpus_hash}), encoding="utf-8")
-        monkeypatch.setitem(translation.SOURCES, "debian", lambda cfg, cache, f=folder: f)
+        monkeypatch.setattr(translation.CORPORA["debian"], "prepare", lambda cfg, own, cache, f=folder: f)
         cfg = TranslationTaskConfig(source="debian", name="debian_en_de", vocab_size=100, n_dev=5, n_test=10)
         keys.append(translation.TranslationTask(cfg, tmp_path / f"cache_{corpus_hash}").key)
     assert keys[0] != keys[1]
@@ -388,8 +388,8 @@ def test_another_corpus_held_out_set_is_scored_with_this_tokenizer(ding_file: Pa
     (debian / "manifest.json").write_text(json.dumps({"corpus_hash": "aaaa"}), encoding="utf-8")
     other = tmp_path / "other_ding"
     shutil.copytree(ding, other)
-    monkeypatch.setitem(translation.SOURCES, "debian", lambda cfg, cache: debian)
-    monkeypatch.setitem(translation.SOURCES, "ding", lambda cfg, cache: other)
+    monkeypatch.setattr(translation.CORPORA["debian"], "prepare", lambda cfg, own, cache: debian)
+    monkeypatch.setattr(translation.CORPORA["ding"], "prepare", lambda cfg, own, cache: other)
     cfg = TranslationTaskConfig(source="debian", name="debian_en_de", vocab_size=100, n_dev=5, n_test=10)
     task = translation.TranslationTask(cfg, tmp_path / "cache")
 
@@ -432,7 +432,7 @@ def test_a_shipped_tokenizer_is_installed_for_its_corpus_only(ding_file: Path, t
         return folder
 
     def task(folder: Path, shipped_dir: Path | None, vocab: int = 100):
-        monkeypatch.setitem(translation.SOURCES, "debian", lambda cfg, cache: folder)
+        monkeypatch.setattr(translation.CORPORA["debian"], "prepare", lambda cfg, own, cache: folder)
         cfg = TranslationTaskConfig(source="debian", name="debian_en_de", vocab_size=vocab, n_dev=5, n_test=10)
         return translation.TranslationTask(cfg, tmp_path / f"cache_{folder.name}", shipped_dir)
 
