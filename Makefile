@@ -55,7 +55,7 @@ SHIPPED := $(if $(FROM_SCRATCH),shipped=false,)
 # DEB_DIR=/path/to/debs builds it offline from a folder of .deb files.
 DEB_DIR ?=
 DEBIAN_FETCH ?=
-DEBIAN_DATA = $(if $(DEB_DIR),task.debian_deb_dir=$(DEB_DIR),) $(if $(DEBIAN_FETCH),task.debian_fetch=$(DEBIAN_FETCH),)
+DEBIAN_DATA = $(if $(DEB_DIR),task.corpora.debian.deb_dir=$(DEB_DIR),) $(if $(DEBIAN_FETCH),task.corpora.debian.fetch=$(DEBIAN_FETCH),)
 data: setup
 	$(PY) experiments/data.py task=debian_en_de $(DEBIAN_DATA)
 
@@ -64,7 +64,7 @@ data: setup
 # PHOTOS_DEB_DIR=/path/to/debs builds it offline; PHOTOS_FETCH=apt|http|auto as DEBIAN_FETCH.
 PHOTOS_DEB_DIR ?=
 PHOTOS_FETCH ?=
-PHOTOS_DATA = $(if $(PHOTOS_DEB_DIR),task.photos_deb_dir=$(PHOTOS_DEB_DIR),) $(if $(PHOTOS_FETCH),task.photos_fetch=$(PHOTOS_FETCH),)
+PHOTOS_DATA = $(if $(PHOTOS_DEB_DIR),task.corpora.photos.deb_dir=$(PHOTOS_DEB_DIR),) $(if $(PHOTOS_FETCH),task.corpora.photos.fetch=$(PHOTOS_FETCH),)
 data-sr: setup
 	$(PY) experiments/data.py task=photos_sr $(PHOTOS_DATA)
 

@@ -226,10 +226,10 @@ def load_rows(results_dir: Path) -> pd.DataFrame:
             df[c] = None
     for c in NUMERIC_COLUMNS:
         df[c] = pd.to_numeric(df[c], errors="coerce")
-    # Rows from before the bench recorded it ran eagerly: a compiled run must not replace them as "the same".
+    # Decoding rows carry compile, engine, proposal_precision, timing_busy and heads_tied (experiments/migrate.py
+    # wrote them into rows older code made); rows of other kinds (a training step's) have none of them.
     df["compile"] = df["compile"].map(_flag).astype(bool)
-    # Rows from before the static decode path decoded eagerly (bpd.decoding.engine).
-    df["engine"] = df["engine"].fillna("eager").astype(str)
+    df["engine"] = df["engine"].astype(str)
     # Timed while other processes took the decoder's cores (bpd.machine_load): figures leave those speedups out.
     df["timing_busy"] = df["timing_busy"].map(_flag).astype(bool)
     # Tied slots are another head architecture to every table and figure line: without the mark a tied model's
@@ -237,7 +237,7 @@ def load_rows(results_dir: Path) -> pd.DataFrame:
     _mark_arch(df, df["heads_tied"].map(_flag).astype(bool), " tied")
     # int8 proposal chains (decode.proposal_precision) are the same heads run another way: the same mark, so that an
     # int8 run of a model neither replaces its float run nor reads as it.
-    _mark_arch(df, df["proposal_precision"].fillna("float32").astype(str) == "int8", " int8")
+    _mark_arch(df, df["proposal_precision"] == "int8", " int8")
     # So is a decode-time proposal vocabulary other than the one a model usually runs with (decode.proposal_vocab;
     # rows name no training vocabulary, so "usually" is the most frequent value among that model file's rows; rows
     # from before the field existed, or naming no model file, count as usual).

@@ -44,7 +44,7 @@ def main(overrides: list[str]) -> int:
         return 2
     data_dir, t = runtime.cache_root / "data", cfg.task
     if getattr(t, "source", None) == "ding":  # the tokenised corpus; the raw dictionary (pkg/) is not needed
-        folders = [ding_folder(data_dir, t.direction, t.include_phrases)]
+        folders = [ding_folder(data_dir, t.direction, t.corpora.ding.include_phrases)]
     else:
         folders = [p for p in data_dir.iterdir() if p.name != "pkg"] if data_dir.is_dir() else []
     wheel_dir = ROOT / ".whl"

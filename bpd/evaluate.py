@@ -20,14 +20,14 @@ import torch
 from bpd import machine_load
 from bpd.bench.speedup_ci import timing_columns
 from bpd.config import DecodeConfig, ExperimentConfig
-from bpd.config.common import keyed_fields
-from bpd.config.methods import Role, method_keys, role_of
+from bpd.config.common import cache_key, keyed
+from bpd.config.methods import Role, role_of
 from bpd.decoding.agreement import mismatch_gaps
 from bpd.decoding.spec import DecodeSpec, Resources, decode_specs, prepare
 from bpd.decoding.timed import RunOutput, decode_and_time
 from bpd.locks import exclusive
 from bpd.metrics import block_histogram, mean_block_size, per_example_block_means, summarize
-from bpd.runtime import ResultsNotSaved, Runtime, config_hash, ensure_writable, repo_relative
+from bpd.runtime import ResultsNotSaved, Runtime, ensure_writable, repo_relative
 from bpd.tasks import Scorer, Task
 from bpd.tracking import append_rows, command_line, device_name, git_sha, make_tracker, read_rows
 from bpd.training import distributed as dist
@@ -36,17 +36,11 @@ from bpd.training.checkpoint import load_model
 
 def run_id(decode_cfg: DecodeConfig, task_name: str, device: str, model_path: Path, draft_path: Path | None = None
            ) -> str:
-    """The id of an evaluation: the model file, the decoding options, the task and the device (and the draft
-    model's file, with one). Whether to redo a run (``skip_existing``) is not part of what the run is: a
-    redo keeps the id it redoes; nor is how often it is timed (``timing_repeats``: the same outputs). Each
-    method's options count as their owner keys them (``method_keys``: options that predate ``decode.methods``
-    under their old keys, so committed rows keep their ids). ``task_name`` is the task config's name and
-    ``device`` the configured device (``Runtime.device_setting``)."""
-    decode = keyed_fields(decode_cfg, drop=("timing_repeats", "methods")) | method_keys(decode_cfg.methods)
-    decode["skip_existing"] = True
-    if draft_path is None:
-        return config_hash(model_path.name, decode, task_name, device)
-    return config_hash(model_path.name, decode, task_name, device, draft_path.name)
+    """The id of an evaluation: the model file, the decoding options it sets (``keyed``: each method's under
+    ``methods.<name>``), the task and the device (and the draft model's file, with one). ``task_name`` is the task
+    config's name and ``device`` the configured device (``Runtime.device_setting``)."""
+    parts = [model_path.name, keyed(decode_cfg), task_name, device]
+    return cache_key(*parts, *([draft_path.name] if draft_path is not None else []))
 
 
 @dataclass(frozen=True)

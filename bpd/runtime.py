@@ -1,5 +1,5 @@
-"""Where and how this process runs: repository paths, the device, its place in a distributed run, and
-the hashes that name cached products.
+"""Where and how this process runs: repository paths, the device and its place in a distributed run
+(the keys that name cached products are ``bpd.config.common.cache_key``).
 
 An entry point builds one ``Runtime`` (``Runtime.build``) and passes it down: the library never reads the
 process group, the device or the folders from the experiment config itself.
@@ -7,13 +7,10 @@ process group, the device or the folders from the experiment config itself.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -36,12 +33,6 @@ def repo_relative(path: str | Path) -> str:
         return str(p.relative_to(REPO_ROOT.resolve()))
     except ValueError:
         return str(p)
-
-
-def config_hash(*parts: Any) -> str:
-    """A short stable hash of JSON-able parts: the key of a cached product."""
-    blob = json.dumps(parts, sort_keys=True, default=str)
-    return hashlib.sha1(blob.encode()).hexdigest()[:10]
 
 
 def pick_device(name: str | None) -> torch.device:

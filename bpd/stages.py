@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bpd.config import DecodeConfig, ExperimentConfig, HeadsConfig, TrainConfig, keyed_fields
+from bpd.config import DecodeConfig, ExperimentConfig, HeadsConfig, TrainConfig, cache_key, keyed
 from bpd.locks import exclusive
-from bpd.runtime import Runtime, config_hash
+from bpd.runtime import Runtime
 from bpd.shipped import install
 from bpd.targets import base_outputs, distilled_pairs, self_pairs
 from bpd.tasks import Pairs, Task
@@ -59,8 +59,7 @@ def finished(path: Path) -> bool:
 
 def sampled_targets(n: int | None, targets: str) -> tuple[dict[str, int], ...]:
     """What a model's key adds when it trains on decoded targets of ``n`` of the training sources
-    (``distill.max_sources`` for heads, ``distill.base_sources`` for a distilled base); nothing otherwise, so the
-    keys of models on all sources stay as they were."""
+    (``distill.max_sources`` for heads, ``distill.base_sources`` for a distilled base); nothing otherwise."""
     return ({"max_sources": n},) if n is not None and targets != "gold" else ()
 
 
@@ -68,7 +67,7 @@ def base_path_for(runtime: Runtime, cfg: ExperimentConfig, task: Task, targets: 
                   seed: int | None = None) -> Path:
     """Where the base model of this config is cached (whether or not it has been trained yet)."""
     seed = cfg.seed if seed is None else seed
-    key = config_hash(task.key, keyed_fields(cfg.model), cfg.train.product(), targets, seed, "base",
+    key = cache_key(task.key, keyed(cfg.model), cfg.train.product(), targets, seed, "base",
                       *sampled_targets(cfg.distill.base_sources, targets))
     return runtime.cache_root / "models" / f"base_{targets}_s{seed}_{key}.pt"
 
@@ -125,8 +124,7 @@ def heads_path_for(runtime: Runtime, cfg: ExperimentConfig, task: Task) -> Path:
     base_path = base_path_for(runtime, cfg, task, cfg.base_targets)
     if h.k == 1 and h.identity_p1:
         return base_path  # nothing to train: k=1 with p_1 = base is the base model itself
-    heads = {k: v for k, v in keyed_fields(h).items() if k != "eval_vs_self"}  # logging only
-    key = config_hash(base_path.stem, heads, cfg.heads_train_config.product(), cfg.seed,
+    key = cache_key(base_path.stem, keyed(h), cfg.heads_train_config.product(), cfg.seed,
                       *sampled_targets(cfg.distill.max_sources, h.targets))
     return runtime.cache_root / "models" / f"heads_k{h.k}_{h.training}_{h.targets}_{key}.pt"
 

@@ -161,7 +161,7 @@ def find_ding_file(
         if p.is_file():
             return p
         raise FileNotFoundError(
-            f"task.ding_path={p} does not exist: point it at the ding de-en dictionary file "
+            f"task.corpora.ding.path={p} does not exist: point it at the ding de-en dictionary file "
             f"(Debian's {DING_DEB_PACKAGE} installs it as {DING_SYSTEM_PATH})"
         )
     cache_dir = Path(cache_dir)
@@ -176,7 +176,7 @@ def find_ding_file(
     raise FileNotFoundError(
         f"The ding German-English dictionary was not found (tried {', '.join(str(c) for c in candidates)}, "
         f"apt-get download {DING_DEB_PACKAGE}, deb.debian.org and {DING_URL}): install Debian's {DING_DEB_PACKAGE} "
-        f"(apt-get install {DING_DEB_PACKAGE}) or pass task.ding_path=/path/to/de-en."
+        f"(apt-get install {DING_DEB_PACKAGE}) or pass task.corpora.ding.path=/path/to/de-en."
     )
 
 

@@ -30,6 +30,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 
 from bpd.config import BenchConfig, ExperimentConfig, ImageTaskConfig, TranslationTaskConfig  # noqa: E402
 from bpd.config.methods import moved_options  # noqa: E402
+from bpd.config.task import moved_task_options  # noqa: E402
 from bpd.config.translate import TranslateConfig  # noqa: E402
 
 CONF_DIR = str(ROOT / "conf")
@@ -105,18 +106,19 @@ def to_configs(cfg: DictConfig) -> tuple[ExperimentConfig, Any]:
 
 
 def refuse_moved_options(overrides: list[str]) -> None:
-    """A command-line override of an option that became a method's own (``decode.beam_size=0``; the methods'
-    declarations list their old keys) ends with one sentence naming its new path, before Hydra composes anything:
-    Hydra's own refusal does not say where an option went."""
-    moved = moved_options()
+    """A command-line override of an option that became a method's or a corpus's own (``decode.beam_size=0``,
+    ``task.debian_sources=[...]``; their declarations list their old keys) ends with one sentence naming its new
+    path, before Hydra composes anything: Hydra's own refusal does not say where an option went."""
+    moved = {"decode": moved_options(), "bench": moved_options(), "task": moved_task_options()}
+    owner = {"decode": "method", "bench": "method", "task": "corpus"}
     for arg in overrides:
         key = arg.split("=", 1)[0].lstrip("+~")
         section, _, rest = key.partition(".")
         old = rest.split(".", 1)[0]
-        if section in ("decode", "bench") and old in moved:
-            new = f"{section}.{moved[old]}"
-            print(f"error: {section}.{old} is now {new} (each method owns its options: docs/configuration.md); "
-                  f"write {arg.replace(f'{section}.{old}', new, 1)}.", file=sys.stderr)
+        if old in moved.get(section, {}):
+            new = f"{section}.{moved[section][old]}"
+            print(f"error: {section}.{old} is now {new} (each {owner[section]} owns its options: "
+                  f"docs/configuration.md); write {arg.replace(f'{section}.{old}', new, 1)}.", file=sys.stderr)
             sys.exit(2)
 
 

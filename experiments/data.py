@@ -1,7 +1,7 @@
 """Prepare a task's data without training: the corpus folder, its tokenizer and its token stores.
 
     python experiments/data.py task=debian_en_de          # make data: the Debian corpus (minutes, once)
-    python experiments/data.py task=debian_en_de 'task.debian_kinds=[sentences]' task.debian_min_words=6
+    python experiments/data.py task=debian_en_de 'task.corpora.debian.kinds=[sentences]' task.corpora.debian.min_words=6
 
 A second run reuses everything. Every experiment prepares its data the same way on first use; this entry
 point only lets a user do it up front (or on a login node before a cluster run).

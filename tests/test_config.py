@@ -176,15 +176,16 @@ def test_one_source_of_defaults():
 
 
 @pytest.mark.parametrize("override, match", [
-    ("task.data_dir=/data", "task.data_dir names a wmt14 or folder corpus"),
-    ("task.ding_path=/x.txt task=wmt14_en_de task.data_dir=/data", "ding_path"),
+    ("task.data_dir=/data", "task.data_dir names the folder a wmt14 or folder corpus is read from"),
+    ("task.corpora.ding.path=/x.txt task=wmt14_en_de task.data_dir=/data", "task.corpora.ding shapes the ding"),
+    ("task=debian_en_de task.corpora.ding.include_phrases=true", "drop it for task.source=debian"),
 ])
 def test_task_options_that_would_be_ignored_are_refused(override, match):
     """A ding run with a data_dir is refused: ignoring it would miss the shipped base (other cache keys) and
     train a base for hours."""
     with pytest.raises(ValueError, match=match):
         composed(["experiment=demo", *override.split()])
-    with pytest.raises(ValueError, match="faces patches are embedded"):
+    with pytest.raises(ValueError, match="the faces corpus is built here"):
         composed(["experiment=demo_sr", "task.data_dir=/data"])
 
 
@@ -205,6 +206,9 @@ def test_a_misspelt_optional_group_is_refused_by_the_entry_point(group):
 
 @pytest.mark.parametrize("arg, new", [("decode.beam_size=0", "decode.methods.beam.size=0"),
                                       ("bench.trees=[beam4]", "bench.methods.tree=[beam4]"),
+                                      ("task.debian_sources=[ddtp]", "task.corpora.debian.sources=[ddtp]"),
+                                      ("task.ding_path=/x", "task.corpora.ding.path=/x"),
+                                      ("task.photos_fetch=http", "task.corpora.photos.fetch=http"),
                                       ("+decode.rescore.0.beam=2", "+decode.methods.rescored.0.beam=2")])
 def test_a_moved_option_is_refused_with_its_new_path(arg, new, capsys):
     with pytest.raises(SystemExit) as e:
@@ -278,9 +282,9 @@ def test_another_corpus_split_is_checked(split: str, task: str, fix: str) -> Non
     composed(["task=debian_en_de", "decode.split=ding:test"])  # the out-of-domain test of Table 1
 
 
-def test_committed_run_ids_survive_new_decode_options():
-    """Decoding options added later (``DecodeConfig.KEYED_WHEN_SET``) leave run ids at their defaults alone: the
-    committed demo rows keep their id (so a re-run finds and skips them), and setting the option makes a new one."""
+def test_committed_run_ids_are_those_of_their_config():
+    """The committed demo rows (migrated to this schema) carry the id their config has now, so a re-run finds and
+    skips them; an option set makes a new one, and one added at its default would leave it alone (``keyed``)."""
     import dataclasses
     import json
 

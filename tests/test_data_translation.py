@@ -151,8 +151,12 @@ def test_each_direction_has_its_own_name(ding_file: Path, tmp_path: Path) -> Non
     assert [directed_name(n, d) for n, d in [("ding_en_de", "en-de"), ("ding_en_de", "de-en"),
             ("wmt14_de_en", "en-de"), ("mine", "en-de"), ("mine", "de-en")]] == [
         "ding_en_de", "ding_de_en", "wmt14_en_de", "mine", "mine_de_en"]
-    names = {d: TranslationTask(TranslationTaskConfig(ding_path=str(ding_file), direction=d, vocab_size=100,
-                                                      n_dev=5, n_test=10), tmp_path).name for d in ("en-de", "de-en")}
+    from bpd.config.corpora import DingOptions
+    from bpd.config.task import TranslationCorpora
+
+    own = TranslationCorpora(DingOptions(path=str(ding_file)))
+    names = {d: TranslationTask(TranslationTaskConfig(direction=d, vocab_size=100, n_dev=5, n_test=10, corpora=own),
+                                tmp_path).name for d in ("en-de", "de-en")}
     assert names == {"en-de": "ding_en_de", "de-en": "ding_de_en"}
 
 
@@ -210,9 +214,9 @@ def test_find_ding_file_clear_error(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError) as err:
         find_ding_file(None, tmp_path, system_paths=(tmp_path / "none",), fetchers=())
     msg = str(err.value)
-    assert "apt-get install trans-de-en" in msg and "task.ding_path=" in msg
+    assert "apt-get install trans-de-en" in msg and "task.corpora.ding.path=" in msg
     assert msg.endswith(".") and ". " not in msg  # one sentence
-    with pytest.raises(FileNotFoundError, match="task.ding_path"):
+    with pytest.raises(FileNotFoundError, match="task.corpora.ding.path"):
         find_ding_file(tmp_path / "missing", tmp_path, system_paths=(), fetchers=())
     with pytest.raises(FileNotFoundError, match="apt-get install trans-de-en"):
         prepare_ding(tmp_path, system_paths=(), fetchers=())
@@ -364,7 +368,7 @@ def test_a_rebuilt_debian_corpus_keys_new_models(ding_file: Path, tmp_path: Path
         folder = tmp_path / f"debian_{corpus_hash}"
         shutil.copytree(ding, folder)
         (folder / "manifest.json").write_text(json.dumps({"corpus_hash": corpus_hash}), encoding="utf-8")
-        monkeypatch.setitem(translation.SOURCES, "debian", lambda cfg, cache, f=folder: f)
+        monkeypatch.setattr(translation.CORPORA["debian"], "prepare", lambda cfg, own, cache, f=folder: f)
         cfg = TranslationTaskConfig(source="debian", name="debian_en_de", vocab_size=100, n_dev=5, n_test=10)
         keys.append(translation.TranslationTask(cfg, tmp_path / f"cache_{corpus_hash}").key)
     assert keys[0] != keys[1]
@@ -384,8 +388,8 @@ def test_another_corpus_held_out_set_is_scored_with_this_tokenizer(ding_file: Pa
     (debian / "manifest.json").write_text(json.dumps({"corpus_hash": "aaaa"}), encoding="utf-8")
     other = tmp_path / "other_ding"
     shutil.copytree(ding, other)
-    monkeypatch.setitem(translation.SOURCES, "debian", lambda cfg, cache: debian)
-    monkeypatch.setitem(translation.SOURCES, "ding", lambda cfg, cache: other)
+    monkeypatch.setattr(translation.CORPORA["debian"], "prepare", lambda cfg, own, cache: debian)
+    monkeypatch.setattr(translation.CORPORA["ding"], "prepare", lambda cfg, own, cache: other)
     cfg = TranslationTaskConfig(source="debian", name="debian_en_de", vocab_size=100, n_dev=5, n_test=10)
     task = translation.TranslationTask(cfg, tmp_path / "cache")
 
@@ -428,7 +432,7 @@ def test_a_shipped_tokenizer_is_installed_for_its_corpus_only(ding_file: Path, t
         return folder
 
     def task(folder: Path, shipped_dir: Path | None, vocab: int = 100):
-        monkeypatch.setitem(translation.SOURCES, "debian", lambda cfg, cache: folder)
+        monkeypatch.setattr(translation.CORPORA["debian"], "prepare", lambda cfg, own, cache: folder)
         cfg = TranslationTaskConfig(source="debian", name="debian_en_de", vocab_size=vocab, n_dev=5, n_test=10)
         return translation.TranslationTask(cfg, tmp_path / f"cache_{folder.name}", shipped_dir)
 

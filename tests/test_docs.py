@@ -149,7 +149,8 @@ def test_the_checks_catch_what_they_are_for(tmp_path):
     targets, keys, picks = references(page)
     assert targets == {"benchh", "bench"} and "benchh" not in make_targets()
     assert keys == {"heads.arc"} and not known("heads.arc")
-    assert all(map(known, ("heads.arch", "decode.ks", "bench.n_examples", "task.debian_fetch", "train.max_steps")))
+    assert all(map(known, ("heads.arch", "decode.ks", "bench.n_examples", "task.corpora.debian.fetch",
+                           "train.max_steps")))
     assert picks == {("experiment", "demoo")}
     assert NICKNAME.search("ran on CPU 2") and COMMIT.search("at b6e4190 on") and not COMMIT.search("at 1,200 steps")
 

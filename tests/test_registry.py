@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from bpd.config import BeamConfig, BenchConfig, CriterionConfig, DecodeConfig, MethodsConfig, RescoreConfig
-from bpd.config.methods import DECODE_METHODS, Role, method_keys, methods_of, role_of
+from bpd.config.methods import DECODE_METHODS, Role, methods_of, role_of
 from bpd.config.registry import entries, lookup, register
 from bpd.decoding.method import Plan, RoundOptions
 from bpd.decoding.methods.greedy import Greedy
@@ -97,33 +97,35 @@ def test_the_registry_is_read_without_torch():
     assert "'greedy'" in out and "'draft'" in out
 
 
-def test_run_ids_hash_method_options_under_their_old_keys():
-    """Options that moved under decode.methods are hashed as they were (committed rows keep their run ids); an
-    option of a method added later is hashed only when set."""
-    keys = method_keys(MethodsConfig(naive_greedy=True, beam=BeamConfig(0, 1.0), tree=["3x2"],
-                                     rescored=[RescoreConfig(2, 0.5)]))
-    assert keys == {"naive_greedy": True, "beam_size": 0, "alpha": 1.0, "trees": ["3x2"],
-                    "rescore": [{"beam": 2, "weight": 0.5}]}
+#: Six option variants' run ids (model m.pt; then with draft d.pt) under schema 1, as committed rows had them, and
+#: under this schema.
+RUN_IDS = [
+    ({}, ("2eb6d99205", "a1ca9f254a"), ("4e8f12d07e", "8794dae79c")),
+    ({"beam": {"size": 0}}, ("3b47548eff", "fd5179d675"), ("aefa596669", "1fe21829e5")),
+    ({"beam": {"size": 2, "alpha": 1.0}}, ("027fbc33d3", "a0b62c2ed4"), ("60975694d1", "e89dbd6266")),
+    ({"naive_greedy": True}, ("8059100bf3", "97dfcdbdf4"), ("88b92bff11", "385ce81cb6")),
+    ({"tree": ["3x2", "beam4"]}, ("220eddba98", "8002382450"), ("2ac397e2fa", "ef7c8706fd")),
+    ({"rescored": [{"beam": 4, "weight": 0.5}, {"beam": 2}]}, ("362a3eb603", "6429efd0b1"),
+     ("57b66deb8c", "6b0f11f643")),
+]
 
 
-@pytest.mark.parametrize("variant, ids", [
-    ({}, ("2eb6d99205", "a1ca9f254a")),
-    ({"beam": {"size": 0}}, ("3b47548eff", "fd5179d675")),
-    ({"beam": {"size": 2, "alpha": 1.0}}, ("027fbc33d3", "a0b62c2ed4")),
-    ({"naive_greedy": True}, ("8059100bf3", "97dfcdbdf4")),
-    ({"tree": ["3x2", "beam4"]}, ("220eddba98", "8002382450")),
-    ({"rescored": [{"beam": 4, "weight": 0.5}, {"beam": 2}]}, ("362a3eb603", "6429efd0b1")),
-])
-def test_run_ids_are_those_of_the_options_before_they_moved(variant, ids):
-    """The ids these options had as decode.beam_size / alpha / naive_greedy / trees / rescore."""
+@pytest.mark.parametrize("variant, old, new", RUN_IDS)
+def test_run_ids_are_pinned_and_the_migration_maps_the_old_ones(variant, old, new):
+    """Run ids change only with the schema: these are this schema's, and experiments/migrate.py's frozen schema-1
+    rule still gives the ids committed rows had, so it maps each old id to the new one."""
     from pathlib import Path
 
     from bpd.config import experiment_config
     from bpd.evaluate import run_id
 
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
+    import migrate
+
     cfg = experiment_config({"decode": {"methods": variant}})
     about = (cfg.decode, cfg.task.name, cfg.device)
-    assert (run_id(*about, Path("m.pt")), run_id(*about, Path("m.pt"), Path("d.pt"))) == ids
+    assert (run_id(*about, Path("m.pt")), run_id(*about, Path("m.pt"), Path("d.pt"))) == new
+    assert (migrate.v1_run_id(*about, "m.pt"), migrate.v1_run_id(*about, "m.pt", "d.pt")) == old
 
 
 def test_a_name_is_registered_once_and_looked_up_with_the_choices():
@@ -153,15 +155,27 @@ def test_every_declared_method_has_one_implementation():
 
 
 def test_task_kinds_and_corpora_come_from_the_registry():
-    """Each registered task kind has its config and its Task class; each corpus its builder in its task's module
-    (the builders are still a dict per task kind, checked here against the registry)."""
+    """Each registered task kind has its config and its Task class; each corpus its hook in its task's module,
+    paired with its registration (a translation corpus: a ``Corpus`` subclass; no ``source ==`` branches)."""
     from bpd.config import ImageTaskConfig, TranslationTaskConfig, corpora, task_config
     from bpd.tasks import TASKS, image, translation
 
     assert (task_config("translation"), task_config("image")) == (TranslationTaskConfig, ImageTaskConfig)
     assert tuple(TASKS) == tuple(entries("task"))
-    assert tuple(translation.SOURCES) == corpora("translation") and tuple(image.SOURCES) == corpora("image")
+    assert tuple(translation.CORPORA) == corpora("translation") and tuple(image.SOURCES) == corpora("image")
     with pytest.raises(ValueError, match="unknown task.kind 'audio'; choose one of translation, image"):
         task_config("audio")
     with pytest.raises(ValueError, match="unknown task.source 'europarl' for translation; use ding, debian, wmt14"):
         TranslationTaskConfig(source="europarl").validate()
+
+
+def test_task_configs_name_no_corpus():
+    """A corpus's options are its own (``task.corpora.<corpus>``, bpd/config/corpora.py): the shared task configs
+    have no field named after one."""
+    from dataclasses import fields
+
+    from bpd.config import ImageTaskConfig, TranslationTaskConfig
+
+    own = tuple(entries("corpus"))
+    for cls in (TranslationTaskConfig, ImageTaskConfig):
+        assert not [f.name for f in fields(cls) if f.name.startswith(own)], cls

@@ -18,18 +18,21 @@ Defaults that every caller shares, and why each value:
   shipped config but the paper-scale ones uses it). The paper's variant is ``identity_p1=false``.
 
 Modules: ``registry`` (methods, heads, tasks and corpora by name, with their own options), ``common`` (allowed
-values, ``keyed_fields``), ``methods`` (each decoding method's declaration and options), ``task``, ``model``
-(model, heads, training), ``decode`` and ``experiment`` (the whole experiment, the benchmark, ``from_dict``); every
-name is importable from here.
+values; ``SCHEMA`` and ``keyed``: what cache keys and run ids hash), ``methods`` (each decoding method's declaration
+and options), ``corpora`` (each corpus's declaration and options), ``task``, ``model`` (model, heads, training),
+``decode`` and ``experiment`` (the whole experiment, the benchmark, ``from_dict``); every name is importable from
+here.
 """
 
 from bpd.config.common import (
     CRITERIA,
     DTYPES,
+    SCHEMA,
     SPLITS,
     TARGETS,
+    cache_key,
     check,
-    keyed_fields,
+    keyed,
     split_parts,
 )
 from bpd.config.decode import CriterionConfig, DecodeConfig, output_limit
@@ -85,7 +88,9 @@ __all__ = [
     "experiment_config",
     "from_dict",
     "heads_train_config",
-    "keyed_fields",
+    "SCHEMA",
+    "cache_key",
+    "keyed",
     "output_limit",
     "parse_tree_shape",
 ]

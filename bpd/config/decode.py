@@ -56,8 +56,9 @@ class DecodeConfig:
     methods: MethodsConfig = field(default_factory=MethodsConfig)
     skip_existing: bool = True  # an evaluation whose run id already has rows is not redone
 
-    #: Options added after rows were written: in run ids only when they differ from their defaults.
-    KEYED_WHEN_SET = {"proposal_precision": "float32", "engine": "eager"}
+    #: What a run id leaves out: whether to redo a run is not part of what it is (a redo keeps the id it redoes),
+    #: nor is how often it is timed (the same outputs).
+    NOT_KEYED = ("skip_existing", "timing_repeats")
 
     def validate(self, trained_k: int | None = None) -> None:
         corpus, split = split_parts(self.split)

@@ -7,7 +7,7 @@ import dataclasses
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from bpd.config.common import TARGETS, check, keyed_fields
+from bpd.config.common import TARGETS, check, keyed
 from bpd.config.heads import chained_archs
 from bpd.config.registry import lookup
 
@@ -37,9 +37,6 @@ class ModelConfig:
     # a freshly built model already scores the upsampled intensity highest: it starts from bicubic's answer
     # instead of learning to copy it through 256 separate embeddings.
     aligned_tied: bool = False
-
-    #: Fields added after models were cached: in keys only when they differ from their defaults.
-    KEYED_WHEN_SET = {"aligned_input": False, "aligned_upsample": "nearest", "aligned_tied": False}
 
     def validate(self) -> None:
         for name in ("d_model", "n_heads", "d_ff"):
@@ -84,8 +81,8 @@ class HeadsConfig:
     # argmax of that distribution is the target token; the rest says how close the other tokens came.
     soft_targets: bool = False
 
-    #: Fields added after models were cached: in cache keys only when they differ from their defaults.
-    KEYED_WHEN_SET = {"proposal_vocab": None, "tie_slots": False, "soft_targets": False}
+    #: What is logged, not trained: left out of cache keys.
+    NOT_KEYED = ("eval_vs_self",)
 
     def validate(self) -> None:
         check(self.k >= 1, f"heads.k must be >= 1 (got {self.k}).")
@@ -144,14 +141,11 @@ class TrainConfig:
     continue_from: str | None = None
 
     #: Fields that change how a model is trained, not which model: left out of cache keys.
-    RUNTIME_ONLY = ("loader_workers", "continue_from")
-    #: Fields added after models were cached: in cache keys only when they differ from their defaults, so
-    #: that the keys (and the models) of earlier configs stay valid.
-    KEYED_WHEN_SET = {"score_every": 0, "score_examples": 200, "best_on": "loss", "input_noise": 0.0}
+    NOT_KEYED = ("loader_workers", "continue_from")
 
     def product(self) -> dict[str, Any]:
-        """The fields that determine the trained model (what cache keys hash)."""
-        return keyed_fields(self, drop=self.RUNTIME_ONLY)
+        """The fields that determine the trained model (what cache keys hash: ``keyed``)."""
+        return keyed(self)
 
     def validate(self, where: str = "train") -> None:
         # A run that takes no step would still write a "finished" checkpoint that later stages build on.

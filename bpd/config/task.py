@@ -1,32 +1,16 @@
 """The tasks' configs: a parallel corpus (translation) or an image set (super-resolution), each task kind and
-corpus registered by name (``bpd.config.registry``); ``bpd.tasks`` pairs each kind with its ``Task`` class."""
+corpus registered by name (``bpd.config.registry``; the corpora and their options in ``bpd.config.corpora``);
+``bpd.tasks`` pairs each kind with its ``Task`` class."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import dataclasses
+from dataclasses import dataclass, field, make_dataclass
+from typing import Any
 
+from bpd.config import corpora as _declared  # noqa: F401  (registers the corpora)
 from bpd.config.common import check
 from bpd.config.registry import entries, lookup, register
-from corpora.debian import FETCH_MODES
-
-
-@dataclass(frozen=True)
-class CorpusInfo:
-    kind: str  # the task kind whose ``task.source`` it is
-    #: Its held-out sets can score another task's model (``decode.split=<corpus>:<split>``): built without a data
-    #: folder, so the same command scores the same examples on any machine.
-    scores_others: bool = False
-    #: Its held-out sets that may score another task's model (the photo corpus's models: faces' test set only).
-    other_splits: tuple[str, ...] = ("test", "dev")
-
-
-register("corpus", "ding", info=CorpusInfo("translation", scores_others=True))  # embedded
-register("corpus", "debian", info=CorpusInfo("translation", scores_others=True))  # built from Debian's packages
-register("corpus", "wmt14", info=CorpusInfo("translation"))
-register("corpus", "folder", info=CorpusInfo("translation"))  # any {train,dev,test}.{src,tgt} folder
-register("corpus", "faces", info=CorpusInfo("image", scores_others=True, other_splits=("test",)))  # embedded
-register("corpus", "photos", info=CorpusInfo("image"))  # built from Debian's packages
-register("corpus", "celeba", info=CorpusInfo("image"))
 
 
 def corpora(kind: str) -> tuple[str, ...]:
@@ -43,6 +27,34 @@ def check_source(kind: str, source: str) -> None:
     check(source in corpora(kind), f"unknown task.source {source!r} for {kind}; use {', '.join(corpora(kind))}.")
 
 
+def corpora_config(kind: str) -> type:
+    """What a task of ``kind`` asks of each of its corpora that takes options (``task.corpora``): one field per
+    such corpus, of its own type, made from the registry."""
+    owned = [(n, e.options) for n, e in entries("corpus").items() if e.info.kind == kind and e.options is not None]
+    cls = make_dataclass(f"{kind.title()}Corpora", [(n, o, field(default_factory=o)) for n, o in owned])
+    cls.__module__ = __name__  # importable by name: pickled configs (launchers) find it here
+    cls.__doc__ = f"Each {kind} corpus's options, by corpus name (``bpd.config.corpora``)."
+    return cls
+
+
+TranslationCorpora = corpora_config("translation")
+ImageCorpora = corpora_config("image")
+
+
+def check_corpora(task: Any) -> None:
+    """The chosen corpus's options checked by their owner; any other corpus's set is refused (it would be
+    ignored, yet change the cache keys: the run would train its models anew)."""
+    for f in dataclasses.fields(task.corpora):
+        options, where = getattr(task.corpora, f.name), f"task.corpora.{f.name}"
+        options.validate(where)
+        check(f.name == task.source or options == type(options)(),
+               f"{where} shapes the {f.name} corpus; drop it for task.source={task.source}.")
+    readers = [n for n, e in entries("corpus").items() if e.info.kind == task.kind and e.info.reads_data_dir]
+    check(task.data_dir is None or task.source in readers,
+           f"task.data_dir names the folder a {' or '.join(readers)} corpus is read from; the {task.source} corpus "
+           "is built here, so drop task.data_dir or set task.source.")
+
+
 @dataclass
 class TranslationTaskConfig:
     """A parallel corpus: the embedded ding sentences, the Debian corpus, WMT14, or any ``{train,dev,test}.{src,tgt}``
@@ -52,24 +64,12 @@ class TranslationTaskConfig:
     kind: str = "translation"
     source: str = "ding"  # ding (embedded) | debian (built from Debian's packages) | wmt14 | folder
     data_dir: str | None = None  # wmt14, folder: where the text files are
-    direction: str = "en-de"  # ding, wmt14: en-de (the paper's) or de-en
-    ding_path: str | None = None  # ding: an explicit dictionary file (else Debian's, else apt-get download)
-    include_phrases: bool = False  # ding: add the dictionary's phrase pairs to training
-    tag_phrases: bool = False  # ding: mark phrase sources with a tag, so untagged sentences keep their length
-    sentence_repeat: int = 1  # ding with phrases: the sentence pairs appear this many times in training
+    direction: str = "en-de"  # ding, debian, wmt14: en-de (the paper's) or de-en
     vocab_size: int = 4000  # joint sentencepiece vocabulary
     max_len: int = 64  # training pairs longer than this (in pieces) are cut
     n_dev: int = 500  # ding, debian: held-out sentences
     n_test: int = 1000
-    # debian: which extractors (null = all), which kinds of text, the shortest English side, and a folder of .deb
-    # files to build from instead of downloading with apt (offline, repeatable).
-    debian_sources: list[str] | None = None
-    debian_kinds: list[str] = field(default_factory=lambda: ["sentences", "strings"])
-    debian_min_words: int = 1
-    debian_deb_dir: str | None = None
-    # debian: how the packages are fetched: apt, http (bookworm's from deb.debian.org, no apt needed) or auto
-    # (apt on Debian bookworm, the release of the reference build; http on any other machine). Not in cache keys.
-    debian_fetch: str = "auto"
+    corpora: TranslationCorpora = field(default_factory=TranslationCorpora)  # ding: {include_phrases: true}, ...
 
     #: ``decode.proposal_vocab`` (the heads propose among the most frequent target tokens) applies here.
     proposal_vocab_applies = True
@@ -80,31 +80,7 @@ class TranslationTaskConfig:
         check(self.direction in ("en-de", "de-en"), f"task.direction must be en-de or de-en (got {self.direction!r}).")
         check(self.vocab_size >= 8, f"task.vocab_size must be >= 8 (got {self.vocab_size}).")
         check(self.max_len >= 2, f"task.max_len must be >= 2 (one token plus EOS; got {self.max_len}).")
-        check(self.include_phrases or (not self.tag_phrases and self.sentence_repeat == 1),
-               "task.tag_phrases and task.sentence_repeat shape the phrase pairs: set task.include_phrases=true.")
-        check(self.sentence_repeat >= 1, f"task.sentence_repeat must be >= 1 (got {self.sentence_repeat}).")
-        # Each option would otherwise be ignored yet change the cache keys: the run would train its models
-        # anew (a ding run with a data_dir does not find the shipped base).
-        check(self.data_dir is None or self.source != "ding",
-               "task.data_dir names a wmt14 or folder corpus; the ding corpus is embedded (use task.ding_path "
-               "for another dictionary file), so drop task.data_dir or set task.source.")
-        check(self.source == "ding" or (self.ding_path is None and not self.include_phrases),
-               f"task.ding_path and task.include_phrases apply to the ding corpus; drop them for "
-               f"task.source={self.source}.")
-        debian_set = (self.debian_sources is not None or self.debian_kinds != ["sentences", "strings"]
-                      or self.debian_min_words != 1 or self.debian_deb_dir is not None
-                      or self.debian_fetch != "auto")
-        check(self.source == "debian" or not debian_set,
-               f"the task.debian_* options shape the Debian corpus; drop them for task.source={self.source}.")
-        check(self.debian_fetch in FETCH_MODES,
-               f"task.debian_fetch must be one of {', '.join(FETCH_MODES)} (got {self.debian_fetch!r}).")
-        check(self.data_dir is None or self.source != "debian",
-               "task.data_dir names a wmt14 or folder corpus; the Debian corpus is built from packages (use "
-               "task.debian_deb_dir for a folder of .deb files), so drop task.data_dir.")
-
-    #: Fields added after data was cached: in keys only when they differ from their defaults.
-    KEYED_WHEN_SET = {"tag_phrases": False, "sentence_repeat": 1, "debian_sources": None,
-                      "debian_kinds": ["sentences", "strings"], "debian_min_words": 1, "debian_deb_dir": None}
+        check_corpora(self)
 
 
 @dataclass
@@ -122,26 +98,14 @@ class ImageTaskConfig:
     n_dev: int | None = 128
     n_test: int | None = 256
     seed: int = 0  # faces: which patches are drawn
-    # photos: a folder of .deb files to build from instead of downloading (offline, repeatable), and how the
-    # packages are fetched (as task.debian_fetch). Neither changes the corpus, so neither is in cache keys.
-    photos_deb_dir: str | None = None
-    photos_fetch: str = "auto"
+    corpora: ImageCorpora = field(default_factory=ImageCorpora)  # photos: {deb_dir: ..., fetch: http}
 
     proposal_vocab_applies = False  # intensities: a restricted proposal vocabulary makes no sense
-    #: Fields that never change the data: left out of the task's key.
-    NOT_KEYED = ("photos_deb_dir", "photos_fetch")
 
     def validate(self) -> None:
         check(self.kind == "image", f"task.kind={self.kind!r} does not match an image task.")
         check_source(self.kind, self.source)
-        check(self.source == "photos" or (self.photos_deb_dir is None and self.photos_fetch == "auto"),
-               f"task.photos_deb_dir and task.photos_fetch shape how the photo corpus is fetched; drop them for "
-               f"task.source={self.source}.")
-        check(self.photos_fetch in FETCH_MODES,
-               f"task.photos_fetch must be one of {', '.join(FETCH_MODES)} (got {self.photos_fetch!r}).")
-        check(self.data_dir is None or self.source == "celeba",
-               "task.data_dir names the CelebA folder; the faces patches are embedded, so drop task.data_dir or "
-               "set task.source=celeba.")
+        check_corpora(self)
         check(self.lr_size >= 1 and self.hr_size % self.lr_size == 0,
                f"task.hr_size ({self.hr_size}) must be a multiple of task.lr_size ({self.lr_size}).")
 
@@ -154,3 +118,10 @@ register("task", "image", ImageTaskConfig)
 def task_config(kind: object) -> type:
     """The config class of a task kind (``task.kind``), refused with the choices."""
     return lookup("task", kind, "task.kind").options
+
+
+def moved_task_options() -> dict[str, str]:
+    """Each pre-``task.corpora`` option key and its path under ``task`` now (``debian_sources`` ->
+    ``corpora.debian.sources``)."""
+    return {old: f"corpora.{name}.{new}"
+            for name, e in entries("corpus").items() for old, new in e.info.old_keys.items()}

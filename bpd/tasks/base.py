@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import torch
 
-from bpd.config import SPLITS, DecodeConfig, HeadsConfig, ModelConfig
+from bpd.config import SPLITS, DecodeConfig, HeadsConfig, ModelConfig, cache_key, keyed
 from bpd.data.batches import batch_iterator, make_batches
 from bpd.data.store import ArrayPairs, ListPairs, PairStore
 from bpd.decoding.spec import DecodeSpec
@@ -148,3 +148,9 @@ def heads_options(heads: HeadsConfig) -> dict[str, Any]:
     if heads.tie_slots:
         opts["heads_tied"] = True
     return opts
+
+
+def task_key(cfg: Any, content: str | None) -> str:
+    """The key of a task's data: the options it sets, and its corpus's content key where the options do not
+    determine the corpus (``Corpus.content_key``)."""
+    return cache_key(keyed(cfg), *([content] if content is not None else []))

@@ -4,7 +4,6 @@ rows and a grid of outputs as the figure."""
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +14,8 @@ import torch
 
 from bpd.config import SPLITS, DecodeConfig, HeadsConfig, ImageTaskConfig, ModelConfig, split_parts
 from bpd.config.methods import Role
+from bpd.config.registry import paired
+from bpd.config.task import corpora as kind_corpora
 from bpd.data import images as im
 from bpd.data.celeba import prepare_celeba
 from bpd.data.faces import load_sr_npz, prepare_embedded_sr
@@ -23,8 +24,8 @@ from bpd.data.store import ArrayPairs
 from bpd.decoding.spec import DecodeSpec
 from bpd.decoding.timed import RunOutput
 from bpd.models import build_image_model
-from bpd.runtime import config_hash, repo_relative
-from bpd.tasks.base import Pairs, Task, heads_options
+from bpd.runtime import repo_relative
+from bpd.tasks.base import Pairs, Task, heads_options, task_key
 from bpd.tracking import Tracker
 from corpora.photos.build import FACES, PhotoOptions, corpus_hash, open_photos, prepare_photos
 
@@ -50,9 +51,9 @@ def _celeba(cfg: ImageTaskConfig, data_cache: Path) -> Images:
 
 
 def _photos_folder(cfg: ImageTaskConfig, data_cache: Path) -> Path:
-    opts = PhotoOptions(lr_size=cfg.lr_size, hr_size=cfg.hr_size)
-    deb_dir = Path(cfg.photos_deb_dir).expanduser() if cfg.photos_deb_dir else None
-    return prepare_photos(data_cache, opts, deb_dir=deb_dir, fetch=cfg.photos_fetch)
+    opts, own = PhotoOptions(lr_size=cfg.lr_size, hr_size=cfg.hr_size), cfg.corpora.photos
+    deb_dir = Path(own.deb_dir).expanduser() if own.deb_dir else None
+    return prepare_photos(data_cache, opts, deb_dir=deb_dir, fetch=own.fetch)
 
 
 def _photos(cfg: ImageTaskConfig, data_cache: Path) -> Images:
@@ -63,8 +64,12 @@ def _photos(cfg: ImageTaskConfig, data_cache: Path) -> Images:
 
 
 #: Where each source's (low-resolution, high-resolution) uint8 arrays per split come from.
-SOURCES: dict[str, Callable[[ImageTaskConfig, Path], Images]] = {"faces": _faces, "photos": _photos,
-                                                                  "celeba": _celeba}
+SOURCES: dict[str, Callable[[ImageTaskConfig, Path], Images]] = paired(
+    "corpus", [("faces", _faces), ("photos", _photos), ("celeba", _celeba)], kind_corpora("image"), __name__)
+#: What the task's key adds for a corpus that the same options may build differently: other packages (a point
+#: release) or another Pillow build another photo corpus, so its hash keys every model trained on it.
+CONTENT_KEYS: dict[str, Callable[[ImageTaskConfig, Path], str]] = {
+    "photos": lambda cfg, data_cache: corpus_hash(_photos_folder(cfg, data_cache))}
 
 
 class ImageScorer:
@@ -108,12 +113,8 @@ class ImageTask(Task):
         # Raster-order tokens are a reshape of the uint8 arrays (a view: memory-mapped arrays stay on disk).
         splits = {s: ArrayPairs(lr.reshape(len(lr), -1), hr.reshape(len(hr), -1))
                   for s, (lr, hr) in self.images.items()}
-        parts: list[Any] = [{k: v for k, v in dataclasses.asdict(cfg).items() if k not in cfg.NOT_KEYED}]
-        if cfg.source == "photos":
-            # Other packages (a point release) or another Pillow build another corpus from the same options: its
-            # hash keys every model trained on it, so no run resumes on a different corpus.
-            parts.append(corpus_hash(_photos_folder(cfg, data_cache)))
-        key = config_hash(*parts)
+        content = CONTENT_KEYS.get(cfg.source)
+        key = task_key(cfg, content(cfg, data_cache) if content is not None else None)
         super().__init__(cfg.name, key, im.VOCAB_SIZE, splits, im.PAD_ID, im.BOS_ID, im.EOS_ID)
         self.cfg = cfg
 

@@ -17,10 +17,12 @@ from bpd.config import (
     HeadsConfig,
     ModelConfig,
     TranslationTaskConfig,
-    keyed_fields,
     split_parts,
 )
+from bpd.config.common import config_hash
 from bpd.config.methods import Role
+from bpd.config.registry import paired
+from bpd.config.task import corpora as kind_corpora
 from bpd.data.store import build_store, file_hash
 from bpd.data.tokenizer import Tokenizer, install_tokenizer
 from bpd.data.translation import directed_name, prepare_wmt14
@@ -28,8 +30,7 @@ from bpd.decoding.spec import DecodeSpec
 from bpd.decoding.timed import RunOutput
 from bpd.metrics import bleu
 from bpd.models import build_translation_model
-from bpd.runtime import config_hash
-from bpd.tasks.base import Pairs, Task, heads_options
+from bpd.tasks.base import Pairs, Task, heads_options, task_key
 from bpd.tracking import Tracker
 from corpora.debian.build import SOURCE_ORDER, DebianOptions, corpus_hash, prepare_debian
 from corpora.ding import prepare_ding
@@ -37,48 +38,90 @@ from corpora.ding import prepare_ding
 WMT14_LAYOUT = "train.{en,de}, newstest2013.{en,de}, newstest2014.{en,de}"
 
 
-def _ding(cfg: TranslationTaskConfig, data_cache: Path) -> Path:
-    return prepare_ding(data_cache, ding_path=cfg.ding_path, direction=cfg.direction,
-                        include_phrases=cfg.include_phrases, tag_phrases=cfg.tag_phrases,
-                        sentence_repeat=cfg.sentence_repeat, n_dev=cfg.n_dev, n_test=cfg.n_test)
+class Corpus:
+    """How a translation task gets a corpus registered in ``bpd/config/corpora.py``: its
+    ``{train,dev,test}.{src,tgt}`` folder, from the task's config and the corpus's own options (``prepare``), and
+    what the task's key adds to the config (``content_key``). Each subclass here is one corpus (``source``)."""
+
+    source: str
+    directed = True  # its pairs have a direction to name (a folder's src and tgt files are what they are)
+
+    def prepare(self, cfg: TranslationTaskConfig, options: Any, data_cache: Path) -> Path:
+        raise NotImplementedError
+
+    def content_key(self, folder: Path) -> str | None:
+        """A hash of the corpus's content, for a corpus that the same options may build differently; None when the
+        options determine it."""
+        return None
 
 
-def _debian(cfg: TranslationTaskConfig, data_cache: Path) -> Path:
-    opts = DebianOptions(direction=cfg.direction, sources=tuple(cfg.debian_sources or SOURCE_ORDER),
-                         kinds=tuple(cfg.debian_kinds), min_words=cfg.debian_min_words, n_dev=cfg.n_dev,
-                         n_test=cfg.n_test)
-    return prepare_debian(data_cache, opts, deb_dir=Path(cfg.debian_deb_dir) if cfg.debian_deb_dir else None,
-                          fetch=cfg.debian_fetch)
+class DingCorpus(Corpus):
+    source = "ding"
+
+    def prepare(self, cfg: TranslationTaskConfig, options: Any, data_cache: Path) -> Path:
+        return prepare_ding(data_cache, ding_path=options.path, direction=cfg.direction,
+                            include_phrases=options.include_phrases, tag_phrases=options.tag_phrases,
+                            sentence_repeat=options.sentence_repeat, n_dev=cfg.n_dev, n_test=cfg.n_test)
 
 
-def _wmt14(cfg: TranslationTaskConfig, data_cache: Path) -> Path:
-    if not cfg.data_dir:
-        raise FileNotFoundError(
-            f"task wmt14_en_de needs task.data_dir=/path/to/wmt14 ({WMT14_LAYOUT}); see docs/data.md."
-        )
-    return prepare_wmt14(Path(cfg.data_dir), direction=cfg.direction, cache_dir=data_cache)
+class DebianCorpus(Corpus):
+    source = "debian"
+
+    def prepare(self, cfg: TranslationTaskConfig, options: Any, data_cache: Path) -> Path:
+        return prepare_debian(data_cache, debian_options(cfg, options),
+                              deb_dir=Path(options.deb_dir) if options.deb_dir else None, fetch=options.fetch)
+
+    def content_key(self, folder: Path) -> str | None:
+        # The same options build another corpus after a format change or a point release: the corpus's own hash
+        # keys the stores and every model trained on them, so no run resumes on a different corpus.
+        return corpus_hash(folder)
 
 
-def _folder(cfg: TranslationTaskConfig, data_cache: Path) -> Path:
-    folder = Path(cfg.data_dir or "")
-    missing = [f"{s}.{x}" for s in SPLITS for x in ("src", "tgt") if not (folder / f"{s}.{x}").exists()]
-    if not cfg.data_dir or missing:
-        raise FileNotFoundError(
-            f"task folder needs task.data_dir with train/dev/test .src/.tgt files (missing in {folder}: "
-            f"{', '.join(missing) or 'data_dir'}); point task.data_dir at such a folder."
-        )
-    return folder
+def debian_options(cfg: TranslationTaskConfig, options: Any) -> DebianOptions:
+    """What the Debian corpus builder is asked for (what its folder's name hashes)."""
+    return DebianOptions(direction=cfg.direction, sources=tuple(options.sources or SOURCE_ORDER),
+                         kinds=tuple(options.kinds), min_words=options.min_words, n_dev=cfg.n_dev, n_test=cfg.n_test)
 
 
-#: Where each source's {train,dev,test}.{src,tgt} folder comes from.
-SOURCES: dict[str, Callable[[TranslationTaskConfig, Path], Path]] = {
-    "ding": _ding, "debian": _debian, "wmt14": _wmt14, "folder": _folder}
+class Wmt14Corpus(Corpus):
+    source = "wmt14"
+
+    def prepare(self, cfg: TranslationTaskConfig, options: Any, data_cache: Path) -> Path:
+        if not cfg.data_dir:
+            raise FileNotFoundError(
+                f"task wmt14_en_de needs task.data_dir=/path/to/wmt14 ({WMT14_LAYOUT}); see docs/data.md.")
+        return prepare_wmt14(Path(cfg.data_dir), direction=cfg.direction, cache_dir=data_cache)
+
+
+class FolderCorpus(Corpus):
+    source = "folder"
+    directed = False
+
+    def prepare(self, cfg: TranslationTaskConfig, options: Any, data_cache: Path) -> Path:
+        folder = Path(cfg.data_dir or "")
+        missing = [f"{s}.{x}" for s in SPLITS for x in ("src", "tgt") if not (folder / f"{s}.{x}").exists()]
+        if not cfg.data_dir or missing:
+            raise FileNotFoundError(
+                f"task folder needs task.data_dir with train/dev/test .src/.tgt files (missing in {folder}: "
+                f"{', '.join(missing) or 'data_dir'}); point task.data_dir at such a folder.")
+        return folder
+
+
+#: Each translation corpus by ``task.source``, paired with its registration.
+CORPORA: dict[str, Corpus] = paired("corpus", [(c.source, c()) for c in Corpus.__subclasses__()],
+                                    kind_corpora("translation"), __name__)
+
+
+def corpus_folder(cfg: TranslationTaskConfig, data_cache: Path) -> Path:
+    """The task's corpus folder, prepared (or found in the cache) by its corpus."""
+    return CORPORA[cfg.source].prepare(cfg, getattr(cfg.corpora, cfg.source, None), data_cache)
 
 
 def tokenizer_corpus(cfg: TranslationTaskConfig, folder: Path) -> str | None:
     """The name a tokenizer learned from this corpus ships under (``bpd.data.tokenizer.tokenizer_file``): only a corpus
-    built with a content hash (the Debian corpus) can name the text it was learned from; None for the others."""
-    return f"{cfg.name}_{corpus_hash(folder)}" if cfg.source == "debian" else None
+    with a content key (the Debian corpus) can name the text it was learned from; None for the others."""
+    content = CORPORA[cfg.source].content_key(folder)
+    return f"{cfg.name}_{content}" if content is not None else None
 
 
 class TranslationScorer:
@@ -108,7 +151,7 @@ class TranslationTask(Task):
     def __init__(self, cfg: TranslationTaskConfig, data_cache: Path, shipped_dir: str | Path | None = None) -> None:
         """``shipped_dir``: where shipped tokenizers are looked for (``bpd.data.tokenizer.install_tokenizer``); None
         learns every tokenizer here."""
-        folder = SOURCES[cfg.source](cfg, data_cache)
+        folder = corpus_folder(cfg, data_cache)
         for split in ("dev", "test"):  # before any training: an empty test set would only fail at scoring
             if not (folder / f"{split}.src").stat().st_size:
                 raise ValueError(f"the {split} set {folder / f'{split}.src'} is empty; every split needs "
@@ -119,12 +162,7 @@ class TranslationTask(Task):
         # The tokenizer learns from a fixed-seed sample of the training text (sentencepiece's own sampling).
         tok = Tokenizer.train([folder / "train.src", folder / "train.tgt"], folder / f"spm{cfg.vocab_size}",
                               cfg.vocab_size, seed=0)
-        key_parts: list[Any] = [keyed_fields(cfg, drop=("ding_path", "debian_deb_dir", "debian_fetch"))]
-        if cfg.source == "debian":
-            # The same options build another corpus after a format change or a point release: the corpus's own
-            # hash keys the stores and every model trained on them, so no run resumes on a different corpus.
-            key_parts.append(corpus_hash(folder))
-        key = config_hash(*key_parts)
+        key = task_key(cfg, CORPORA[cfg.source].content_key(folder))
         tok_hash = tok.content_hash()
         splits = {}
         for split in SPLITS:
@@ -141,7 +179,7 @@ class TranslationTask(Task):
         self.refs = {s: (folder / f"{s}.tgt").read_text(encoding="utf-8-sig").split("\n")[: len(splits[s])]
                      for s in ("dev", "test")}
         # A folder's pairs have no direction to name: its src and tgt files are what they are.
-        name = cfg.name if cfg.source == "folder" else directed_name(cfg.name, cfg.direction)
+        name = directed_name(cfg.name, cfg.direction) if CORPORA[cfg.source].directed else cfg.name
         super().__init__(name, key, tok.vocab_size, splits, tok.pad_id, tok.bos_id, tok.eos_id)
         self.cfg, self.tokenizer, self.data_cache = cfg, tok, data_cache
         self.others: dict[str, tuple[Pairs, list[str]]] = {}  # other corpora's held-out sets, once read
@@ -157,8 +195,8 @@ class TranslationTask(Task):
         by this task's data and the two files' contents."""
         if split not in self.others:
             corpus, name = split_parts(split)
-            folder = SOURCES[corpus](TranslationTaskConfig(name=f"{corpus}_en_de", source=corpus,
-                                                           direction=self.cfg.direction), self.data_cache)
+            folder = corpus_folder(TranslationTaskConfig(name=f"{corpus}_en_de", source=corpus,
+                                                         direction=self.cfg.direction), self.data_cache)
             src, tgt = folder / f"{name}.src", folder / f"{name}.tgt"
             key = config_hash(self.key, split, file_hash(src), file_hash(tgt))
             tok = self.tokenizer

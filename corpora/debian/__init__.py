@@ -4,8 +4,8 @@ What every module of the package and its callers share lives here, so the archiv
 unpacking (``indexes``, ``unpack``) can raise the same error as the archive without importing it.
 """
 
-#: How ``task.debian_fetch`` may fetch the packages (``corpora.debian.mirror.open_archive``); bpd's config checks
-#: the option against it.
+#: How ``task.corpora.debian.fetch`` may fetch the packages (``corpora.debian.mirror.open_archive``); bpd's config
+#: checks the option against it.
 FETCH_MODES = ("auto", "apt", "http")
 
 

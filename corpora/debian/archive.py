@@ -79,8 +79,8 @@ class Archive:
         self.i18n = self.root / "i18n"
         self.download_seconds = 0.0  # how long the last download_and_extract downloaded (unpacking alongside)
         if self.deb_dir is not None and not self.deb_dir.is_dir():
-            raise ArchiveError(f"task.debian_deb_dir={self.deb_dir} is not a folder: point it at a folder of .deb "
-                               "files (the corpus manifest lists them), or drop it to download the packages.")
+            raise ArchiveError(f"task.corpora.debian.deb_dir={self.deb_dir} is not a folder: point it at a folder "
+                               "of .deb files (the corpus manifest lists them), or drop it to download the packages.")
         self._check_tools()
 
     @staticmethod
@@ -90,8 +90,9 @@ class Archive:
     def _check_tools(self) -> None:
         """apt for the downloads (``.deb`` files are unpacked by dpkg-deb, or in Python where it is missing)."""
         if self.deb_dir is None and not self.apt_tools_present():
-            raise ArchiveError("apt-get not found: task.debian_fetch=apt needs Debian's apt; use "
-                               "task.debian_fetch=http (any machine) or task.debian_deb_dir=/path/to/debs.")
+            raise ArchiveError("apt-get not found: task.corpora.debian.fetch=apt needs Debian's apt; use "
+                               "task.corpora.debian.fetch=http (any machine) or "
+                               "task.corpora.debian.deb_dir=/path/to/debs.")
 
     def lists_dir(self) -> Path:
         """Where the Translation indexes are read from."""
@@ -113,7 +114,7 @@ class Archive:
         if proc.returncode != 0 or not any(lists.glob("*_Packages*")):
             last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
             raise ArchiveError(f"apt could not reach the Debian archive ({last}); on an offline machine pass "
-                               "task.debian_deb_dir=/path/to/debs, a folder holding the .deb files and "
+                               "task.corpora.debian.deb_dir=/path/to/debs, a folder holding the .deb files and "
                                "Translation-{en,de} (see docs/data.md).")
 
     def candidates(self, packages: Iterable[str]) -> dict[str, tuple[str, int]]:
@@ -194,7 +195,7 @@ class Archive:
         if proc.returncode != 0:
             last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
             raise ArchiveError(f"apt-get download failed for {', '.join(chunk)} ({last}); check the "
-                               "network, or pass task.debian_deb_dir=/path/to/debs with these .deb files.")
+                               "network, or pass task.corpora.debian.deb_dir=/path/to/debs with these .deb files.")
 
     def _sha256_cached(self, deb: Path) -> str:
         """sha256 of a .deb, remembered beside it (a .deb never changes under the same name)."""

@@ -77,15 +77,15 @@ class DebianOptions:
         unknown = [s for s in self.sources if s not in SOURCES]
         if unknown:
             raise ValueError(f"unknown Debian corpus source(s) {', '.join(unknown)}; choose from "
-                             f"{', '.join(SOURCE_ORDER)} (task.debian_sources).")
+                             f"{', '.join(SOURCE_ORDER)} (task.corpora.debian.sources).")
         bad = [k for k in self.kinds if k not in ("sentences", "strings")]
         if bad or not self.kinds:
-            raise ValueError(f"task.debian_kinds must name sentences and/or strings (got {list(self.kinds)}).")
+            raise ValueError(f"task.corpora.debian.kinds must name sentences and/or strings (got {list(self.kinds)}).")
         if self.min_words < 1 or self.n_dev < 1 or self.n_test < 1:
-            raise ValueError("task.debian_min_words, task.n_dev and task.n_test must be >= 1.")
+            raise ValueError("task.corpora.debian.min_words, task.n_dev and task.n_test must be >= 1.")
         if "docbooks" not in self.sources:
             raise ValueError("the dev and test sets are books of the docbooks source: keep docbooks in "
-                             "task.debian_sources.")
+                             "task.corpora.debian.sources.")
 
 
 @dataclass

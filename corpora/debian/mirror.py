@@ -5,7 +5,7 @@ on Debian bookworm that is the release the reference corpus was built from (``re
 but on Ubuntu or another Debian release it is other versions of the packages, so another corpus and other test
 sentences. This archive reads the bookworm indexes (main, updates, security) from ``deb.debian.org`` itself and
 downloads the ``.deb`` files they name, checking each against the index's sha256; it unpacks with ``dpkg-deb``
-where that exists and in Python (:mod:`corpora.debian.debfile`) where not. So ``task.debian_fetch=auto`` (the
+where that exists and in Python (:mod:`corpora.debian.debfile`) where not. So ``task.corpora.debian.fetch=auto`` (the
 default) gives the same packages on any machine: apt on Debian bookworm, this archive everywhere else.
 """
 
@@ -144,7 +144,7 @@ def http_get(url: str, dest: Path | None = None, sha256: str | None = None, trie
             last = str(getattr(e, "reason", e))
         time.sleep(1 + 2 * attempt)
     raise ArchiveError(f"could not fetch {url} ({last}); check the network (a proxy: set http_proxy), or pass "
-                       "task.debian_deb_dir=/path/to/debs with the .deb files.")
+                       "task.corpora.debian.deb_dir=/path/to/debs with the .deb files.")
 
 
 class MirrorArchive(Archive):
@@ -185,8 +185,8 @@ class MirrorArchive(Archive):
                 (self.lists_dir() / f"{_list_name(base, suite, rest)}.{ext}").write_bytes(data)
                 return
         if required:
-            raise ArchiveError(f"{base} has no {suite}/{rest} index: check task.debian_fetch's mirror, or pass "
-                               "task.debian_deb_dir=/path/to/debs.")
+            raise ArchiveError(f"{base} has no {suite}/{rest} index: check task.corpora.debian.fetch's mirror, or pass "
+                               "task.corpora.debian.deb_dir=/path/to/debs.")
 
     def index(self) -> dict[str, PackageEntry]:
         if self._index is None:
@@ -239,7 +239,7 @@ def open_archive(root: Path, deb_dir: Path | None = None, fetch: str = "auto", p
     (``fetch=http``), or ``auto``: apt on Debian bookworm, where it serves the reference's packages, the mirror
     on every other machine."""
     if fetch not in FETCH_MODES:
-        raise ArchiveError(f"task.debian_fetch={fetch!r}: use one of {', '.join(FETCH_MODES)}.")
+        raise ArchiveError(f"task.corpora.debian.fetch={fetch!r}: use one of {', '.join(FETCH_MODES)}.")
     if deb_dir is not None:
         return Archive(root, deb_dir=deb_dir, progress=progress)
     if fetch == "http" or (fetch == "auto" and not (Archive.apt_tools_present() and system_is_reference_release())):

@@ -153,7 +153,7 @@ def test_apt_unreachable_names_the_offline_option(tmp_path, monkeypatch):
     monkeypatch.setattr("corpora.debian.archive.private_apt_config", lambda apt: tmp_path / "apt.conf")
     monkeypatch.setattr("corpora.debian.archive._run",
                         lambda *a, **k: sp.CompletedProcess(a, 100, "", "E: Failed to fetch (network)"))
-    with pytest.raises(ArchiveError, match="task.debian_deb_dir"):
+    with pytest.raises(ArchiveError, match="task.corpora.debian.deb_dir"):
         archive.update()
 
 

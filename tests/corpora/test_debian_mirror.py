@@ -216,12 +216,12 @@ def test_a_corrupt_download_is_refused_and_nothing_is_kept(fake_mirror, tmp_path
 
 
 def test_open_archive_picks_apt_only_on_the_reference_release(tmp_path, monkeypatch):
-    with pytest.raises(ArchiveError, match="task.debian_fetch='ftp'"):
+    with pytest.raises(ArchiveError, match="task.corpora.debian.fetch='ftp'"):
         open_archive(tmp_path, fetch="ftp")
     assert isinstance(open_archive(tmp_path, fetch="http"), MirrorArchive)
     monkeypatch.setattr(Archive, "apt_tools_present", staticmethod(lambda: False))
     assert isinstance(open_archive(tmp_path, fetch="auto"), MirrorArchive)
-    with pytest.raises(ArchiveError, match="task.debian_fetch=http"):
+    with pytest.raises(ArchiveError, match="task.corpora.debian.fetch=http"):
         open_archive(tmp_path, fetch="apt")
     monkeypatch.setattr(Archive, "apt_tools_present", staticmethod(lambda: True))
     monkeypatch.setattr(mirror_mod, "system_is_reference_release", lambda: False)

@@ -3,6 +3,7 @@ duplicates, splits by photograph, patch pairs, the manifest, reuse, and the one-
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 from pathlib import Path
@@ -13,6 +14,8 @@ from PIL import Image
 from test_debian_mirror import make_deb
 
 from bpd.config import ImageTaskConfig
+from bpd.config.corpora import PhotosOptions
+from bpd.config.task import ImageCorpora
 from corpora.debian import ArchiveError
 from corpora.photos import build as build_mod
 from corpora.photos.build import (
@@ -140,10 +143,10 @@ def test_bad_input_gets_one_sentence(debs, tmp_path):
                        progress=False)
     with pytest.raises(ArchiveError, match="make data-sr"):
         open_photos(tmp_path / "nothing")
-    with pytest.raises(ValueError, match="task.photos_fetch"):
-        ImageTaskConfig(source="photos", photos_fetch="ftp").validate()
-    with pytest.raises(ValueError, match="drop them"):
-        ImageTaskConfig(source="faces", photos_deb_dir="/x").validate()
+    with pytest.raises(ValueError, match="task.corpora.photos.fetch"):
+        ImageTaskConfig(source="photos", corpora=ImageCorpora(PhotosOptions(fetch="ftp"))).validate()
+    with pytest.raises(ValueError, match="drop it for task.source=faces"):
+        ImageTaskConfig(source="faces", corpora=ImageCorpora(PhotosOptions(deb_dir="/x"))).validate()
 
 
 def test_patches_are_cut_on_a_centred_grid_and_never_enlarged():
@@ -168,7 +171,7 @@ def test_task_serves_the_corpus_and_its_face_set(debs, tmp_path, monkeypatch):
     from bpd.tasks.image import ImageTask
 
     cfg = ImageTaskConfig(name="photos_sr", source="photos", lr_size=8, hr_size=32, n_train=None, n_dev=5, n_test=7,
-                          photos_deb_dir=str(debs))
+                          corpora=ImageCorpora(PhotosOptions(deb_dir=str(debs))))
     cfg.validate()
     from bpd.tasks import image as image_mod
 
@@ -178,8 +181,7 @@ def test_task_serves_the_corpus_and_its_face_set(debs, tmp_path, monkeypatch):
     assert len(task.pairs("faces:test")) == 2
     assert task.scorer("faces:test", 2).hr.shape == (2, 32, 32, 3)
     # the corpus hash is part of the key; where the packages come from is not
-    again = ImageTask(ImageTaskConfig(**{**cfg.__dict__, "photos_deb_dir": None, "photos_fetch": "apt"}),
-                      tmp_path / "cache")
+    again = ImageTask(dataclasses.replace(cfg, corpora=ImageCorpora(PhotosOptions(fetch="apt"))), tmp_path / "cache")
     assert again.key == task.key
     DecodeConfig(split="faces:test", ks=[2]).validate(4)
     with pytest.raises(ValueError, match="faces:test"):

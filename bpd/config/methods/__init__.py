@@ -42,9 +42,7 @@ class MethodInfo:
     # Refuses a bad value of its options with the fix (``where``: the option's path, e.g. decode.methods.tree).
     check: Callable[[Any, str], None] | None = None
     # Options that predate ``decode.methods``: their old keys, each naming the field of the options it held (None:
-    # the whole options). Run ids hash them under these keys, so committed rows keep their ids, and a command
-    # line giving an old key is told the new path. Empty: hashed under the method's name, only when they differ
-    # from their default.
+    # the whole options), so that a command line giving an old key is told the new path.
     old_keys: dict[str, str | None] = field(default_factory=dict)
     # It builds a model of its own beside the checkpoint (its decoder's ``prepare``): a draft, an n-gram model.
     auxiliary: bool = False
@@ -107,20 +105,6 @@ def check_methods(methods: Any, where: str) -> None:
             check(getattr(methods, name), f"{where}.{name}")
 
 
-def method_keys(methods: Any) -> dict[str, Any]:
-    """The methods' options as run ids hash them: under their old keys where they predate ``decode.methods``,
-    else under the method's name and only when set (so that a method added later leaves earlier ids alone)."""
-    out: dict[str, Any] = {}
-    for name in _OPTIONS:
-        info, value = DECODE_METHODS[name], getattr(methods, name)
-        plain = _plain(value)
-        if info.old_keys:
-            out |= {old: plain if f is None else plain[f] for old, f in info.old_keys.items()}
-        elif plain != _plain(info.default()):
-            out[name] = plain
-    return out
-
-
 def moved_options() -> dict[str, str]:
     """Each pre-``decode.methods`` option key and its path under ``decode`` / ``bench`` now (``beam_size`` ->
     ``methods.beam.size``)."""
@@ -138,4 +122,4 @@ def _plain(value: Any) -> Any:
 
 
 __all__ = ["DECODE_METHODS", "MethodInfo", "MethodsConfig", "Role", "bench_methods", "check_methods", "declare",
-           "method_keys", "methods_of", "moved_options", "role_of"]
+           "methods_of", "moved_options", "role_of"]

@@ -1,0 +1,99 @@
+"""The corpora (``task.source``) by name, as ``bpd.config.registry`` holds them, each with the options it owns:
+a task reads them under ``task.corpora.<corpus>`` (``task.corpora.debian.sources``), and only the chosen corpus's
+may differ from their defaults. The builders live in ``corpora/``; ``bpd.tasks`` pairs each corpus with how its
+task prepares it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+from bpd.config.common import check
+from bpd.config.registry import register
+from corpora.debian import FETCH_MODES
+
+
+@dataclass(frozen=True)
+class CorpusInfo:
+    kind: str  # the task kind whose ``task.source`` it is
+    #: Its held-out sets can score another task's model (``decode.split=<corpus>:<split>``): built without a data
+    #: folder, so the same command scores the same examples on any machine.
+    scores_others: bool = False
+    #: Its held-out sets that may score another task's model (the photo corpus's models: faces' test set only).
+    other_splits: tuple[str, ...] = ("test", "dev")
+    reads_data_dir: bool = False  # it is read from ``task.data_dir`` (no other corpus takes one)
+    #: Options that predate ``task.corpora``: their old ``task.*`` keys, each naming the field it became (a command
+    #: line giving an old key is told the new path).
+    old_keys: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class DingOptions:
+    """The embedded ding sentences (Debian's trans-de-en dictionary)."""
+
+    path: str | None = None  # an explicit dictionary file (else Debian's, else apt-get download)
+    include_phrases: bool = False  # add the dictionary's phrase pairs to training
+    tag_phrases: bool = False  # mark phrase sources with a tag, so untagged sentences keep their length
+    sentence_repeat: int = 1  # with phrases: the sentence pairs appear this many times in training
+
+    #: Where the dictionary is read from does not change the corpus: left out of cache keys.
+    NOT_KEYED = ("path",)
+
+    def validate(self, where: str) -> None:
+        check(self.include_phrases or (not self.tag_phrases and self.sentence_repeat == 1),
+               f"{where}.tag_phrases and {where}.sentence_repeat shape the phrase pairs: set "
+               f"{where}.include_phrases=true.")
+        check(self.sentence_repeat >= 1, f"{where}.sentence_repeat must be >= 1 (got {self.sentence_repeat}).")
+
+
+def _fetch_check(fetch: str, where: str) -> None:
+    check(fetch in FETCH_MODES, f"{where}.fetch must be one of {', '.join(FETCH_MODES)} (got {fetch!r}).")
+
+
+@dataclass
+class DebianOptions:
+    """The Debian English-German corpus, built from Debian's packages (docs/data.md)."""
+
+    sources: list[str] | None = None  # which extractors (null = all)
+    kinds: list[str] = field(default_factory=lambda: ["sentences", "strings"])  # which kinds of text
+    min_words: int = 1  # the shortest English side
+    deb_dir: str | None = None  # a folder of .deb files to build from instead of downloading (offline, repeatable)
+    # How the packages are fetched: apt, http (bookworm's from deb.debian.org, no apt needed) or auto (apt on
+    # Debian bookworm, the release of the reference build; http on any other machine).
+    fetch: str = "auto"
+
+    #: Where the packages come from does not change the corpus (its content hash keys it): left out of cache keys.
+    NOT_KEYED = ("deb_dir", "fetch")
+
+    def validate(self, where: str) -> None:
+        _fetch_check(self.fetch, where)
+
+
+@dataclass
+class PhotosOptions:
+    """The Debian photo corpus: where its packages come from (neither changes the corpus)."""
+
+    deb_dir: str | None = None  # a folder of .deb files to build from instead of downloading (offline, repeatable)
+    fetch: str = "auto"  # as task.corpora.debian.fetch
+
+    NOT_KEYED = ("deb_dir", "fetch")
+
+    def validate(self, where: str) -> None:
+        _fetch_check(self.fetch, where)
+
+
+def _old(prefix: str, options: type) -> dict[str, str]:
+    """The old flat ``task.<prefix><field>`` key of each of ``options``' fields."""
+    return {f"{prefix}{f.name}": f.name for f in fields(options)}
+
+
+register("corpus", "ding", DingOptions, CorpusInfo(  # embedded
+    "translation", scores_others=True, old_keys={"ding_path": "path", "include_phrases": "include_phrases",
+                                                 "tag_phrases": "tag_phrases", "sentence_repeat": "sentence_repeat"}))
+register("corpus", "debian", DebianOptions, CorpusInfo(  # built from Debian's packages
+    "translation", scores_others=True, old_keys=_old("debian_", DebianOptions)))
+register("corpus", "wmt14", info=CorpusInfo("translation", reads_data_dir=True))
+register("corpus", "folder", info=CorpusInfo("translation", reads_data_dir=True))  # any {train,dev,test}.{src,tgt}
+register("corpus", "faces", info=CorpusInfo("image", scores_others=True, other_splits=("test",)))  # embedded
+register("corpus", "photos", PhotosOptions, CorpusInfo(  # built from Debian's packages
+    "image", old_keys=_old("photos_", PhotosOptions)))
+register("corpus", "celeba", info=CorpusInfo("image", reads_data_dir=True))
