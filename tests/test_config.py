@@ -307,3 +307,24 @@ def test_a_partial_section_keeps_its_fields_defaults():
     bench = from_dict(BenchConfig, {"methods": {"naive_greedy": False, "beam": {"alpha": 0.5}}})
     assert (bench.methods.beam.size, bench.methods.beam.alpha, bench.methods.naive_greedy) == (0, 0.5, False)
     assert from_dict(BenchConfig, {}).methods.naive_greedy is True
+
+
+def test_defaults_are_pinned_to_the_schema():
+    """Keys hash only what a config sets (``bpd.config.common.keyed``), so a changed default silently changes
+    what every existing key names. This pins every config default; when it fails on purpose: if the changed
+    field is keyed, bump ``SCHEMA`` and add a step to experiments/migrate.py, then pin the new value here."""
+    from bpd.config import ExperimentConfig
+    from bpd.config.common import SCHEMA, config_hash, plain
+    from bpd.config.registry import entries
+
+    defaults = {"experiment": plain(ExperimentConfig())}
+    for kind in ("task", "corpus", "method"):
+        for name, e in sorted(entries(kind).items()):
+            if e.options is not None:
+                made = e.info.default() if kind == "method" else e.options()
+                defaults[f"{kind}:{name}"] = plain(made)
+    assert (SCHEMA, config_hash(defaults)) == (2, PINNED_DEFAULTS), \
+        "a config default changed: see this test's docstring (bump SCHEMA if the field is keyed)"
+
+
+PINNED_DEFAULTS = "aaefd01fae"
