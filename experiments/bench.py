@@ -37,7 +37,7 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
     ks = bench_ks(cfg, b)
     archs = b.archs or [cfg.heads.arch]
     runtime = Runtime.build(cfg)
-    task = load_task(cfg)
+    task = load_task(runtime, cfg.task, cfg.shipped)
     device = runtime.device
     sources = task.pairs(cfg.decode.split).sources()
     out_dir = resolve_path(b.results_dir)
