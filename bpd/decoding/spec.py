@@ -43,7 +43,7 @@ class DecodeSpec:
             options = m.make_options(**option_values, **({} if engine is None else {"engine": engine}))
         elif type(options) is not m.options or option_values:
             raise ValueError(f"give {method!r} either a {m.options.__name__} or its option values.")
-        elif engine is not None:
+        elif engine is not None and engine != options.engine:
             options = replace(options, engine=engine)
         object.__setattr__(self, "method", method)
         object.__setattr__(self, "options", options)
