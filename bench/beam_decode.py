@@ -38,6 +38,7 @@ from bpd.config import ExperimentConfig, TranslationTaskConfig  # noqa: E402
 from bpd.data.batches import pad_rows  # noqa: E402
 from bpd.decoding import beam_decode  # noqa: E402
 from bpd.models import KVCache  # noqa: E402
+from bpd.runtime import Runtime  # noqa: E402
 from bpd.targets import sampled_sources  # noqa: E402
 from bpd.tasks import load_task  # noqa: E402
 from bpd.tracking import append_rows, device_name, git_sha  # noqa: E402
@@ -88,7 +89,7 @@ def main() -> None:
         ap.error(f"no checkpoint at {ckpt}: pass --checkpoint, or run from the repository root.")
     torch.set_num_threads(a.threads)
     cfg = ExperimentConfig(task=task_cfg).validate()
-    task = load_task(cfg)  # says how to build the corpus if it is not there
+    task = load_task(Runtime.build(cfg), cfg.task, cfg.shipped)  # says how to build the corpus if it is not there
     train = task.pairs("train")
     chosen = sampled_sources(len(train), a.sources)
     order = chosen[np.argsort(train.src_lengths[chosen], kind="stable")]

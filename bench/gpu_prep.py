@@ -36,8 +36,8 @@ def main(overrides: list[str]) -> int:
 
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg, _ = to_configs(compose("config", overrides=overrides or ["experiment=demo"]))
-    task = load_task(cfg)  # reuses the tokenised corpus (the embedded one is prepared offline anyway)
     runtime = Runtime.build(cfg)
+    task = load_task(runtime, cfg.task, cfg.shipped)  # reuses the tokenised corpus (the embedded one: prepared offline)
     model = heads_path_for(runtime, cfg, task)
     if not model.exists():
         print(f"no trained model at {model}: run `make demo` (or this experiment) first.", file=sys.stderr)

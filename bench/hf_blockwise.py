@@ -53,7 +53,7 @@ def main() -> None:
     from bpd.decoding.peers import hf_blockwise, hf_generate
     from bpd.export import export_hf
     from bpd.export.bundle import load_hf
-    from bpd.runtime import resolve_path
+    from bpd.runtime import Runtime, resolve_path
     from bpd.tasks import load_task
     from bpd.tracking import append_rows, device_name, git_sha
     from bpd.training.checkpoint import load_model
@@ -61,7 +61,7 @@ def main() -> None:
     with initialize_config_dir(CONF_DIR, version_base="1.3"):
         cfg = compose("config", overrides=[f"experiment={args.experiment}", "logger=none", *args.overrides])
     exp, _ = to_configs(cfg)
-    task = load_task(exp)
+    task = load_task(Runtime.build(exp), exp.task, exp.shipped)
     path = Path(args.checkpoint)
     model, payload = load_model(path)
     model.heads.set_proposal_vocab(task.proposal_vocab(exp.decode.proposal_vocab))

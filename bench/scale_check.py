@@ -148,8 +148,9 @@ print("SCALE " + json.dumps({{"rank": int(rank), "seconds": time.perf_counter() 
 """
 
 PREPARE = """
+from bpd.runtime import Runtime
 from bpd.tasks import load_task
-task = load_task(cfg)
+task = load_task(Runtime.build(cfg), cfg.task, cfg.shipped)
 extra = {"lines": {s: len(task.pairs(s)) for s in ("train", "dev", "test")},
          "train_tokens": int(task.pairs("train").tgt_lengths.sum()) + int(task.pairs("train").src_lengths.sum()),
          "truncated": task.pairs("train").manifest["truncated"]}
@@ -160,20 +161,22 @@ import train as entry_point
 entry_point.run(cfg, entry)
 import torch
 from bpd.stages import BASE
+from bpd.runtime import Runtime
 from bpd.tasks import load_task
 with torch.device("meta"):  # the parameter count only, no memory
-    model = load_task(cfg).build_model(cfg.model, BASE, 1, cfg.seed)
+    model = load_task(Runtime.build(cfg), cfg.task, cfg.shipped).build_model(cfg.model, BASE, 1, cfg.seed)
 extra = {"params": sum(p.numel() for p in model.parameters())}
 """
 
 LOADER = """
 import time
 from bpd.data.batches import batch_iterator, make_batches
+from bpd.runtime import Runtime
 from bpd.tasks import load_task
 def anon():
     return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("RssAnon")) / 1024
 before = anon()
-task = load_task(cfg)
+task = load_task(Runtime.build(cfg), cfg.task, cfg.shipped)
 train = task.pairs("train")
 t = time.perf_counter()
 order = make_batches(train.src_lengths, train.tgt_lengths, 4096, shuffle=True, seed=0)

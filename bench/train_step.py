@@ -40,6 +40,7 @@ from bpd.config import ExperimentConfig, HeadsConfig, ModelConfig, TranslationTa
 from bpd.config.registry import names  # noqa: E402
 from bpd.evaluate import proposal_coverage  # noqa: E402
 from bpd.models.transformer import Dropout  # noqa: E402
+from bpd.runtime import Runtime  # noqa: E402
 from bpd.tasks import load_task  # noqa: E402
 from bpd.tracking import append_rows, device_name, git_sha  # noqa: E402
 from bpd.training.losses import combine, head_losses  # noqa: E402
@@ -92,7 +93,7 @@ def main() -> None:
     if args.task == "debian":  # conf/task/debian_en_de.yaml and the Debian base's max_len
         cfg = dataclasses.replace(cfg, task=TranslationTaskConfig(name="debian_en_de", source="debian",
                                                                   vocab_size=8000, max_len=128))
-    task = load_task(cfg)
+    task = load_task(Runtime.build(cfg), cfg.task, cfg.shipped)
     model = task.build_model(SMALL, HeadsConfig(k=args.k, arch=args.arch, training="finetune"), args.k, seed=0)
     ids = task.proposal_vocab(args.proposal_vocab) if args.compare == "proposal_vocab" else None
     model.train()

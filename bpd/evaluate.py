@@ -121,7 +121,9 @@ def _evaluate(runtime: Runtime, task: Task, model_path: Path, model, payload: di
     n = len(pairs) if d.n_examples is None else min(d.n_examples, len(pairs))
     resources = Resources(device, {"draft": draft_path} if draft_path is not None else {})
     specs = decode_specs(d, model.k, models=resources.models)
-    prepared = prepare(specs, task, model, resources)  # what methods build beside the model: a draft, an n-gram model
+    # What every decoder is handed beside its options: the task's criterion options, and what methods build beside
+    # the model (a draft, an n-gram model).
+    prepared = prepare(specs, task, model, resources)
     sources = pairs.sources(range(n))
     scorer = task.scorer(d.split, n)
     mine = list(range(len(sources)))
@@ -138,7 +140,6 @@ def _evaluate(runtime: Runtime, task: Task, model_path: Path, model, payload: di
         task.max_len(d),
         batch_size=d.batch_size,
         device=device,
-        criterion_kwargs=task.criterion_kwargs,
         progress=info.is_main,
         desc=f"decode {d.split} b{d.batch_size}",
         rotate=0,

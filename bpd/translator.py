@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +22,9 @@ import torch
 from bpd.config import output_limit
 from bpd.data.batches import pad_rows
 from bpd.data.tokenizer import Tokenizer
+from bpd.decoding.method import own_fields
 from bpd.decoding.registry import registered
-from bpd.decoding.spec import DecodeSpec, decoder_fn
+from bpd.decoding.spec import DecodeSpec
 from bpd.runtime import resolve_path
 from bpd.training.checkpoint import load_checkpoint
 
@@ -154,7 +155,6 @@ def decode_texts(model, tokenizer: Tokenizer, sources: Sequence[Sequence[int]], 
                  batch_size: int = 1) -> list[Translations]:
     """Decode ``sources`` with every spec, batch by batch (each batch by every decoder back to back, so their
     times are paired on the same machine state); one ``Translations`` per spec."""
-    fns = [decoder_fn(s) for s in specs]
     tokens: list[list[list[int]]] = [[] for _ in specs]
     rounds: list[list[int]] = [[] for _ in specs]
     seconds = [0.0] * len(specs)
@@ -162,9 +162,9 @@ def decode_texts(model, tokenizer: Tokenizer, sources: Sequence[Sequence[int]], 
         rows = [list(s) for s in sources[lo: lo + batch_size]]
         src = pad_rows(rows, model.pad_id, min_width=1)
         limit = output_limit(src.shape[1])
-        for j, fn in enumerate(fns):
+        for j, s in enumerate(specs):
             t0 = time.perf_counter()
-            res = fn(model, src, limit)
+            res = s.entry.decode(model, src, limit, s.options)
             seconds[j] += time.perf_counter() - t0
             tokens[j] += res.tokens
             rounds[j] += list(res.iterations)
@@ -174,7 +174,7 @@ def decode_texts(model, tokenizer: Tokenizer, sources: Sequence[Sequence[int]], 
 
 def spec_for(method: str, **options: Any) -> DecodeSpec:
     """The decoder of a registered method with the given options (refused with the method's options named)."""
-    known = {f.name for f in fields(registered(method).options)}  # an unknown method: refused with the list
+    known = {f.name for f in own_fields(registered(method).options)}  # an unknown method: refused with the list
     unknown = sorted(set(options) - known)
     if unknown:
         raise ValueError(f"decode={method} takes no option {', '.join(unknown)}; its options: "

@@ -37,7 +37,7 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
     ks = bench_ks(cfg, b)
     archs = b.archs or [cfg.heads.arch]
     runtime = Runtime.build(cfg)
-    task = load_task(cfg)
+    task = load_task(runtime, cfg.task, cfg.shipped)
     device = runtime.device
     sources = task.pairs(cfg.decode.split).sources()
     out_dir = resolve_path(b.results_dir)
@@ -58,8 +58,7 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
         common = common_columns(cfg, c, task, path, model, payload, b, device, draft_path)
         rows, records = run_bench(model, sources, specs, b.batch_sizes, task.max_len(cfg.decode), device,
                                   repeats=b.repeats, max_repeats=b.max_repeats, ci_target=b.ci_target,
-                                  ci_batch_sizes=b.ci_batch_sizes,
-                                  n_examples=b.n_examples, criterion_kwargs=task.criterion_kwargs,
+                                  ci_batch_sizes=b.ci_batch_sizes, n_examples=b.n_examples,
                                   common=common, model_id=f"{cfg.name}-{arch}", step_repeats=b.step_repeats,
                                   category=task.name, detok=task.detokenize,
                                   prepared=prepared, engines=b.engines, bandwidth=bandwidth)

@@ -43,7 +43,7 @@ def run(cfg: ExperimentConfig, entry: PeersEntry) -> list[dict]:
     b = entry.bench
     b.validate()
     runtime = Runtime.build(cfg)
-    task = load_task(cfg)
+    task = load_task(runtime, cfg.task, cfg.shipped)
     tok = task.tokenizer
     vocab = [tok.id_to_piece(i) for i in range(tok.vocab_size)]
     path, model, payload, dirs, draft_path, draft_hf = exported_models(runtime, cfg, entry, task)

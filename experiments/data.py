@@ -19,10 +19,11 @@ from bpd.config import ExperimentConfig
 
 
 def run(cfg: ExperimentConfig, _entry: ExperimentSchema) -> str:
+    from bpd.runtime import Runtime
     from bpd.tasks import load_task
 
     t0 = time.perf_counter()
-    task = load_task(cfg)
+    task = load_task(Runtime.build(cfg), cfg.task, cfg.shipped)
     sizes = ", ".join(f"{s} {len(task.splits[s])}" for s in ("train", "dev", "test"))
     print(f"{task.name}: {sizes} pairs encoded, vocabulary {task.vocab_size}; folder {getattr(task, 'folder', '')} "
           f"[{time.perf_counter() - t0:.1f} s]")

@@ -24,7 +24,7 @@ def run(cfg: ExperimentConfig, entry: DistillEntry) -> None:
     if entry.stage not in ("data", "all"):
         raise ValueError(f"unknown stage {entry.stage!r}; use stage=data or stage=all.")
     runtime = Runtime.build(cfg)
-    task = load_task(cfg)
+    task = load_task(runtime, cfg.task, cfg.shipped)
     # The distilled base's training set (distill.base_sources); heads on distilled targets decode their own sample.
     print(f"distilled training set: {len(distillation_targets(runtime, cfg, task, cfg.distill.base_sources))} pairs")
     if entry.stage == "all":

@@ -22,7 +22,7 @@ def run(cfg: ExperimentConfig, entry: EvaluateEntry) -> list[dict]:
     from bpd.tasks import load_task
 
     runtime = Runtime.build(cfg)
-    task = load_task(cfg)
+    task = load_task(runtime, cfg.task, cfg.shipped)
     path = Path(entry.checkpoint) if entry.checkpoint else ensure_heads(runtime, cfg, task)
     draft = ensure_draft(runtime, cfg, task)  # no draft unless draft.model
     return evaluate(runtime, task, path, cfg.decode, provenance(cfg, draft), draft)

@@ -52,7 +52,7 @@ def run(cfg: ExperimentConfig, entry: ExportEntry) -> list[dict]:
     from bpd.training.checkpoint import load_model
 
     runtime = Runtime.build(cfg)
-    task = load_task(cfg)
+    task = load_task(runtime, cfg.task, cfg.shipped)
     if task.kind != "translation":
         raise ValueError("the export writes translation models (an encoder-decoder with a tokenizer); "
                          "use a translation task.")

@@ -43,7 +43,7 @@ def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
         raise ValueError("models=[...distilled] is for translation (sequence-level distillation); drop it.")
     cfg = dataclasses.replace(cfg, shipped=False)  # this is where shipped models come from
     runtime = Runtime.build(cfg)
-    task = load_task(cfg)
+    task = load_task(runtime, cfg.task, cfg.shipped)
     stems = {name: f"{task.name}_{name}" for name in entry.models}
     if entry.export:  # before any training
         fingerprint = task.fingerprint()  # hashes every data file: once, not per model

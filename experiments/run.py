@@ -23,7 +23,7 @@ def run(cfg: ExperimentConfig, _entry=None) -> list[dict]:
 
     runtime = Runtime.build(cfg)
     ensure_writable(runtime.results_dir)  # before training, not after decoding
-    task = load_task(cfg)
+    task = load_task(runtime, cfg.task, cfg.shipped)
     heads, draft = ensure_heads(runtime, cfg, task), ensure_draft(runtime, cfg, task)  # no draft unless draft.model
     return evaluate(runtime, task, heads, cfg.decode, provenance(cfg, draft), draft)
 

@@ -36,7 +36,8 @@ def run(cfg: ExperimentConfig, entry: TrainEntry) -> str:
     if entry.stage == "draft" and cfg.draft.model is None:
         raise ValueError("stage=draft trains the draft model of draft-model decoding; name its size, e.g. draft=tiny.")
     runtime = Runtime.build(cfg)  # once per process: every stage below receives it
-    task = main_first(lambda: load_task(cfg))  # rank 0 tokenizes and caches; the others then read its files
+    # Rank 0 tokenizes and caches; the others then read its files.
+    task = main_first(lambda: load_task(runtime, cfg.task, cfg.shipped))
     if entry.stage == "base":
         path = ensure_base(runtime, cfg, task, cfg.base_targets)
     else:

@@ -64,10 +64,9 @@ def read_sentences(cfg: TranslateConfig) -> list[str]:
 
 
 def run(cfg: TranslateConfig) -> None:
-    from dataclasses import fields
-
     import torch
 
+    from bpd.decoding.method import own_fields
     from bpd.decoding.registry import registered
     from bpd.decoding.spec import DecodeSpec
     from bpd.translator import decode_texts, encode_texts, load_translator, longest_source, spec_for
@@ -75,7 +74,7 @@ def run(cfg: TranslateConfig) -> None:
     cfg.validate()
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    option_names = tuple(f.name for f in fields(registered(cfg.method).options))
+    option_names = tuple(f.name for f in own_fields(registered(cfg.method).options))
     spec = spec_for(cfg.method, **cfg.method_options(option_names))
     texts = read_sentences(cfg)  # before the model loads: a missing file or no input ends at once
     if not texts:

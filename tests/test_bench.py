@@ -184,7 +184,7 @@ def test_bench_entry_point_on_a_toy_model(tmp_path, capsys):
     import sys
     from pathlib import Path
 
-    from toy import toy_config
+    from toy import toy_config, toy_task
 
     # By file, not `import bench`: the repository's bench/ folder would shadow it as a namespace package.
     experiments = Path(__file__).resolve().parents[1] / "experiments"
@@ -221,9 +221,8 @@ def test_bench_entry_point_on_a_toy_model(tmp_path, capsys):
         "blockwise_k2_exact", "blockwise_k3_exact", "greedy", "naive_greedy"]
     recs = [json.loads(line) for f in files for line in f.read_text().splitlines()]
     assert len(recs) == sum(r["n_examples"] for r in rows)
-    from bpd.tasks import load_task
 
-    task = load_task(cfg)
+    task = toy_task(cfg)
     assert {r["category"] for r in recs} == {"folder"}
     assert all(r["choices"][0]["turns"][0] == task.detokenize(r["choices"][0]["token_ids"][0]) for r in recs)
     printed = capsys.readouterr().out

@@ -17,7 +17,7 @@ from conftest import random_model, random_src
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bpd.config import parse_tree_shape
+from bpd.config import BeamConfig, CriterionConfig, MethodsConfig, RescoreConfig, parse_tree_shape
 from bpd.decoding import (
     DecodeResult,
     beam_decode,
@@ -26,12 +26,13 @@ from bpd.decoding import (
     greedy_decode,
     naive_greedy_decode,
 )
+from bpd.decoding.method import Plan, Prepared
 from bpd.decoding.methods.blockwise import propose
 from bpd.decoding.methods.draft import draft_decode
 from bpd.decoding.methods.rescore import NgramLM, Rescorer
 from bpd.decoding.methods.tree import TreeShape, build_tree, tree_decode
 from bpd.decoding.registry import METHODS
-from bpd.decoding.spec import DecodeSpec, decoder_fn
+from bpd.decoding.spec import DecodeSpec, specs_for
 from bpd.models import HEADS
 from bpd.models.kv_cache import KVCache
 
@@ -107,8 +108,8 @@ def check_exact_decoders(seed, vocab, k, batch, src_len, max_len, arch, head_noi
         assert greedy_decode(model, src, max_len=max_len, engine=engine).tokens == g.tokens
     # Rescoring by a bigram model of greedy's own outputs, half of them (a model of the data, not of these
     # sentences); draft-model decoding with an unrelated random draft.
-    prepared = {"draft": random_model(vocab, 1, seed + 7, head_noise=0.0),
-                "rescored": NgramLM.fit(g.tokens[: max(1, batch // 2)], vocab, model.bos_id)}
+    prepared = Prepared(built={"draft": random_model(vocab, 1, seed + 7, head_noise=0.0),
+                               "rescored": NgramLM.fit(g.tokens[: max(1, batch // 2)], vocab, model.bos_id)})
     dk = 1 + seed % k  # a decode-time k below the trained k, too
     for kk in {k, dk}:
         for name, method in METHODS.items():
@@ -118,8 +119,8 @@ def check_exact_decoders(seed, vocab, k, batch, src_len, max_len, arch, head_noi
             options = EXACT_OPTIONS[name](Case(kk, tree))
             if options is None:
                 continue
-            spec = DecodeSpec(name, **options)
-            res = decoder_fn(spec, prepared=prepared, engine=engine)(model, src, max_len)
+            spec = DecodeSpec(name, engine=engine, **options)
+            res = method.decode(model, src, max_len, spec.options, prepared)
             assert res.tokens == g.tokens, spec.name
             check_contract(res, batch, max_len, model.eos_id)
             check_rounds(res, spec)
@@ -170,6 +171,30 @@ def tree_shape(name: str, depth: int) -> TreeShape:
         paths = [(0,), (1,), (2,), (0, 0), (0, 1), (1, 0), (0, 0, 0), (0, 0, 0, 0)]
         return TreeShape(paths=tuple(p for p in paths if len(p) <= depth))
     return TreeShape.widths([int(w) for w in name.split("x")][:depth])
+
+
+@pytest.mark.parametrize("engine", ["eager", "static"])
+def test_each_registered_method_decodes_a_request_in_one_call(engine):
+    """A decoding request is one call, ``Method.decode(model, src, max_len, options, prepared)``, for every registered
+    method with options as a config asks for them (a plan and ``decode.methods`` asking each method for something),
+    on the decode path ``engine`` where the method has it: exact methods with exact acceptance return greedy's
+    tokens, and every output keeps the contract."""
+    model = random_model(24, 4, seed=5, head_noise=0.05)
+    src, max_len = random_src(3, 6, 24, seed=5), 12
+    greedy = greedy_decode(model, src, max_len=max_len).tokens
+    plan = Plan((1, 2, 4), (CriterionConfig("exact", None, [1, 2]), CriterionConfig("topk", 2.0)),
+                models=frozenset({"draft"}))
+    asked = MethodsConfig(naive_greedy=True, beam=BeamConfig(3), tree=["3x2", "beam2"],
+                          rescored=[RescoreConfig(2, 0.5)])
+    prepared = Prepared(built={"draft": random_model(24, 1, seed=6, head_noise=0.0),
+                               "rescored": NgramLM.fit(greedy, 24, model.bos_id)})
+    specs = specs_for(plan, asked, engine)
+    assert {s.method for s in specs} == set(METHODS), "every registered method is asked for something"
+    for spec in specs:
+        res = METHODS[spec.method].decode(model, src, max_len, spec.options, prepared)
+        check_contract(res, 3, max_len, model.eos_id)
+        if METHODS[spec.method].exact and getattr(spec.options, "exact", True):
+            assert res.tokens == greedy, spec.key
 
 
 def test_property_exercises_long_blocks_eos_and_max_len():

@@ -158,13 +158,12 @@ def _eval_cfg(tmp: Path, results: str, batch_size: int):
 
 
 def _eval_rows(tmp: Path, results: str, batch_size: int) -> list[dict]:
-    from toy import evaluate_toy
+    from toy import evaluate_toy, toy_task
 
-    from bpd.tasks import load_task
     from bpd.training.checkpoint import save_checkpoint
 
     cfg = _eval_cfg(tmp, results, batch_size)
-    task = main_first(lambda: load_task(cfg))
+    task = main_first(lambda: toy_task(cfg))
     path = tmp / "cache" / "eval_model.pt"
     if not path.exists():
         model = task.build_model(cfg.model, cfg.heads, 3, seed=0)
@@ -268,15 +267,15 @@ def test_two_gloo_ranks_equal_one_process_and_resume_across_world_sizes(tmp_path
 
 def test_killed_stage_resumes_to_the_same_checkpoint(tmp_path, monkeypatch, one_thread):
     """Pipeline level: a base model killed between checkpoints, then re-run, equals an uninterrupted one."""
-    from toy import staged, toy_config
+    from toy import staged, toy_config, toy_task
 
     from bpd import stages
-    from bpd.tasks import TranslationTask, load_task
+    from bpd.tasks import TranslationTask
     from bpd.training.checkpoint import load_checkpoint
 
     cfg_a = toy_config(tmp_path)
     cfg_b = toy_config(tmp_path, paths={"cache_dir": str(tmp_path / "cache_b"), "results_dir": str(tmp_path / "rb")})
-    task = load_task(cfg_a)
+    task = toy_task(cfg_a)
     whole = staged(stages.ensure_base, cfg_a, task)
 
     real = TranslationTask.train_batches

@@ -12,7 +12,7 @@ from conftest import random_model, random_src
 from bpd.config.decode import DecodeConfig
 from bpd.decoding import blockwise_decode, criteria, greedy_decode
 from bpd.decoding.engine import bucket, engine_for
-from bpd.decoding.spec import DecodeSpec, decoder_fn
+from bpd.decoding.spec import DecodeSpec
 
 
 def test_buckets_are_powers_of_two_from_sixteen():
@@ -93,8 +93,8 @@ def test_methods_without_a_static_path_decode_eagerly():
     beam = DecodeSpec("beam", beam_size=2)
     assert beam.entry.engine_of("compiled") == "eager"
     assert DecodeSpec("blockwise", k=3).entry.engine_of("compiled") == "compiled"
-    eager = decoder_fn(beam)(model, src, 8)
-    assert decoder_fn(beam, engine="static")(model, src, 8).tokens == eager.tokens
+    eager = beam.entry.decode(model, src, 8, beam.options)
+    assert beam.entry.decode(model, src, 8, beam.on("static").options).tokens == eager.tokens
 
 
 def test_bad_engines_are_refused_with_the_fix():

@@ -43,13 +43,12 @@ PRELUDE = r"""
 import sys, time
 sys.path.insert(0, {tests!r})
 from pathlib import Path
-from toy import evaluate_toy, toy_config
+from toy import evaluate_toy, toy_config, toy_task
 from bpd import evaluate as ev, stages
 from bpd.runtime import Runtime
-from bpd.tasks import load_task
 
 cfg = toy_config(Path({tmp!r}), train={{"max_steps": 12, "eval_every": 100}})
-task = load_task(cfg)
+task = toy_task(cfg)
 """
 
 SCRIPT = PRELUDE + r"""
@@ -79,11 +78,9 @@ def two_jobs(script: str, tmp_path: Path) -> list[str]:
 
 
 def test_two_jobs_asking_for_the_same_base_model_train_it_once(tmp_path):
-    from toy import toy_config
+    from toy import toy_config, toy_task
 
-    from bpd.tasks import load_task
-
-    load_task(toy_config(tmp_path))  # the data and tokenizer first, as a sweep's first job would
+    toy_task(toy_config(tmp_path))  # the data and tokenizer first, as a sweep's first job would
     outs = two_jobs(SCRIPT, tmp_path)
     paths = {line for out in outs for line in out.splitlines() if line.startswith("PATH")}
     assert len(paths) == 1  # both got the same model
@@ -129,14 +126,13 @@ print("ROWS", len(rows))
 def test_two_identical_evaluations_decode_once(tmp_path):
     """The second of two identical evaluations started together waits for the first, then skips: the rows
     appear once, not twice."""
-    from toy import staged, toy_config
+    from toy import staged, toy_config, toy_task
 
     from bpd import stages
-    from bpd.tasks import load_task
     from bpd.tracking import read_rows
 
     cfg = toy_config(tmp_path, train={"max_steps": 12, "eval_every": 100})
-    staged(stages.ensure_heads, cfg, load_task(cfg))  # the model first: this test is about the evaluation
+    staged(stages.ensure_heads, cfg, toy_task(cfg))  # the model first: this test is about the evaluation
     outs = two_jobs(EVAL_SCRIPT, tmp_path)
     rows = read_rows(tmp_path / "results" / "rows.jsonl")
     assert len(rows) == len({r["decoder"] for r in rows}) > 0  # one set of rows

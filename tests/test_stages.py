@@ -9,14 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from toy import evaluate_toy, self_pairs, staged, toy_config, tweak
+from toy import evaluate_toy, self_pairs, staged, toy_config, toy_task, tweak
 
 from bpd import stages, targets
 from bpd.config import BeamConfig, CriterionConfig, MethodsConfig
 from bpd.decoding.spec import decode_specs
 from bpd.evaluate import run_id
 from bpd.runtime import resolve_path
-from bpd.tasks import load_task
 from bpd.tracking import read_rows
 
 ROW_COLUMNS = {
@@ -68,7 +67,7 @@ NO_BEAM = MethodsConfig(beam=BeamConfig(0))
 def toy(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("toy")
     cfg = toy_config(tmp)
-    return tmp, cfg, load_task(cfg)
+    return tmp, cfg, toy_task(cfg)
 
 
 def test_full_pipeline_rows(toy):
@@ -310,9 +309,9 @@ def test_clear_errors(toy, tmp_path):
     with pytest.raises(ValueError, match=r"unknown option train\.lr_x"):
         experiment_config({"train": {"lr_x": 1}})
     with pytest.raises(FileNotFoundError, match="task.data_dir"):
-        load_task(tweak(cfg, task={"data_dir": str(tmp_path / "missing")}))
+        toy_task(tweak(cfg, task={"data_dir": str(tmp_path / "missing")}))
     with pytest.raises(FileNotFoundError, match="data_dir"):
-        load_task(tweak(cfg, task={"name": "wmt14_en_de", "source": "wmt14", "data_dir": None}))
+        toy_task(tweak(cfg, task={"name": "wmt14_en_de", "source": "wmt14", "data_dir": None}))
 
 
 def test_vocabulary_mismatch_is_a_clear_error(toy, tmp_path):
@@ -322,7 +321,7 @@ def test_vocabulary_mismatch_is_a_clear_error(toy, tmp_path):
     path = staged(stages.ensure_heads, cfg, task)
     other_cfg = tweak(cfg, task={"vocab_size": 80}, paths={"results_dir": str(tmp_path / "r")})
     with pytest.raises(CheckpointError, match="vocabulary of"):
-        evaluate_toy(other_cfg, load_task(other_cfg), path)
+        evaluate_toy(other_cfg, toy_task(other_cfg), path)
 
 
 def test_corrupt_checkpoint_is_retrained_not_crashing(toy, capsys):
@@ -355,7 +354,7 @@ def test_every_test_line_is_decoded_even_a_long_one(toy, tmp_path):
     n_lines = len((corpus / "test.src").read_text().splitlines())
     long_cfg = tweak(cfg, task={"data_dir": str(corpus)}, paths={"results_dir": str(tmp_path / "r")},
                      decode={"methods": NO_BEAM, "ks": [2], "criteria": [CriterionConfig("exact")]})
-    task = load_task(long_cfg)
+    task = toy_task(long_cfg)
     test = task.pairs("test")
     assert len(test) == n_lines and len(test.src(n_lines - 1)) > 4 * cfg.task.max_len
     rows = evaluate_toy(long_cfg, task, staged(stages.ensure_heads, long_cfg, task))
@@ -402,7 +401,7 @@ def test_a_shipped_base_is_installed_instead_of_trained(toy, tmp_path, monkeypat
     cfg = tweak(cfg, paths={"cache_dir": str(tmp_path / "cache"), "results_dir": str(tmp_path / "results"),
                             "shipped_dir": str(tmp_path / "shipped")},
                 train={"score_every": 10, "score_examples": 8})
-    task = load_task(cfg)
+    task = toy_task(cfg)
     pretrain.run(cfg, PretrainEntry(models=["base"]))
     (m,) = manifests(tmp_path / "shipped").values()
     from test_shipped import check_shipped
@@ -472,7 +471,7 @@ def test_the_distilled_base_is_made_from_the_shipped_teacher(toy, tmp_path, monk
     _, cfg, _ = toy
     cfg = tweak(cfg, paths={"cache_dir": str(tmp_path / "cache"), "results_dir": str(tmp_path / "results"),
                             "shipped_dir": str(tmp_path / "shipped")})
-    task = load_task(cfg)
+    task = toy_task(cfg)
     pretrain.run(cfg, PretrainEntry(models=["teacher"]))
     teacher = staged(stages.base_path_for, cfg, task, "gold", seed=cfg.teacher_seed)
     teacher.unlink()  # a fresh cache: only the shipped files are left
@@ -513,7 +512,7 @@ def test_bad_data_and_folders_are_named_before_training(toy, tmp_path):
     folder = make_corpus(tmp_path / "corpus")
     (folder / "test.src").write_text("")
     with pytest.raises(ValueError, match=r"test set .*test.src is empty"):
-        load_task(tweak(cfg, task={"data_dir": str(folder)}))
+        toy_task(tweak(cfg, task={"data_dir": str(folder)}))
     (tmp_path / "empty.txt").write_text("\n\n")
     with pytest.raises(ValueError, match="empty.txt is empty"):
         Tokenizer.train([tmp_path / "empty.txt"], tmp_path / "spm", 50)
@@ -535,7 +534,7 @@ def test_a_byte_order_mark_is_not_part_of_the_first_sentence(toy, tmp_path):
     first = {f: (folder / f).read_text().splitlines()[0] for f in ("test.src", "test.tgt")}
     for f in ("train.src", "train.tgt", "dev.src", "dev.tgt", "test.src", "test.tgt"):
         (folder / f).write_bytes(b"\xef\xbb\xbf" + (folder / f).read_bytes())
-    task = load_task(tweak(cfg, task={"data_dir": str(folder)}, paths={"cache_dir": str(tmp_path / "cache"),
+    task = toy_task(tweak(cfg, task={"data_dir": str(folder)}, paths={"cache_dir": str(tmp_path / "cache"),
                                                                        "results_dir": str(tmp_path / "results")}))
     assert task.refs["test"][0] == first["test.tgt"]
     assert task.tokenizer.decode(task.pairs("test").src(0).tolist()) == first["test.src"]

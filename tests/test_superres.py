@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import IMAGE_MICRO
-from toy import evaluate_toy, staged, toy_config, tweak
+from toy import evaluate_toy, staged, toy_config, toy_task, tweak
 
 from bpd import stages
 from bpd.config import BeamConfig, CriterionConfig, HeadsConfig, ImageTaskConfig, MethodsConfig, TrainConfig
@@ -17,7 +17,6 @@ from bpd.decoding.methods.draft import draft_decode
 from bpd.decoding.methods.tree import tree_decode
 from bpd.models.image_transformer import build_image_model
 from bpd.runtime import resolve_path
-from bpd.tasks import load_task
 
 
 def sr_config(tmp, **over):
@@ -141,7 +140,7 @@ def test_sr_pipeline_rows_files_and_psnr(tmp_path):
     from bpd.data.images import mean_psnr
 
     cfg = sr_config(tmp_path)
-    task = load_task(cfg)
+    task = toy_task(cfg)
     assert task.kind == "image" and len(task.pairs("train").tgt(0)) == 48
     path = staged(stages.ensure_heads, cfg, task)
     rows = evaluate_toy(cfg, task, path)
@@ -174,7 +173,7 @@ def test_sr_training_lowers_loss(tmp_path):
     from bpd.training.loop import train
 
     cfg = sr_config(tmp_path)
-    task = load_task(cfg)
+    task = toy_task(cfg)
     model = task.build_model(cfg.model, HeadsConfig(k=1), 1, 0)
     dev = task.eval_batches(task.pairs("dev"), 400)
     before = evaluate_heads(model, dev(), [0], "cpu")["loss_head1"]
@@ -188,4 +187,4 @@ def test_sr_training_lowers_loss(tmp_path):
 def test_missing_celeba_is_a_clear_error(tmp_path):
     cfg = sr_config(tmp_path, task=ImageTaskConfig(name="celeba_sr", source="celeba", data_dir=str(tmp_path / "nope")))
     with pytest.raises(FileNotFoundError, match="img_align_celeba"):
-        load_task(cfg)
+        toy_task(cfg)

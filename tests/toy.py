@@ -112,6 +112,14 @@ def staged(fn, cfg: ExperimentConfig, *args, **kw):
     return fn(Runtime.build(cfg), cfg, *args, **kw)
 
 
+def toy_task(cfg: ExperimentConfig):
+    """``bpd.tasks.load_task`` called as an entry point calls it: the runtime built from ``cfg``, its task section."""
+    from bpd.runtime import Runtime
+    from bpd.tasks import load_task
+
+    return load_task(Runtime.build(cfg), cfg.task, cfg.shipped)
+
+
 def evaluate_toy(cfg: ExperimentConfig, task, model_path: Path, draft_path: Path | None = None) -> list[dict]:
     """``bpd.evaluate.evaluate`` called as experiments/evaluate.py calls it: the runtime, decode section and
     provenance of ``cfg``."""

@@ -27,7 +27,7 @@ from bpd.bench.speedup_ci import SpeedupEstimate, paired_speedup
 from bpd.config import output_limit
 from bpd.config.methods import Role
 from bpd.data.batches import pad_rows
-from bpd.decoding.spec import DecodeSpec, decoder_fn
+from bpd.decoding.spec import DecodeSpec
 from bpd.decoding.timed import precompile
 
 Decoder = Callable[[Sequence[Sequence[int]], int], list[list[int]]]
@@ -55,19 +55,18 @@ def our_decoders(model, specs: Sequence[DecodeSpec]) -> dict[str, Decoder]:
     """Our decoders of ``specs`` as batch callables, by ``spec.key`` (the decoder's name, with its decode path
     off the eager one)."""
 
-    def batch(fn) -> Decoder:
-        return lambda sources, max_len: fn(model, pad_rows([list(s) for s in sources], model.pad_id, min_width=1),
-                                           max_len).tokens
+    def batch(s: DecodeSpec) -> Decoder:
+        return lambda sources, max_len: s.entry.decode(
+            model, pad_rows([list(x) for x in sources], model.pad_id, min_width=1), max_len, s.options).tokens
 
-    return {s.key: batch(decoder_fn(s)) for s in specs}
+    return {s.key: batch(s) for s in specs}
 
 
 def compile_shapes(model, specs: Sequence[DecodeSpec], batches: list[list[list[int]]]) -> dict[str, float]:
     """Every shape the batches give compiled, untimed, for each spec off the eager path (``timed.precompile``,
     with this module's padding and length limit); the seconds compilation took, by ``spec.key``."""
     padded = [pad_rows(batch, model.pad_id, min_width=1) for batch in batches]
-    fns = {s.key: decoder_fn(s) for s in specs}
-    return precompile(model, padded, list(specs), fns, lambda src: output_limit(src.shape[1]))
+    return precompile(model, padded, list(specs), lambda src: output_limit(src.shape[1]))
 
 
 def identity_columns(specs: Sequence[DecodeSpec], peers: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:

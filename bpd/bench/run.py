@@ -41,6 +41,7 @@ from bpd.bench.speedup_ci import SpeedupEstimate, paired_speedup
 from bpd.bench.step_costs import step_costs
 from bpd.config.methods import Role
 from bpd.data.batches import pad_rows
+from bpd.decoding.method import NOTHING, Prepared
 from bpd.decoding.methods.tree import TreeOptions
 from bpd.decoding.spec import DecodeSpec
 from bpd.decoding.timed import RunOutput, decode_and_time
@@ -64,8 +65,7 @@ def median_run(outs: list[RunOutput]) -> RunOutput:
 
 
 def settle(model, sources: list[list[int]], specs: list[DecodeSpec], max_len, batch_size: int, device: torch.device,
-           criterion_kwargs: dict | None = None, tol: float = 0.03, max_passes: int = 8, prepared=None,
-           min_s: float = 1.0) -> int:
+           prepared: Prepared = NOTHING, tol: float = 0.03, max_passes: int = 8, min_s: float = 1.0) -> int:
     """Warm up until step times settle: decode the first batches with every spec, untimed for the rows, until
     greedy's time for them changes by less than ``tol`` between two passes (allocator, caches and clock
     ramp-up first make it fall); returns the passes it took (at most ``max_passes``).
@@ -75,8 +75,8 @@ def settle(model, sources: list[list[int]], specs: list[DecodeSpec], max_len, ba
     n = min(len(sources), batch_size * 4)
     prev = None
     for p in range(1, max_passes + 1):
-        out = decode_and_time(model, sources[:n], specs, max_len, batch_size=batch_size, device=device,
-                              criterion_kwargs=criterion_kwargs, warmup=0, progress=False, prepared=prepared)
+        out = decode_and_time(model, sources[:n], specs, max_len, batch_size=batch_size, device=device, warmup=0,
+                              progress=False, prepared=prepared)
         t = out[specs[0].key if specs else "greedy"].wallclock_s  # greedy, the first spec, on its path
         if t < min_s and n < len(sources):  # too short to compare: grow the head and start comparing afresh
             n = min(len(sources), math.ceil(n * 1.2 * min_s / max(t, 1e-3) / batch_size) * batch_size)
@@ -138,7 +138,6 @@ def run_bench(
     device: torch.device,
     repeats: int = 3,
     n_examples: dict[int, int] | None = None,
-    criterion_kwargs: dict | None = None,
     common: dict[str, Any] | None = None,
     model_id: str = "bpd",
     step_repeats: int = 200,
@@ -146,7 +145,7 @@ def run_bench(
     detok: Callable[[list[int]], str] | None = None,
     max_repeats: int | None = None,
     ci_target: float = 0.03,
-    prepared: dict[str, Any] | None = None,
+    prepared: Prepared = NOTHING,
     ci_batch_sizes: list[int] | None = None,
     engines: list[str] | None = None,
     bandwidth: float | None = None,
@@ -162,7 +161,8 @@ def run_bench(
     their ratios against greedy on that path; rows off the first path also carry their paired speedup over
     the first path's greedy (``speedup_vs_base_greedy``), e.g. compiled greedy over eager greedy.
 
-    ``prepared``: what the specs' methods built beside the model (``bpd.decoding.spec.prepare``), by method name.
+    ``prepared``: the task's criterion options and what the specs' methods built beside the model
+    (``bpd.decoding.spec.prepare``).
 
     ``bandwidth`` (bytes/s, ``bpd.bench.floor.memory_bandwidth``): rows also carry each step's floor, the weight
     bytes it reads over the bandwidth, and t_1 and t_k as multiples of their floors."""
@@ -178,18 +178,17 @@ def run_bench(
         srcs = sources[:n]
         # Step costs at this batch size, on the first inputs, cache length ~ a typical prefix.
         src = pad_rows(srcs[:bs], model.pad_id, min_width=1).to(device)
-        costs = {e: step_costs(model, src, ks, repeats=step_repeats, criterion_kwargs=criterion_kwargs,
+        costs = {e: step_costs(model, src, ks, repeats=step_repeats, criterion_kwargs=prepared.criterion_kwargs,
                                trees=trees if e == "eager" else None, engine=e, max_len=max_len(src))
                  for e in engines}
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
         # A method quadratic in length (the naive recompute-everything greedy): batch 1 only, as a reference.
         bs_specs = on_engines([s for s in specs if not s.entry.quadratic or bs == 1], engines)
-        passes = settle(model, srcs, bs_specs, max_len, bs, device, criterion_kwargs, prepared=prepared)
+        passes = settle(model, srcs, bs_specs, max_len, bs, device, prepared)
         pursue = ci_batch_sizes is None or bs in ci_batch_sizes
         cap = max_repeats if pursue else repeats
-        runs = timed_repeats(model, srcs, bs_specs, max_len, bs, device, criterion_kwargs, prepared, repeats, cap,
-                             ci_target)
+        runs = timed_repeats(model, srcs, bs_specs, max_len, bs, device, prepared, repeats, cap, ci_target)
         extra = {**(common or {}), "batch_size": bs, "n_batches": -(-n // bs), "peak_mem_mb": peak_memory_mb(device),
                  "warmup_passes": passes, "max_repeats": cap, "ci_target": ci_target if pursue else None}
         base = bs_specs[0]
@@ -212,16 +211,15 @@ def run_bench(
 
 
 def timed_repeats(model, srcs: list[list[int]], specs: list[DecodeSpec], max_len, batch_size: int,
-                  device: torch.device, criterion_kwargs: dict | None, prepared, repeats: int, cap: int,
-                  ci_target: float) -> list[dict[str, RunOutput]]:
+                  device: torch.device, prepared: Prepared, repeats: int, cap: int, ci_target: float
+                  ) -> list[dict[str, RunOutput]]:
     """Timed passes over ``srcs`` by every spec (greedy first), the order rotating from pass to pass: at least
     ``repeats``, then more, up to ``cap``, until every speedup's 95% interval is within +-``ci_target``."""
     runs: list[dict[str, RunOutput]] = []
     while len(runs) < cap:
         r = len(runs)
-        runs.append(decode_and_time(model, srcs, specs, max_len, batch_size=batch_size, device=device,
-                                    criterion_kwargs=criterion_kwargs, warmup=0, desc=f"bench b{batch_size} r{r}",
-                                    rotate=r, prepared=prepared))
+        runs.append(decode_and_time(model, srcs, specs, max_len, batch_size=batch_size, device=device, warmup=0,
+                                    desc=f"bench b{batch_size} r{r}", rotate=r, prepared=prepared))
         if len(runs) >= repeats:
             est = {}
             for e_specs in by_engine(specs).values():

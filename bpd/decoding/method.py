@@ -1,7 +1,7 @@
 """What a decoding method is to the rest of the harness: its options, its decoders' names and row columns, which
-configurations an evaluation or benchmark runs, what it builds beside the model, and how to build its decoder.
-One subclass of ``Method`` per method, in a module of ``bpd/decoding/methods/`` where ``bpd.decoding.registry``
-finds it; ``bpd.decoding.spec.DecodeSpec`` pairs a method with its options.
+configurations an evaluation or benchmark runs, what it builds beside the model, and ``decode``, which decodes a
+batch with given options. One subclass of ``Method`` per method, in a module of ``bpd/decoding/methods/`` where
+``bpd.decoding.registry`` finds it; ``bpd.decoding.spec.DecodeSpec`` pairs a method with its options.
 
 Rows, tables and the benchmark ask a method what it is (``role``, ``rounds``) rather than testing its name. Its
 role, label and order are its torch-free declaration's (``bpd/config/methods/``, registered under its name), so
@@ -11,8 +11,8 @@ the report knows every method without importing torch.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from collections.abc import Mapping
+from dataclasses import Field, dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -21,16 +21,22 @@ import torch
 from bpd.config import CriterionConfig
 from bpd.config.methods import DECODE_METHODS, MethodInfo, Role
 from bpd.decoding.criteria import make_criterion
-
-#: ``fn(model, src, max_len) -> DecodeResult``: a method's decoder with its options bound.
-Decoder = Callable[[Any, Any, int], Any]
+from bpd.decoding.engine import checked_engine
+from bpd.decoding.result import DecodeResult
 
 
 @dataclass(frozen=True)
 class Options:
-    """A method's options (none for greedy). One-token-a-step methods decode k = 1 and carry no criterion."""
+    """A method's options (none of its own for greedy) and the shared decode setting every method is handed:
+    ``engine``, the decode path asked for (``decode.engine``; a method without that path decodes eagerly,
+    ``Method.engine_of``). One-token-a-step methods decode k = 1 and carry no criterion."""
 
     k: ClassVar[int] = 1
+    # Keyword-only, so that a method's own options keep their positions (``RoundOptions(k, criterion)``).
+    engine: str = field(default="eager", kw_only=True)
+
+    def __post_init__(self) -> None:
+        checked_engine(self.engine)  # refused before any decoding
 
     def columns(self) -> dict[str, Any]:
         """The row columns these options fill (the others keep ``DecodeSpec.columns``' defaults: k = 1, None)."""
@@ -48,6 +54,7 @@ class RoundOptions(Options):
     min_block_size: int = 1
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         make_criterion(self.criterion, self.criterion_param, self.min_block_size)  # refused before any decoding
 
     @property
@@ -74,6 +81,12 @@ class RoundOptions(Options):
     def columns(self) -> dict[str, Any]:
         return {"k": self.k, "criterion": self.criterion, "criterion_param": self.criterion_param,
                 "min_block_size": self.min_block_size, "criterion_label": self.criterion_label}
+
+
+def own_fields(options: Options | type[Options]) -> tuple[Field, ...]:
+    """A method's own options, without the shared ``engine``: what its config and ``DecodeSpec("name", **values)``
+    set, and what the ``spec`` row column records (rows have an ``engine`` column of their own)."""
+    return tuple(f for f in fields(options) if f.name != "engine")
 
 
 @dataclass(frozen=True)
@@ -104,6 +117,20 @@ class Resources:
     models: Mapping[str, Path] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """What one run hands every ``Method.decode`` beside its options, built once (``bpd.decoding.spec.prepare``):
+    the task's criterion options (e.g. the pixel range of a distance rule) and what each method built beside the
+    model (``Method.prepare``: a draft model, an n-gram model), by method name."""
+
+    criterion_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    built: Mapping[str, Any] = field(default_factory=dict)
+
+
+#: A run that hands nothing beyond the options: no task criterion options, no auxiliary models.
+NOTHING = Prepared()
+
+
 class Method(ABC):
     """One decoding method (subclass per method; the registry holds one instance of each)."""
 
@@ -115,8 +142,8 @@ class Method(ABC):
     own_columns: ClassVar[tuple[str, ...]] = ()
     #: Recomputes the whole prefix at every step (cost quadratic in length): the bench times it at batch 1 only.
     quadratic: ClassVar[bool] = False
-    #: The decode paths it has (``bpd.decoding.engine``): a method with a static path takes ``engine=`` in
-    #: ``decoder``; the others decode eagerly whatever ``decode.engine`` says (``engine_of`` tells which ran).
+    #: The decode paths it has (``bpd.decoding.engine``): a method with a static path decodes on the one its
+    #: options ask for; the others decode eagerly whatever ``decode.engine`` says (``engine_of`` tells which ran).
     engines: ClassVar[tuple[str, ...]] = ("eager",)
 
     @property
@@ -152,7 +179,7 @@ class Method(ABC):
         try:
             return self.options(**values)
         except TypeError as e:
-            known = ", ".join(f.name for f in fields(self.options)) or "none"
+            known = ", ".join(f.name for f in own_fields(self.options)) or "none"
             raise ValueError(f"decoding method {self.name!r} takes the options {known} (got {sorted(values)}): "
                              f"{e}.") from None
 
@@ -172,9 +199,11 @@ class Method(ABC):
         return None
 
     @abstractmethod
-    def decoder(self, o: Options, criterion_kwargs: dict[str, Any] | None, prepared: Any) -> Decoder:
-        """``fn(model, src, max_len)`` with ``o`` bound; ``criterion_kwargs``: the task's criterion options;
-        ``prepared``: what its ``prepare`` built (refused with the fix when it is missing)."""
+    def decode(self, model, src: torch.Tensor, max_len: int | None, o: Options, run: Prepared = NOTHING
+               ) -> DecodeResult:
+        """Decode the batch ``src`` (B, S) with options ``o``, on the path ``o.engine`` where the method has it
+        (``engine_of``); ``run``: the task's criterion options and what ``prepare`` built (a method that needs
+        the latter refuses with the fix when it is missing)."""
 
     def step_cost_key(self, o: Options) -> str | None:
         """The key of one step's (or round's) isolated cost in ``bpd.bench.step_costs.step_costs``, if it is timed."""

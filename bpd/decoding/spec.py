@@ -1,22 +1,21 @@
-"""Which decoders an evaluation or benchmark runs: ``DecodeSpec`` (a registered method with its options), the list
-of them a ``DecodeConfig`` or ``BenchConfig`` asks for, what their methods build beside the model (``prepare``,
-once per run), and the function that runs each. Everything method-specific is the method's own
-(``bpd.decoding.registry``, each method reading its own options in ``decode.methods``); nothing here tests a
-method's name."""
+"""Which decoders an evaluation or benchmark runs: ``DecodeSpec`` (a registered method with its options, the
+request its callers hand to ``Method.decode``), the list of them a ``DecodeConfig`` or ``BenchConfig`` asks for,
+and what their methods build beside the model (``prepare``, once per run). Everything method-specific is the
+method's own (``bpd.decoding.registry``, each method reading its own options in ``decode.methods``); nothing here
+tests a method's name."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
 from bpd.config import BenchConfig, DecodeConfig
-from bpd.decoding.engine import checked_engine
-from bpd.decoding.method import Decoder, Method, Options, Plan, Resources, Role, RoundOptions
+from bpd.decoding.method import Method, Options, Plan, Prepared, Resources, Role, RoundOptions, own_fields
 from bpd.decoding.registry import METHODS, registered
 
-__all__ = ["DecodeSpec", "Plan", "Resources", "bench_specs", "decode_specs", "decoder_fn", "prepare", "specs_for"]
+__all__ = ["DecodeSpec", "Plan", "Prepared", "Resources", "bench_specs", "decode_specs", "prepare", "specs_for"]
 
 #: Row columns every decoder's row has, the method's options filling what applies: the design's decoder
 #: columns (``RoundOptions.columns``), then each method's own in registry order.
@@ -24,38 +23,46 @@ COLUMNS: dict[str, Any] = {c: None for c in RoundOptions().columns()} | {"k": 1}
     c: None for m in METHODS.values() for c in m.own_columns} | {"engine": "eager"}
 #: The ``spec`` row column: every option of every method, at its default where this method has no such option.
 RECORD: dict[str, Any] = {f.name: f.default for cls in (RoundOptions, *(m.options for m in METHODS.values()))
-                          for f in fields(cls)}
+                          for f in own_fields(cls)}
 
 
 @dataclass(frozen=True, init=False)
 class DecodeSpec:
-    """One decoder configuration: ``DecodeSpec("blockwise", k=4, criterion="topk", criterion_param=2)``. Its
-    options read as attributes (``spec.k``; k = 1 for methods without rounds)."""
+    """One decoder configuration: ``DecodeSpec("blockwise", k=4, criterion="topk", criterion_param=2)``, decoded
+    by ``spec.entry.decode(model, src, max_len, spec.options, prepared)``. Its options read as attributes
+    (``spec.k``; k = 1 for methods without rounds); ``engine`` (the decode path asked for) is one of them."""
 
     method: str
     options: Options
-    engine: str  # the decode path asked for (``decode.engine``); ``path`` is the one the method takes
+    entry: Method = field(compare=False, repr=False)  # the registered method, whose ``decode`` decodes it
 
-    def __init__(self, method: str, options: Options | None = None, engine: str = "eager",
+    def __init__(self, method: str, options: Options | None = None, engine: str | None = None,
                  **option_values: Any) -> None:
         m = registered(method)
         if options is None:
-            options = m.make_options(**option_values)
+            options = m.make_options(**option_values, **({} if engine is None else {"engine": engine}))
         elif type(options) is not m.options or option_values:
             raise ValueError(f"give {method!r} either a {m.options.__name__} or its option values.")
+        elif engine is not None and engine != options.engine:
+            options = replace(options, engine=engine)
         object.__setattr__(self, "method", method)
         object.__setattr__(self, "options", options)
-        object.__setattr__(self, "engine", checked_engine(engine))
+        object.__setattr__(self, "entry", m)
 
     def __getattr__(self, name: str) -> Any:
         """Options as attributes; only called for names the spec itself lacks."""
-        if name.startswith("__") or name in ("method", "options", "engine"):
+        if name.startswith("__") or name in ("method", "options", "entry"):
             raise AttributeError(name)
         return getattr(self.options, name)
 
     def on(self, engine: str) -> DecodeSpec:
         """The same decoder on another decode path."""
         return DecodeSpec(self.method, self.options, engine=engine)
+
+    @property
+    def engine(self) -> str:
+        """The decode path asked for (``decode.engine``); ``path`` is the one the method takes."""
+        return self.options.engine
 
     @property
     def path(self) -> str:
@@ -67,11 +74,6 @@ class DecodeSpec:
         """What tells this decoder apart when several paths decode in one run (the benchmark's): its name, with
         ``@<path>`` off the eager path."""
         return self.name if self.path == "eager" else f"{self.name}@{self.path}"
-
-    @property
-    def entry(self) -> Method:
-        """The registered method."""
-        return METHODS[self.method]
 
     @property
     def role(self) -> Role:
@@ -93,7 +95,7 @@ class DecodeSpec:
     def record(self) -> dict[str, Any]:
         """The ``spec`` row column: the method and every option (other methods' at their defaults)."""
         return {"method": self.method, **RECORD, **{f.name: getattr(self.options, f.name)
-                                                     for f in fields(self.options)}}
+                                                     for f in own_fields(self.options)}}
 
     @property
     def step_cost_key(self) -> str | None:
@@ -126,19 +128,8 @@ def bench_specs(bench: BenchConfig, ks: list[int], models: Iterable[str] = ()) -
     return specs_for(plan, bench.methods)
 
 
-def prepare(specs: list[DecodeSpec], task, model, resources: Resources) -> dict[str, Any]:
-    """What each method of ``specs`` builds beside the model (``Method.prepare``), once per run, by method name."""
+def prepare(specs: list[DecodeSpec], task, model, resources: Resources) -> Prepared:
+    """What the decoders of ``specs`` are handed beside their options, built once per run: the task's criterion
+    options and what each of their methods builds beside the model (``Method.prepare``), by method name."""
     built = {name: METHODS[name].prepare(task, model, resources) for name in dict.fromkeys(s.method for s in specs)}
-    return {name: value for name, value in built.items() if value is not None}
-
-
-def decoder_fn(spec: DecodeSpec, criterion_kwargs: dict[str, Any] | None = None,
-               prepared: dict[str, Any] | None = None, engine: str | None = None) -> Decoder:
-    """``fn(model, src, max_len) -> DecodeResult`` for the spec (a task's criterion options included;
-    ``prepared``: what the methods built beside the model, by method name, from ``prepare``) on its decode path
-    (``spec.path``; ``engine`` asks for another)."""
-    engine = spec.entry.engine_of(engine) if engine is not None else spec.path
-    mine = (prepared or {}).get(spec.method)
-    if engine == "eager":
-        return spec.entry.decoder(spec.options, criterion_kwargs, mine)
-    return spec.entry.decoder(spec.options, criterion_kwargs, mine, engine=engine)
+    return Prepared(task.criterion_kwargs, {name: value for name, value in built.items() if value is not None})

@@ -16,14 +16,14 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 from tqdm.auto import tqdm
 
 from bpd.data.batches import pad_rows
+from bpd.decoding.method import NOTHING, Prepared
 from bpd.decoding.result import DecodeResult
-from bpd.decoding.spec import DecodeSpec, decoder_fn
+from bpd.decoding.spec import DecodeSpec
 from bpd.progress import progress_interval
 
 
@@ -59,26 +59,25 @@ def decode_and_time(
     max_len: Callable[[torch.Tensor], int],
     batch_size: int = 1,
     device: str | torch.device = "cpu",
-    criterion_kwargs: dict[str, Any] | None = None,
     warmup: int = 1,
     progress: bool = True,
     desc: str = "decode",
     rotate: int | None = None,
-    prepared: dict[str, Any] | None = None,
+    prepared: Prepared = NOTHING,
     repeats: int = 1,
 ) -> dict[str, RunOutput]:
     """Decode ``sources`` with every spec, batch by batch, interleaved; outputs in input order. With
     ``rotate`` set, the j-th timed call of a batch's specs (batch b, repeat r: j = b * repeats + r) starts at
     spec ``(j + rotate) % len(specs)``; else in the given order. ``repeats``: timed decodes of each batch per
     spec (outputs from the first; ``wallclock_s`` and ``batch_wall_s`` from the per-batch medians). ``prepared``:
-    what the specs' methods built beside the model (``bpd.decoding.spec.prepare``, on ``device`` already).
-    Outputs are keyed by ``spec.key`` (the decoder's name, with its decode path off the eager one); a spec on the
-    static path first compiles every shape the batches need (``precompile``), untimed."""
+    the task's criterion options and what the specs' methods built beside the model (``bpd.decoding.spec.prepare``,
+    on ``device`` already), handed to each ``Method.decode``. Outputs are keyed by ``spec.key`` (the decoder's
+    name, with its decode path off the eager one); a spec on the static path first compiles every shape the
+    batches need (``precompile``), untimed."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1 (got {repeats}).")
     device = torch.device(device)
     model = model.to(device).eval()
-    fns = {s.key: decoder_fn(s, criterion_kwargs, prepared) for s in specs}
     # Batches of similar length waste less on padding; the original order is restored at the end.
     order = sorted(range(len(sources)), key=lambda i: len(sources[i])) if batch_size > 1 else list(range(len(sources)))
     batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
@@ -86,13 +85,13 @@ def decode_and_time(
     out = {s.key: RunOutput([[]] * n, [0] * n, [[]] * n, example_wall_s=[0.0] * n, example_batch_size=[0] * n)
            for s in specs}
     compiled = precompile(model, [pad_rows([sources[i] for i in idx], model.pad_id, min_width=1).to(device)
-                                  for idx in batches], specs, fns, max_len)
+                                  for idx in batches], specs, max_len, prepared)
     for key, seconds in compiled.items():
         out[key].compile_s = seconds
     for idx in batches[: min(warmup, len(batches))]:  # warm-up: allocator, kernels, caches
         src = pad_rows([sources[i] for i in idx], model.pad_id, min_width=1).to(device)
-        for fn in fns.values():
-            fn(model, src, max_len(src))
+        for spec in specs:
+            spec.entry.decode(model, src, max_len(src), spec.options, prepared)
     times = {s.key: [[0.0] * len(batches) for _ in range(repeats)] for s in specs}
     for bi, idx in enumerate(tqdm(batches, desc=desc, disable=not progress, leave=False,
                                   mininterval=progress_interval())):
@@ -101,7 +100,7 @@ def decode_and_time(
         for r in range(repeats):
             first = 0 if rotate is None else (bi * repeats + r + rotate) % len(specs)
             for spec in specs[first:] + specs[:first]:
-                res, times[spec.key][r][bi] = _timed_call(fns[spec.key], model, src, limit, device)
+                res, times[spec.key][r][bi] = _timed_call(spec, model, src, limit, device, prepared)
                 if r == 0:
                     _record(out[spec.key], res, idx)
     for name, o in out.items():
@@ -114,7 +113,8 @@ def decode_and_time(
     return out
 
 
-def precompile(model, batches: list[torch.Tensor], specs: list[DecodeSpec], fns: dict, max_len) -> dict[str, float]:
+def precompile(model, batches: list[torch.Tensor], specs: list[DecodeSpec], max_len, prepared: Prepared = NOTHING
+               ) -> dict[str, float]:
     """Decode one batch of every shape the static path will see (batch size, padded source length, capacity)
     with every spec on that path, so that no timed call compiles; returns the seconds each spec's compilation
     took (only for specs it compiled anything for)."""
@@ -133,17 +133,18 @@ def precompile(model, batches: list[torch.Tensor], specs: list[DecodeSpec], fns:
                 continue
             seen.add(shape)
             before = engine.compile_seconds
-            fns[spec.key](model, src, limit)
+            spec.entry.decode(model, src, limit, spec.options, prepared)
             engine = engine_for(model, spec.path)  # (the same engine unless the call replaced it)
             seconds[spec.key] = seconds.get(spec.key, 0.0) + engine.compile_seconds - before
     return seconds
 
 
-def _timed_call(fn, model, src: torch.Tensor, limit: int, device: torch.device) -> tuple[DecodeResult, float]:
+def _timed_call(spec: DecodeSpec, model, src: torch.Tensor, limit: int, device: torch.device, prepared: Prepared
+                ) -> tuple[DecodeResult, float]:
     """One decoder call on one batch and its wall time (the device's queued work finished on both sides)."""
     _sync(device)
     t0 = time.perf_counter()
-    res: DecodeResult = fn(model, src, limit)
+    res = spec.entry.decode(model, src, limit, spec.options, prepared)
     _sync(device)
     return res, time.perf_counter() - t0
 

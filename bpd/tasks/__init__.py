@@ -3,9 +3,9 @@ registered in ``bpd/config/task.py``, found in this package's modules and paired
 
 from __future__ import annotations
 
-from bpd.config import ExperimentConfig
+from bpd.config import TaskConfig
 from bpd.config.registry import implementations
-from bpd.runtime import resolve_path
+from bpd.runtime import Runtime
 from bpd.tasks.base import Pairs, Scorer, Task
 from bpd.tasks.image import ImageTask
 from bpd.tasks.translation import TranslationTask
@@ -14,11 +14,11 @@ from bpd.tasks.translation import TranslationTask
 TASKS: dict[str, type[Task]] = implementations("task", __name__, Task, "kind")
 
 
-def load_task(cfg: ExperimentConfig) -> Task:
-    """The experiment's task with its encoded splits (prepared once under ``paths.cache_dir/data``). Shipped
-    tokenizers come with the shipped models: shipped=false learns them here too."""
-    shipped = resolve_path(cfg.paths.shipped_dir) if cfg.shipped else None
-    return TASKS[cfg.task.kind](cfg.task, resolve_path(cfg.paths.cache_dir) / "data", shipped)
+def load_task(runtime: Runtime, task: TaskConfig, shipped: bool) -> Task:
+    """The task ``task`` configures, with its encoded splits (prepared once under the runtime's cache root,
+    ``data/``). Shipped tokenizers come with the shipped models (``runtime.shipped_dir``): ``shipped`` false (the
+    experiment's ``shipped=false``) learns them here too."""
+    return TASKS[task.kind](task, runtime.cache_root / "data", runtime.shipped_dir if shipped else None)
 
 
 __all__ = ["TASKS", "ImageTask", "Pairs", "Scorer", "Task", "TranslationTask", "load_task"]

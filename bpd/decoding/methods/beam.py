@@ -18,7 +18,7 @@ import torch
 
 from bpd.config.methods.beam import BeamConfig
 from bpd.decoding.loop import begin
-from bpd.decoding.method import Decoder, Method, Options, Plan
+from bpd.decoding.method import NOTHING, Method, Options, Plan, Prepared
 from bpd.decoding.result import DecodeResult
 
 
@@ -140,6 +140,7 @@ class BeamOptions(Options):
     alpha: float = 0.6  # the length penalty's exponent
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.beam_size < 1:
             raise ValueError(f"beam_size must be >= 1 (got {self.beam_size}).")
 
@@ -158,5 +159,6 @@ class Beam(Method):
     def sweep(self, plan: Plan, asked: BeamConfig) -> list[Options]:
         return [BeamOptions(asked.size, asked.alpha)] if asked.size else []
 
-    def decoder(self, o: BeamOptions, criterion_kwargs: dict[str, Any] | None, prepared: None) -> Decoder:
-        return lambda m, s, n: beam_decode(m, s, beam_size=o.beam_size, alpha=o.alpha, max_len=n)
+    def decode(self, model, src: torch.Tensor, max_len: int | None, o: BeamOptions, run: Prepared = NOTHING
+               ) -> DecodeResult:
+        return beam_decode(model, src, beam_size=o.beam_size, alpha=o.alpha, max_len=max_len)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
@@ -28,7 +27,7 @@ from bpd.decoding.common import top1
 from bpd.decoding.criteria import Criterion, Verdict
 from bpd.decoding.engine import checked_engine, engine_for
 from bpd.decoding.loop import Accepted, Batch, Rounds, RowState, block_floor, checked_criterion, decode_rounds
-from bpd.decoding.method import Decoder, Method, Options, Plan, RoundOptions
+from bpd.decoding.method import NOTHING, Method, Options, Plan, Prepared, RoundOptions
 from bpd.decoding.result import DecodeResult
 
 #: ``proposer(model, h_last, first, k, prev, enc) -> (B, k)``: a block chosen otherwise than by the heads' argmax
@@ -207,10 +206,10 @@ class Blockwise(Method):
                     out.append(RoundOptions(k, crit.name, crit.param, int(floor)))
         return out
 
-    def decoder(self, o: RoundOptions, criterion_kwargs: dict[str, Any] | None, prepared: None,
-                engine: str = "eager") -> Decoder:
-        crit = o.criterion_for(criterion_kwargs)
-        return lambda m, s, n: blockwise_decode(m, s, k=o.k, criterion=crit, max_len=n, engine=engine)
+    def decode(self, model, src: torch.Tensor, max_len: int | None, o: RoundOptions, run: Prepared = NOTHING
+               ) -> DecodeResult:
+        return blockwise_decode(model, src, k=o.k, criterion=o.criterion_for(run.criterion_kwargs), max_len=max_len,
+                                engine=o.engine)
 
     def step_cost_key(self, o: RoundOptions) -> str:
         return f"t{o.k}"

@@ -25,7 +25,7 @@ import torch
 from bpd.decoding.common import top1
 from bpd.decoding.criteria import Criterion
 from bpd.decoding.loop import Accepted, Batch, Rounds, RowState, block_floor, checked_criterion, decode_rounds
-from bpd.decoding.method import Decoder, Method, Options, Plan, Resources, RoundOptions
+from bpd.decoding.method import NOTHING, Method, Options, Plan, Prepared, Resources, RoundOptions
 from bpd.decoding.methods.blockwise import run_round
 from bpd.decoding.result import DecodeResult
 from bpd.models.checkpoint import load_model
@@ -135,8 +135,9 @@ class Draft(Method):
         dtype = next(model.parameters()).dtype
         return load_model(path, resources.device)[0].to(dtype).eval()
 
-    def decoder(self, o: RoundOptions, criterion_kwargs: dict[str, Any] | None, prepared) -> Decoder:
-        crit = o.criterion_for(criterion_kwargs)
-        if prepared is None:
+    def decode(self, model, src: torch.Tensor, max_len: int | None, o: RoundOptions, run: Prepared = NOTHING
+               ) -> DecodeResult:
+        draft = run.built.get(self.name)
+        if draft is None:
             raise ValueError(f"{self.decoder_name(o)} needs a draft model; set draft.model (e.g. draft=tiny).")
-        return lambda m, s, n: draft_decode(m, prepared, s, k=o.k, criterion=crit, max_len=n)
+        return draft_decode(model, draft, src, k=o.k, criterion=o.criterion_for(run.criterion_kwargs), max_len=max_len)

@@ -8,7 +8,6 @@ blockwise speedup. Both are rounds of one token for ``bpd.decoding.loop.decode_r
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
@@ -16,7 +15,7 @@ from bpd.config.decode import ENGINES
 from bpd.decoding.common import top1
 from bpd.decoding.engine import checked_engine, engine_for
 from bpd.decoding.loop import Accepted, Batch, Rounds, RowState, decode_rounds
-from bpd.decoding.method import Decoder, Method, Options, Plan
+from bpd.decoding.method import NOTHING, Method, Options, Plan, Prepared
 from bpd.decoding.result import DecodeResult
 
 
@@ -68,9 +67,9 @@ class Greedy(Method):
     def sweep(self, plan: Plan, asked: None) -> list[Options]:
         return [Options()]  # always: every ratio's reference
 
-    def decoder(self, o: Options, criterion_kwargs: dict[str, Any] | None, prepared: None,
-                engine: str = "eager") -> Decoder:
-        return lambda m, s, n: greedy_decode(m, s, max_len=n, engine=engine)
+    def decode(self, model, src: torch.Tensor, max_len: int | None, o: Options, run: Prepared = NOTHING
+               ) -> DecodeResult:
+        return greedy_decode(model, src, max_len=max_len, engine=o.engine)
 
     def step_cost_key(self, o: Options) -> str:
         return "t1"
@@ -84,5 +83,6 @@ class NaiveGreedy(Method):
     def sweep(self, plan: Plan, asked: bool) -> list[Options]:
         return [Options()] if asked else []
 
-    def decoder(self, o: Options, criterion_kwargs: dict[str, Any] | None, prepared: None) -> Decoder:
-        return lambda m, s, n: naive_greedy_decode(m, s, max_len=n)
+    def decode(self, model, src: torch.Tensor, max_len: int | None, o: Options, run: Prepared = NOTHING
+               ) -> DecodeResult:
+        return naive_greedy_decode(model, src, max_len=max_len)

@@ -25,8 +25,9 @@ import numpy as np
 import torch
 
 from bpd.config.methods.rescored import RescoreConfig
-from bpd.decoding.method import Decoder, Method, Options, Plan, Resources, RoundOptions
+from bpd.decoding.method import NOTHING, Method, Options, Plan, Prepared, Resources, RoundOptions
 from bpd.decoding.methods.blockwise import blockwise_decode
+from bpd.decoding.result import DecodeResult
 from bpd.decoding.tree_build import build_tree
 from bpd.decoding.tree_shape import TreeShape
 
@@ -150,11 +151,11 @@ class Rescored(Method):
         """The bigram model of the task's training targets, on the run's device."""
         return NgramLM.fit_pairs(task.pairs("train"), model.cfg.vocab_size, model.bos_id).to(resources.device)
 
-    def decoder(self, o: RescoredOptions, criterion_kwargs: dict[str, Any] | None, prepared: NgramLM | None
-                ) -> Decoder:
-        crit = o.criterion_for(criterion_kwargs)
-        if prepared is None:
+    def decode(self, model, src: torch.Tensor, max_len: int | None, o: RescoredOptions, run: Prepared = NOTHING
+               ) -> DecodeResult:
+        lm = run.built.get(self.name)
+        if lm is None:
             raise ValueError(f"{self.decoder_name(o)} needs an n-gram model of the training targets "
                              "(bpd.decoding.methods.rescore: Rescored.prepare fits it).")
-        rescorer = Rescorer(prepared, o.rescore_beam, o.rescore_weight)
-        return lambda m, s, n: blockwise_decode(m, s, k=o.k, criterion=crit, max_len=n, proposer=rescorer)
+        return blockwise_decode(model, src, k=o.k, criterion=o.criterion_for(run.criterion_kwargs), max_len=max_len,
+                                proposer=Rescorer(lm, o.rescore_beam, o.rescore_weight))

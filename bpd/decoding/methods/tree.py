@@ -22,7 +22,7 @@ import torch
 from bpd.decoding.common import top1
 from bpd.decoding.criteria import Criterion, Exact
 from bpd.decoding.loop import Accepted, Batch, Rounds, RowState, checked_criterion, decode_rounds
-from bpd.decoding.method import Decoder, Method, Options, Plan, RoundOptions
+from bpd.decoding.method import NOTHING, Method, Options, Plan, Prepared, RoundOptions
 from bpd.decoding.result import DecodeResult
 from bpd.decoding.tree_build import Tree, build_tree
 from bpd.decoding.tree_shape import TreeShape, required_depth
@@ -181,9 +181,10 @@ class TreeVerification(Method):
         return [TreeOptions(k, c.name, c.param, tree=shape) for shape in asked for c in plan.criteria
                 for k in plan.round_ks if required_depth(shape) <= k - 1]
 
-    def decoder(self, o: TreeOptions, criterion_kwargs: dict[str, Any] | None, prepared: None) -> Decoder:
-        crit, shape = o.criterion_for(criterion_kwargs), o.shape
-        return lambda m, s, n: tree_decode(m, s, shape, k=o.k, criterion=crit, max_len=n)
+    def decode(self, model, src: torch.Tensor, max_len: int | None, o: TreeOptions, run: Prepared = NOTHING
+               ) -> DecodeResult:
+        return tree_decode(model, src, o.shape, k=o.k, criterion=o.criterion_for(run.criterion_kwargs),
+                           max_len=max_len)
 
     def step_cost_key(self, o: TreeOptions) -> str:
         return f"tree{o.k}_{o.shape.name}"
