@@ -10,7 +10,6 @@ Their decoders live in ``bpd/decoding/methods/`` (``bpd.decoding.registry`` pair
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import pkgutil
 from collections.abc import Callable
@@ -110,15 +109,6 @@ def moved_options() -> dict[str, str]:
     ``methods.beam.size``)."""
     return {old: f"methods.{name}" + (f".{f}" if f else "")
             for name, info in DECODE_METHODS.items() for old, f in info.old_keys.items()}
-
-
-def _plain(value: Any) -> Any:
-    """Dataclasses (and lists of them) as the dicts ``dataclasses.asdict`` makes of them."""
-    if dataclasses.is_dataclass(value):
-        return dataclasses.asdict(value)
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
 
 
 __all__ = ["DECODE_METHODS", "MethodInfo", "MethodsConfig", "Role", "bench_methods", "check_methods", "declare",
