@@ -33,7 +33,6 @@ def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
     from bpd.stages import ensure_base
     from bpd.targets import Search, decode_targets, read_shards, targets_dir_name
     from bpd.tasks import load_task
-    from bpd.tasks.translation import tokenizer_corpus
     from bpd.training.checkpoint import load_model
 
     unknown = [m for m in entry.models if m not in MODELS]
@@ -77,7 +76,7 @@ def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
             export(path, manifest.stem, fingerprint, runtime.shipped_dir, scores,
                    {"role": name, "task": task.name}, sources, limit)
             print(f"{name}: dev {scores['dev']}, test {scores['test']} -> {manifest}")
-        corpus = tokenizer_corpus(cfg.task, task.folder) if cfg.task.kind == "translation" else None
+        corpus = task.tokenizer_corpus if cfg.task.kind == "translation" else None
         if corpus is not None:  # runs on this corpus install it instead of learning it (bpd.data.tokenizer)
             tok = export_tokenizer(task.tokenizer.model_path, runtime.shipped_dir, corpus,
                                    task.vocab_size)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 import torch
@@ -106,16 +107,14 @@ def check_exact_decoders(seed, vocab, k, batch, src_len, max_len, arch, head_noi
     g = greedy_decode(model, src, max_len=max_len)
     if engine != "eager":  # float64: the static path's padded shapes change no argmax
         assert greedy_decode(model, src, max_len=max_len, engine=engine).tokens == g.tokens
-    # Rescoring by a bigram model of greedy's own outputs, half of them (a model of the data, not of these
-    # sentences); draft-model decoding with an unrelated random draft.
-    prepared = Prepared(built={"draft": random_model(vocab, 1, seed + 7, head_noise=0.0),
-                               "rescored": NgramLM.fit(g.tokens[: max(1, batch // 2)], vocab, model.bos_id)})
+    prepared = Prepared(built={name: build(model, g.tokens, seed) for name, build in AUXILIARY.items()})
     dk = 1 + seed % k  # a decode-time k below the trained k, too
     for kk in {k, dk}:
         for name, method in METHODS.items():
             if not method.exact:
                 continue
             assert name in EXACT_OPTIONS, f"the exact method {name!r} needs its entry in EXACT_OPTIONS"
+            assert name in AUXILIARY or not method.info.auxiliary, f"{name!r} needs its entry in AUXILIARY"
             options = EXACT_OPTIONS[name](Case(kk, tree))
             if options is None:
                 continue
@@ -143,6 +142,16 @@ EXACT_OPTIONS: dict[str, Callable[[Case], dict | None]] = {
     "tree": lambda c: {"k": c.k, "tree": tree_shape(c.tree, c.k - 1)} if c.k > 1 else None,
     "rescored": lambda c: {"k": c.k, "rescore_beam": 2, "rescore_weight": 1.0} if c.k > 1 else None,
     "draft": lambda c: {"k": c.k} if c.k > 1 else None,
+}
+
+
+#: What each method with a model of its own is handed in the property above (its ``prepare`` builds it from a task),
+#: from the model, greedy's tokens and the seed: an unrelated random draft; a bigram model of half of greedy's
+#: outputs (a model of the data, not of these sentences).
+AUXILIARY: dict[str, Callable[[Any, list[list[int]], int], Any]] = {
+    "draft": lambda model, greedy, seed: random_model(model.cfg.vocab_size, 1, seed + 7, head_noise=0.0),
+    "rescored": lambda model, greedy, seed: NgramLM.fit(greedy[: max(1, len(greedy) // 2)], model.cfg.vocab_size,
+                                                        model.bos_id),
 }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -155,27 +156,53 @@ def test_every_declared_method_has_one_implementation():
 
 
 def test_task_kinds_and_corpora_come_from_the_registry():
-    """Each registered task kind has its config and its Task class; each corpus its hook in its task's module,
-    paired with its registration (a translation corpus: a ``Corpus`` subclass; no ``source ==`` branches)."""
+    """Each registered task kind has its config and its Task class; each corpus its ``Corpus`` subclass in its
+    task kind's module, paired with its registration (no ``source ==`` branches)."""
     from bpd.config import ImageTaskConfig, TranslationTaskConfig, corpora, task_config
     from bpd.tasks import TASKS, image, translation
 
     assert (task_config("translation"), task_config("image")) == (TranslationTaskConfig, ImageTaskConfig)
     assert tuple(TASKS) == tuple(entries("task"))
-    assert tuple(translation.CORPORA) == corpora("translation") and tuple(image.SOURCES) == corpora("image")
+    assert tuple(translation.CORPORA) == corpora("translation") and tuple(image.CORPORA) == corpora("image")
     with pytest.raises(ValueError, match="unknown task.kind 'audio'; choose one of translation, image"):
         task_config("audio")
     with pytest.raises(ValueError, match="unknown task.source 'europarl' for translation; use ding, debian, wmt14"):
         TranslationTaskConfig(source="europarl").validate()
 
 
-def test_task_configs_name_no_corpus():
-    """A corpus's options are its own (``task.corpora.<corpus>``, bpd/config/corpora.py): the shared task configs
-    have no field named after one."""
-    from dataclasses import fields
+#: The modules of bpd/config/ whose types every method, head and corpus shares: all but the declarations (the
+#: methods' package, corpora.py and heads.py, where entries name themselves) and the registry.
+SHARED = sorted(p for p in (Path(__file__).resolve().parents[1] / "bpd" / "config").glob("*.py")
+                if p.name not in ("__init__.py", "corpora.py", "heads.py", "registry.py"))
+#: Shared config fields named after a method, each with why it is not that method's option.
+NAMED_FIELDS = {
+    ("ExperimentConfig", "draft"): "the draft model's sizes and budget, trained by its own stage, which hashes them",
+    ("DistillConfig", "beam"): "the distillation teacher's beam width (bpd/targets.py), not beam search's options",
+    ("TranslateConfig", "beam_size"): "translate.py decodes with one method: its command line is that method's",
+    ("TranslateConfig", "tree"): "as beam_size",
+}
 
-    from bpd.config import ImageTaskConfig, TranslationTaskConfig
 
-    own = tuple(entries("corpus"))
-    for cls in (TranslationTaskConfig, ImageTaskConfig):
-        assert not [f.name for f in fields(cls) if f.name.startswith(own)], cls
+def test_shared_configs_name_no_method_head_or_corpus():
+    """A method's, head's or corpus's options are its own (``decode.methods.<name>``, ``task.corpora.<name>``):
+    no shared config type has a field named after one (``<name>`` or ``<name>_...``) beyond ``NAMED_FIELDS``, and
+    no shared config module compares a value with one's name (its entry says what the comparison would: the photo
+    corpus ``holds`` the face test set, so ``decode.split=faces:test`` asks which corpus holds it)."""
+    import ast
+    import dataclasses
+    import importlib
+
+    own = {n for kind in ("method", "head", "corpus") for n in entries(kind)}
+    named, compared = set(), []
+    for path in SHARED:
+        module = importlib.import_module(f"bpd.config.{path.stem}")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            cls = getattr(module, node.name, None) if isinstance(node, ast.ClassDef) else None
+            if dataclasses.is_dataclass(cls):
+                named |= {(node.name, f.name) for f in dataclasses.fields(cls)
+                          if any(f.name == n or f.name.startswith(n + "_") for n in own)}
+            if isinstance(node, ast.Compare):
+                compared += [f"{path.name}:{node.lineno} {c.value!r}" for side in (node.left, *node.comparators)
+                             for c in ast.walk(side) if isinstance(c, ast.Constant) and c.value in own]
+    assert not compared, f"shared configs compare with a method's, head's or corpus's name: {compared}"
+    assert named == set(NAMED_FIELDS), f"shared config fields named after one: {sorted(named - set(NAMED_FIELDS))}"

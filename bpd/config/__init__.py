@@ -17,11 +17,11 @@ Defaults that every caller shares, and why each value:
 - ``identity_p1 = True`` (p_1 is exactly the base model, so a frozen base keeps its BLEU bit for bit; every
   shipped config but the paper-scale ones uses it). The paper's variant is ``identity_p1=false``.
 
-Modules: ``registry`` (methods, heads, tasks and corpora by name, with their own options), ``common`` (allowed
-values; ``SCHEMA`` and ``keyed``: what cache keys and run ids hash), ``methods`` (each decoding method's declaration
-and options), ``corpora`` (each corpus's declaration and options), ``task``, ``model`` (model, heads, training),
-``decode`` and ``experiment`` (the whole experiment, the benchmark, ``from_dict``); every name is importable from
-here.
+Modules: ``registry`` (methods, heads, tasks and corpora by name, with their own options, and the plugins
+``BPD_PLUGINS`` names), ``common`` (allowed values; ``SCHEMA`` and ``keyed``: what cache keys and run ids hash),
+``methods`` (each decoding method's declaration and options), ``corpora`` (each corpus's declaration and options),
+``task``, ``model`` (model, heads, training), ``decode`` and ``experiment`` (the whole experiment, the benchmark,
+``from_dict``); every name is importable from here.
 """
 
 from bpd.config.common import (

@@ -21,6 +21,9 @@ class CorpusInfo:
     #: Its held-out sets that may score another task's model (the photo corpus's models: faces' test set only).
     other_splits: tuple[str, ...] = ("test", "dev")
     reads_data_dir: bool = False  # it is read from ``task.data_dir`` (no other corpus takes one)
+    #: Other corpora's held-out sets its own folder holds: only its task scores them (the photo corpus holds the
+    #: face test set, ``decode.split=faces:test``).
+    holds: tuple[str, ...] = ()
     #: Options that predate ``task.corpora``: their old ``task.*`` keys, each naming the field it became (a command
     #: line giving an old key is told the new path).
     old_keys: dict[str, str] = field(default_factory=dict)
@@ -95,5 +98,5 @@ register("corpus", "wmt14", info=CorpusInfo("translation", reads_data_dir=True))
 register("corpus", "folder", info=CorpusInfo("translation", reads_data_dir=True))  # any {train,dev,test}.{src,tgt}
 register("corpus", "faces", info=CorpusInfo("image", scores_others=True, other_splits=("test",)))  # embedded
 register("corpus", "photos", PhotosOptions, CorpusInfo(  # built from Debian's packages
-    "image", old_keys=_old("photos_", PhotosOptions)))
+    "image", old_keys=_old("photos_", PhotosOptions), holds=("faces",)))
 register("corpus", "celeba", info=CorpusInfo("image", reads_data_dir=True))

@@ -12,8 +12,8 @@ from bpd.config.common import CRITERIA, DTYPES, check, split_parts
 from bpd.config.decode import ENGINES, CriterionConfig, DecodeConfig
 from bpd.config.methods import MethodsConfig, bench_methods, check_methods
 from bpd.config.model import HeadsConfig, HeadsTrainConfig, ModelConfig, TrainConfig, heads_train_config
-from bpd.config.registry import names
-from bpd.config.task import TranslationTaskConfig, other_corpora, task_config
+from bpd.config.registry import entries, names
+from bpd.config.task import TranslationTaskConfig, task_config
 
 
 @dataclass
@@ -134,10 +134,12 @@ class ExperimentConfig:
         self.heads_train_config  # noqa: B018 (validates the overlay)
         self.decode.validate(self.heads.k)
         corpus = split_parts(self.decode.split)[0]
-        faces = corpus in other_corpora("image")
-        check(not faces or (self.task.kind == "image" and self.task.source == "photos"),
-               f"decode.split={self.decode.split} is the photo corpus's face test set: use it with task=photos_sr.")
-        check(corpus is None or faces or (self.task.kind == "translation" and corpus != self.task.source),
+        # A held-out set that only some corpora's folders hold (the face test set: the photo corpus's).
+        holders = [n for n, e in entries("corpus").items() if corpus in e.info.holds]
+        check(not holders or self.task.source in holders,
+               f"decode.split={self.decode.split} is a held-out set that the {' or '.join(holders)} corpus holds: "
+               f"use it with task.source={' or '.join(holders)}.")
+        check(corpus is None or bool(holders) or (self.task.kind == "translation" and corpus != self.task.source),
                f"decode.split={self.decode.split} scores a translation model on another corpus's sentences; "
                + (f"this task's own are decode.split={split_parts(self.decode.split)[1]}."
                   if self.task.kind == "translation" else f"use test or dev for {self.task.kind} tasks."))

@@ -10,7 +10,7 @@ from typing import Any
 
 from bpd.config import corpora as _declared  # noqa: F401  (registers the corpora)
 from bpd.config.common import check
-from bpd.config.registry import entries, lookup, register
+from bpd.config.registry import entries, lookup, made_from, register
 
 
 def corpora(kind: str) -> tuple[str, ...]:
@@ -29,8 +29,8 @@ def check_source(kind: str, source: str) -> None:
 
 def corpora_config(kind: str) -> type:
     """What a task of ``kind`` asks of each of its corpora that takes options (``task.corpora``): one field per
-    such corpus, of its own type, made from the registry."""
-    owned = [(n, e.options) for n, e in entries("corpus").items() if e.info.kind == kind and e.options is not None]
+    such corpus, of its own type, made from the registry (after the plugins' declarations)."""
+    owned = [(n, e.options) for n, e in made_from("corpus").items() if e.info.kind == kind and e.options is not None]
     cls = make_dataclass(f"{kind.title()}Corpora", [(n, o, field(default_factory=o)) for n, o in owned])
     cls.__module__ = __name__  # importable by name: pickled configs (launchers) find it here
     cls.__doc__ = f"Each {kind} corpus's options, by corpus name (``bpd.config.corpora``)."

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import torch
 
@@ -138,6 +138,26 @@ class Task:
     def log_outputs(self, tracker: Tracker, scorer: Scorer, outs: dict[str, RunOutput], specs: list[DecodeSpec],
                     pairs: Pairs, out_dir: Path) -> None:
         """Samples for W&B (translations with accepted blocks marked, an image grid)."""
+
+
+class Corpus:
+    """How a task gets one corpus registered in ``bpd/config/corpora.py`` (``task.source``): one subclass per
+    corpus, naming its ``source``, in its task kind's module (a plugin's in the module its entry names), where
+    that module's ``CORPORA`` finds it and pairs it with its registration."""
+
+    source: ClassVar[str]
+
+    def prepare(self, cfg: Any, options: Any, data_cache: Path) -> Any:
+        """What its task reads (a translation corpus: its ``{train,dev,test}.{src,tgt}`` folder; an image corpus:
+        (low, high)-resolution uint8 arrays per split), built or found under ``data_cache`` from the task's config
+        and the corpus's own options (``task.corpora.<source>``; None for a corpus without options)."""
+        raise NotImplementedError
+
+    def content_key(self, cfg: Any, options: Any, data_cache: Path, prepared: Any) -> str | None:
+        """A hash of the corpus's content, for a corpus that the same options may build differently (the task's
+        key adds it, so no model trained on one build is reused on another); None when the options determine
+        it. ``prepared``: what ``prepare`` returned."""
+        return None
 
 
 def heads_options(heads: HeadsConfig) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import torch
 
 from bpd.config import SPLITS, DecodeConfig, HeadsConfig, ImageTaskConfig, ModelConfig, split_parts
 from bpd.config.methods import Role
-from bpd.config.registry import paired
+from bpd.config.registry import implementations
 from bpd.config.task import corpora as kind_corpora
 from bpd.data import images as im
 from bpd.data.celeba import prepare_celeba
@@ -25,51 +25,68 @@ from bpd.decoding.spec import DecodeSpec
 from bpd.decoding.timed import RunOutput
 from bpd.models import build_image_model
 from bpd.runtime import repo_relative
-from bpd.tasks.base import Pairs, Task, heads_options, task_key
+from bpd.tasks.base import Corpus, Pairs, Task, heads_options, task_key
 from bpd.tracking import Tracker
 from corpora.photos.build import FACES, PhotoOptions, corpus_hash, open_photos, prepare_photos
 
 Images = dict[str, tuple[np.ndarray, np.ndarray]]
 
 
-def _faces(cfg: ImageTaskConfig, data_cache: Path) -> Images:
-    path = prepare_embedded_sr(data_cache, lr_size=cfg.lr_size, factor=cfg.hr_size // cfg.lr_size,
-                               n_train=cfg.n_train, n_dev=cfg.n_dev, n_test=cfg.n_test, seed=cfg.seed)
-    return load_sr_npz(path)
+class ImageCorpus(Corpus):
+    """An image corpus (``Corpus``): ``prepare`` gives its (low-resolution, high-resolution) uint8 arrays per
+    split."""
+
+    def prepare(self, cfg: ImageTaskConfig, options: Any, data_cache: Path) -> Images:
+        raise NotImplementedError
 
 
-def _celeba(cfg: ImageTaskConfig, data_cache: Path) -> Images:
-    if not cfg.data_dir:
-        raise FileNotFoundError(
-            "task celeba_sr needs task.data_dir=/path/to/celeba holding img_align_celeba/*.jpg and "
-            "list_eval_partition.txt."
-        )
-    limits = {"train": cfg.n_train, "dev": cfg.n_dev, "test": cfg.n_test}
-    # Preprocessed once, in parallel, into memory-mapped uint8 arrays (202,599 images: a few minutes).
-    return {s: prepare_celeba(cfg.data_dir, data_cache / "celeba", s, cfg.lr_size, cfg.hr_size, limits[s])
-            for s in limits}
+class FacesCorpus(ImageCorpus):
+    source = "faces"
+
+    def prepare(self, cfg: ImageTaskConfig, options: Any, data_cache: Path) -> Images:
+        path = prepare_embedded_sr(data_cache, lr_size=cfg.lr_size, factor=cfg.hr_size // cfg.lr_size,
+                                   n_train=cfg.n_train, n_dev=cfg.n_dev, n_test=cfg.n_test, seed=cfg.seed)
+        return load_sr_npz(path)
 
 
-def _photos_folder(cfg: ImageTaskConfig, data_cache: Path) -> Path:
-    opts, own = PhotoOptions(lr_size=cfg.lr_size, hr_size=cfg.hr_size), cfg.corpora.photos
-    deb_dir = Path(own.deb_dir).expanduser() if own.deb_dir else None
-    return prepare_photos(data_cache, opts, deb_dir=deb_dir, fetch=own.fetch)
+class PhotosCorpus(ImageCorpus):
+    source = "photos"
+
+    def folder(self, cfg: ImageTaskConfig, options: Any, data_cache: Path) -> Path:
+        deb_dir = Path(options.deb_dir).expanduser() if options.deb_dir else None
+        return prepare_photos(data_cache, PhotoOptions(lr_size=cfg.lr_size, hr_size=cfg.hr_size), deb_dir=deb_dir,
+                              fetch=options.fetch)
+
+    def prepare(self, cfg: ImageTaskConfig, options: Any, data_cache: Path) -> Images:
+        images = open_photos(self.folder(cfg, options, data_cache))
+        limits = {"train": cfg.n_train, "dev": cfg.n_dev, "test": cfg.n_test, FACES: None}
+        # each split is stored shuffled: its first n patches sample every photograph of the split
+        return {s: (lr[: limits[s]], hr[: limits[s]]) for s, (lr, hr) in images.items()}
+
+    def content_key(self, cfg: ImageTaskConfig, options: Any, data_cache: Path, prepared: Images) -> str | None:
+        # Other packages (a point release) or another Pillow build another photo corpus: its hash keys every model
+        # trained on it.
+        return corpus_hash(self.folder(cfg, options, data_cache))
 
 
-def _photos(cfg: ImageTaskConfig, data_cache: Path) -> Images:
-    images = open_photos(_photos_folder(cfg, data_cache))
-    limits = {"train": cfg.n_train, "dev": cfg.n_dev, "test": cfg.n_test, FACES: None}
-    # each split is stored shuffled: its first n patches sample every photograph of the split
-    return {s: (lr[: limits[s]], hr[: limits[s]]) for s, (lr, hr) in images.items()}
+class CelebaCorpus(ImageCorpus):
+    source = "celeba"
+
+    def prepare(self, cfg: ImageTaskConfig, options: Any, data_cache: Path) -> Images:
+        if not cfg.data_dir:
+            raise FileNotFoundError(
+                "task celeba_sr needs task.data_dir=/path/to/celeba holding img_align_celeba/*.jpg and "
+                "list_eval_partition.txt."
+            )
+        limits = {"train": cfg.n_train, "dev": cfg.n_dev, "test": cfg.n_test}
+        # Preprocessed once, in parallel, into memory-mapped uint8 arrays (202,599 images: a few minutes).
+        return {s: prepare_celeba(cfg.data_dir, data_cache / "celeba", s, cfg.lr_size, cfg.hr_size, limits[s])
+                for s in limits}
 
 
-#: Where each source's (low-resolution, high-resolution) uint8 arrays per split come from.
-SOURCES: dict[str, Callable[[ImageTaskConfig, Path], Images]] = paired(
-    "corpus", [("faces", _faces), ("photos", _photos), ("celeba", _celeba)], kind_corpora("image"), __name__)
-#: What the task's key adds for a corpus that the same options may build differently: other packages (a point
-#: release) or another Pillow build another photo corpus, so its hash keys every model trained on it.
-CONTENT_KEYS: dict[str, Callable[[ImageTaskConfig, Path], str]] = {
-    "photos": lambda cfg, data_cache: corpus_hash(_photos_folder(cfg, data_cache))}
+#: Each image corpus by ``task.source``, paired with its registration.
+CORPORA: dict[str, ImageCorpus] = {
+    name: c() for name, c in implementations("corpus", __name__, ImageCorpus, "source", kind_corpora("image")).items()}
 
 
 class ImageScorer:
@@ -108,13 +125,13 @@ class ImageTask(Task):
 
     def __init__(self, cfg: ImageTaskConfig, data_cache: Path, shipped_dir: str | Path | None = None) -> None:
         """``shipped_dir``: unused (shipped files are tokenizers, which images do not have)."""
-        self.images = SOURCES[cfg.source](cfg, data_cache)
+        corpus, options = CORPORA[cfg.source], getattr(cfg.corpora, cfg.source, None)
+        self.images = corpus.prepare(cfg, options, data_cache)
 
         # Raster-order tokens are a reshape of the uint8 arrays (a view: memory-mapped arrays stay on disk).
         splits = {s: ArrayPairs(lr.reshape(len(lr), -1), hr.reshape(len(hr), -1))
                   for s, (lr, hr) in self.images.items()}
-        content = CONTENT_KEYS.get(cfg.source)
-        key = task_key(cfg, content(cfg, data_cache) if content is not None else None)
+        key = task_key(cfg, corpus.content_key(cfg, options, data_cache, self.images))
         super().__init__(cfg.name, key, im.VOCAB_SIZE, splits, im.PAD_ID, im.BOS_ID, im.EOS_ID)
         self.cfg = cfg
 

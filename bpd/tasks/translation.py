@@ -21,7 +21,7 @@ from bpd.config import (
 )
 from bpd.config.common import config_hash
 from bpd.config.methods import Role
-from bpd.config.registry import paired
+from bpd.config.registry import implementations
 from bpd.config.task import corpora as kind_corpora
 from bpd.data.store import build_store, file_hash
 from bpd.data.tokenizer import Tokenizer, install_tokenizer
@@ -30,7 +30,7 @@ from bpd.decoding.spec import DecodeSpec
 from bpd.decoding.timed import RunOutput
 from bpd.metrics import bleu
 from bpd.models import build_translation_model
-from bpd.tasks.base import Pairs, Task, heads_options, task_key
+from bpd.tasks.base import Corpus, Pairs, Task, heads_options, task_key
 from bpd.tracking import Tracker
 from corpora.debian.build import SOURCE_ORDER, DebianOptions, corpus_hash, prepare_debian
 from corpora.ding import prepare_ding
@@ -38,24 +38,16 @@ from corpora.ding import prepare_ding
 WMT14_LAYOUT = "train.{en,de}, newstest2013.{en,de}, newstest2014.{en,de}"
 
 
-class Corpus:
-    """How a translation task gets a corpus registered in ``bpd/config/corpora.py``: its
-    ``{train,dev,test}.{src,tgt}`` folder, from the task's config and the corpus's own options (``prepare``), and
-    what the task's key adds to the config (``content_key``). Each subclass here is one corpus (``source``)."""
+class TranslationCorpus(Corpus):
+    """A translation corpus (``Corpus``): ``prepare`` gives its ``{train,dev,test}.{src,tgt}`` folder."""
 
-    source: str
     directed = True  # its pairs have a direction to name (a folder's src and tgt files are what they are)
 
     def prepare(self, cfg: TranslationTaskConfig, options: Any, data_cache: Path) -> Path:
         raise NotImplementedError
 
-    def content_key(self, folder: Path) -> str | None:
-        """A hash of the corpus's content, for a corpus that the same options may build differently; None when the
-        options determine it."""
-        return None
 
-
-class DingCorpus(Corpus):
+class DingCorpus(TranslationCorpus):
     source = "ding"
 
     def prepare(self, cfg: TranslationTaskConfig, options: Any, data_cache: Path) -> Path:
@@ -64,17 +56,17 @@ class DingCorpus(Corpus):
                             sentence_repeat=options.sentence_repeat, n_dev=cfg.n_dev, n_test=cfg.n_test)
 
 
-class DebianCorpus(Corpus):
+class DebianCorpus(TranslationCorpus):
     source = "debian"
 
     def prepare(self, cfg: TranslationTaskConfig, options: Any, data_cache: Path) -> Path:
         return prepare_debian(data_cache, debian_options(cfg, options),
                               deb_dir=Path(options.deb_dir) if options.deb_dir else None, fetch=options.fetch)
 
-    def content_key(self, folder: Path) -> str | None:
+    def content_key(self, cfg: TranslationTaskConfig, options: Any, data_cache: Path, prepared: Path) -> str | None:
         # The same options build another corpus after a format change or a point release: the corpus's own hash
         # keys the stores and every model trained on them, so no run resumes on a different corpus.
-        return corpus_hash(folder)
+        return corpus_hash(prepared)
 
 
 def debian_options(cfg: TranslationTaskConfig, options: Any) -> DebianOptions:
@@ -83,7 +75,7 @@ def debian_options(cfg: TranslationTaskConfig, options: Any) -> DebianOptions:
                          kinds=tuple(options.kinds), min_words=options.min_words, n_dev=cfg.n_dev, n_test=cfg.n_test)
 
 
-class Wmt14Corpus(Corpus):
+class Wmt14Corpus(TranslationCorpus):
     source = "wmt14"
 
     def prepare(self, cfg: TranslationTaskConfig, options: Any, data_cache: Path) -> Path:
@@ -93,7 +85,7 @@ class Wmt14Corpus(Corpus):
         return prepare_wmt14(Path(cfg.data_dir), direction=cfg.direction, cache_dir=data_cache)
 
 
-class FolderCorpus(Corpus):
+class FolderCorpus(TranslationCorpus):
     source = "folder"
     directed = False
 
@@ -108,20 +100,14 @@ class FolderCorpus(Corpus):
 
 
 #: Each translation corpus by ``task.source``, paired with its registration.
-CORPORA: dict[str, Corpus] = paired("corpus", [(c.source, c()) for c in Corpus.__subclasses__()],
-                                    kind_corpora("translation"), __name__)
+CORPORA: dict[str, TranslationCorpus] = {
+    name: c() for name, c in implementations("corpus", __name__, TranslationCorpus, "source",
+                                             kind_corpora("translation")).items()}
 
 
 def corpus_folder(cfg: TranslationTaskConfig, data_cache: Path) -> Path:
     """The task's corpus folder, prepared (or found in the cache) by its corpus."""
     return CORPORA[cfg.source].prepare(cfg, getattr(cfg.corpora, cfg.source, None), data_cache)
-
-
-def tokenizer_corpus(cfg: TranslationTaskConfig, folder: Path) -> str | None:
-    """The name a tokenizer learned from this corpus ships under (``bpd.data.tokenizer.tokenizer_file``): only a corpus
-    with a content key (the Debian corpus) can name the text it was learned from; None for the others."""
-    content = CORPORA[cfg.source].content_key(folder)
-    return f"{cfg.name}_{content}" if content is not None else None
 
 
 class TranslationScorer:
@@ -156,13 +142,17 @@ class TranslationTask(Task):
             if not (folder / f"{split}.src").stat().st_size:
                 raise ValueError(f"the {split} set {folder / f'{split}.src'} is empty; every split needs "
                                  "sentence pairs (see docs/data.md).")
-        corpus = tokenizer_corpus(cfg, folder)
-        if corpus is not None and shipped_dir is not None:
-            install_tokenizer(folder / f"spm{cfg.vocab_size}.model", Path(shipped_dir), corpus, cfg.vocab_size)
+        content = CORPORA[cfg.source].content_key(cfg, getattr(cfg.corpora, cfg.source, None), data_cache, folder)
+        # The name a tokenizer learned from this corpus ships under (``bpd.data.tokenizer.tokenizer_file``): only
+        # a corpus with a content key (the Debian corpus) can name the text it was learned from.
+        self.tokenizer_corpus = f"{cfg.name}_{content}" if content is not None else None
+        if self.tokenizer_corpus is not None and shipped_dir is not None:
+            install_tokenizer(folder / f"spm{cfg.vocab_size}.model", Path(shipped_dir), self.tokenizer_corpus,
+                              cfg.vocab_size)
         # The tokenizer learns from a fixed-seed sample of the training text (sentencepiece's own sampling).
         tok = Tokenizer.train([folder / "train.src", folder / "train.tgt"], folder / f"spm{cfg.vocab_size}",
                               cfg.vocab_size, seed=0)
-        key = task_key(cfg, CORPORA[cfg.source].content_key(folder))
+        key = task_key(cfg, content)
         tok_hash = tok.content_hash()
         splits = {}
         for split in SPLITS:

@@ -6,6 +6,7 @@ here instead of testing its name.
 Every module of this package declares its methods (``declare``, which registers them in ``bpd.config.registry``)
 and owns their options' types; the package imports each module it holds, so a new method is found, not listed.
 Their decoders live in ``bpd/decoding/methods/`` (``bpd.decoding.registry`` pairs each one with its declaration).
+A plugin (``BPD_PLUGINS``) declares its methods the same way, naming its decoder's module (``module=``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field, make_dataclass
 from enum import IntEnum
 from typing import Any
 
-from bpd.config.registry import entries, register
+from bpd.config.registry import entries, made_from, register
 
 
 class Role(IntEnum):
@@ -47,23 +48,26 @@ class MethodInfo:
     auxiliary: bool = False
 
 
-def declare(name: str, role: Role, label: str, order: int, options: Any = None, **info: Any) -> None:
-    """Register a decoding method (``options``: the type of what a config asks of it, with ``default``)."""
+def declare(name: str, role: Role, label: str, order: int, options: Any = None, module: str | None = None,
+            **info: Any) -> None:
+    """Register a decoding method (``options``: the type of what a config asks of it, with ``default``;
+    ``module``: a plugin's, where its decoder is)."""
     taken = [n for n, e in entries("method").items() if e.info.order == order]
     if taken:
         raise ValueError(f"the decoding method {name!r} takes order = {order}, already that of {taken[0]!r}; give "
                          "each method its own place.")
     if (options is None) != (info.get("default") is None):
         raise ValueError(f"the decoding method {name!r}: declare its options' type and their default together.")
-    register("method", name, options, MethodInfo(role, label, order, **info))
+    register("method", name, options, MethodInfo(role, label, order, **info), module)
 
 
 for _module in pkgutil.iter_modules(__path__, __name__ + "."):
     importlib.import_module(_module.name)
 
-#: In the order evaluations decode and tables list them (greedy first: every ratio's reference).
+#: In the order evaluations decode and tables list them (greedy first: every ratio's reference); made after the
+#: plugins' declarations (``made_from``).
 DECODE_METHODS: dict[str, MethodInfo] = {
-    e.name: e.info for e in sorted(entries("method").values(), key=lambda e: e.info.order)}
+    e.name: e.info for e in sorted(made_from("method").values(), key=lambda e: e.info.order)}
 #: The methods that take options, with their types.
 _OPTIONS = {name: entries("method")[name].options for name, info in DECODE_METHODS.items()
             if entries("method")[name].options is not None}

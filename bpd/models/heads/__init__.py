@@ -10,7 +10,8 @@
 A new architecture is its entry in ``bpd/config/heads.py`` (its name; ``chained`` if its slots run one after
 another) and a module here with a subclass of ``ProposalHeads`` naming that ``arch`` and defining
 ``learned_states`` (and, if its slots depend on each other, ``states``, ``slot_logits`` and ``propose``): the
-classes are found here and paired with the registry's entries, none listed.
+classes are found here (a plugin's in the module its entry names) and paired with the registry's entries, none
+listed.
 """
 
 from __future__ import annotations

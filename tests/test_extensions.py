@@ -1,0 +1,211 @@
+"""Extending the harness without editing it: the three toys of tests/toys/, outside the library, loaded as a plugin
+(``BPD_PLUGINS=tests/toys``): a decoding method with options of its own and an auxiliary model its ``prepare``
+builds (``toy_bigram``), a proposal-head architecture (``toy_shared``) and a corpus with its task file
+(``toy_reverse``). Each is its entry among the plugin's declarations and one module; the library names none.
+
+A process reads its plugins once (``bpd.config`` makes its configs from the registry when it is imported), so the
+tests that use the toys run in a second process that this file starts on itself with ``BPD_PLUGINS`` set; this
+one checks the library without them."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import random_model, random_src
+
+from bpd.config.registry import PLUGINS, entries, names, register
+
+REPO = Path(__file__).resolve().parents[1]
+TOYS = REPO / "tests" / "toys"
+#: Each toy: its registry kind and name, and the module implementing it.
+TOY_ENTRIES = [("method", "toy_bigram", "toys.bigram"), ("head", "toy_shared", "toys.heads"),
+               ("corpus", "toy_reverse", "toys.corpus")]
+LOADED = "toy_bigram" in names("method")
+with_toys = pytest.mark.skipif(not LOADED, reason="runs in the process that test_the_toys_run_as_a_plugin starts")
+without_toys = pytest.mark.skipif(LOADED, reason="checks the library without the toys")
+
+
+def with_plugin(args: list[str], plugin: Path = TOYS, **kw) -> subprocess.CompletedProcess:
+    env = {**os.environ, PLUGINS: str(plugin)}
+    return subprocess.run([sys.executable, *args], env=env, cwd=REPO, capture_output=True, text=True, **kw)
+
+
+@without_toys
+def test_the_library_names_no_toy():
+    """The toys exist only in tests/toys/: no registry entry without the plugin, no file of the library names one."""
+    for kind, name, _ in TOY_ENTRIES:
+        assert name not in names(kind)
+    files = [p for d in ("bpd", "conf", "experiments", "corpora", "analysis") for p in (REPO / d).rglob("*")
+             if p.suffix in (".py", ".yaml")]
+    assert not [p for p in files if any(name in p.read_text(encoding="utf-8") for _, name, _ in TOY_ENTRIES)]
+
+
+@without_toys
+def test_the_toys_run_as_a_plugin():
+    """This file again, in a process that loads the toys: every test marked ``with_toys`` runs and passes there."""
+    inner = [n for n, f in globals().items() if with_toys.mark in getattr(f, "pytestmark", [])]
+    out = with_plugin(["-m", "pytest", "-x", "-p", "no:cacheprovider", __file__], timeout=900)
+    assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-2000:]
+    assert re.search(rf"\b{len(inner)} passed", out.stdout), out.stdout[-2000:]
+
+
+@without_toys
+def test_a_plugins_declarations_are_read_without_torch(tmp_path):
+    """Configs see a plugin's options (``decode.methods.toy_bigram``, ``task.corpora.toy_reverse``) and the report
+    its entries, torch-free as the library's; a plugin that imports torch where it declares is refused."""
+    code = ("import sys; from bpd.config import DecodeConfig, TranslationTaskConfig; "
+            "from bpd.config.registry import names; assert 'torch' not in sys.modules; "
+            "print(DecodeConfig().methods.toy_bigram, TranslationTaskConfig().corpora.toy_reverse, names('head'))")
+    out = with_plugin(["-c", code], check=True).stdout
+    assert "BigramConfig(on=False, min_count=1) ReverseOptions(n_train=300, seed=0)" in out and "'toy_shared'" in out
+    heavy = tmp_path / "heavy.py"
+    heavy.write_text("import torch  # noqa: F401\n")
+    out = with_plugin(["-c", "import bpd.config"], plugin=heavy)
+    assert out.returncode != 0 and "the plugin heavy imports torch where it declares" in out.stderr
+
+
+@without_toys
+def test_an_entry_registered_late_is_refused():
+    """What was made from the registry (``MethodsConfig``, the task configs' corpora, the implementations) would
+    lack an entry registered after it: refused, with where to register it."""
+    for kind in ("method", "corpus"):
+        with pytest.raises(RuntimeError, match=f"the {kind} 'late' is registered after configs or implementations"):
+            register(kind, "late")
+    assert "late" not in entries("method")
+
+
+@with_toys
+def test_each_toy_is_its_entry_and_one_module():
+    from bpd.config import DecodeConfig, TranslationTaskConfig
+    from bpd.decoding.registry import METHODS
+    from bpd.models import HEADS
+    from bpd.tasks.translation import CORPORA
+
+    implemented = {"method": type(METHODS["toy_bigram"]), "head": HEADS["toy_shared"],
+                   "corpus": type(CORPORA["toy_reverse"])}
+    for kind, name, module in TOY_ENTRIES:
+        assert entries(kind)[name].module == implemented[kind].__module__ == module
+    assert list(METHODS)[-1] == "toy_bigram"  # its order (70): listed last
+    assert DecodeConfig().methods.toy_bigram.on is False and TranslationTaskConfig().corpora.toy_reverse.n_train == 300
+
+
+class ToyTask:
+    """What a method's ``prepare`` reads of a task: its training pairs' targets."""
+
+    criterion_kwargs: dict = {}
+
+    def __init__(self, targets: list[list[int]]) -> None:
+        self.targets = targets
+
+    def pairs(self, split: str) -> ToyTask:
+        return self
+
+    def __len__(self) -> int:
+        return len(self.targets)
+
+    def tgt(self, i: int) -> torch.Tensor:
+        return torch.tensor(self.targets[i])
+
+
+@with_toys
+def test_the_toy_method_decodes_as_greedy_from_its_options(monkeypatch):
+    """``decode.methods.toy_bigram`` asks for its decoders (its check refuses a bad value); its ``prepare`` builds
+    its bigram table from the task's training targets, which ``decode`` needs; with exact acceptance its tokens are
+    greedy's. The exact == greedy property of tests/test_decoding.py draws it, and the toy head, once its test
+    entries are given."""
+    import test_decoding
+    from toys.bigram import Bigram
+
+    from bpd.config import experiment_config
+    from bpd.decoding import greedy_decode
+    from bpd.decoding.method import Resources
+    from bpd.decoding.spec import decode_specs, prepare
+    from bpd.models import HEADS
+
+    cfg = experiment_config({"decode": {"ks": [2, 4], "criteria": [{"name": "exact"}, {"name": "topk", "param": 2}],
+                                        "methods": {"beam": {"size": 0}, "toy_bigram": {"on": True}}}})
+    specs = [s for s in decode_specs(cfg.decode, 4) if s.method == "toy_bigram"]
+    assert [s.name for s in specs] == ["toy_bigram_m1_k2_exact", "toy_bigram_m1_k4_exact", "toy_bigram_m1_k2_topk2",
+                                       "toy_bigram_m1_k4_topk2"]
+    assert specs[0].columns()["bigram_min_count"] == 1
+    model = random_model(24, 4, seed=3, head_noise=0.05)
+    src, max_len = random_src(3, 6, 24, seed=3), 14
+    greedy = greedy_decode(model, src, max_len=max_len).tokens
+    run = prepare(specs, ToyTask(greedy), model, Resources())
+    for spec in specs:
+        res = spec.entry.decode(model, src, max_len, spec.options, run)
+        test_decoding.check_contract(res, 3, max_len, model.eos_id)
+        if spec.criterion == "exact":
+            assert res.tokens == greedy and max(max(b) for b in res.block_sizes) > 1, spec.name
+    with pytest.raises(ValueError, match="needs the bigram table"):
+        specs[0].entry.decode(model, src, max_len, specs[0].options)
+    assert Bigram.fit([[5, 6, 5, 6, 5, 7]], 10, 1).table(2)[[1, 5, 6]].tolist() == [1, 6, 5]  # BOS -> 5 once
+    with pytest.raises(ValueError, match="decode.methods.toy_bigram.min_count must be >= 1"):
+        experiment_config({"decode": {"methods": {"toy_bigram": {"min_count": 0}}}}).validate()
+
+    monkeypatch.setitem(test_decoding.EXACT_OPTIONS, "toy_bigram", lambda c: {"k": c.k} if c.k > 1 else None)
+    monkeypatch.setitem(test_decoding.AUXILIARY, "toy_bigram",
+                        lambda model, greedy, seed: Bigram.fit(greedy, model.cfg.vocab_size, model.bos_id))
+    assert "toy_shared" in HEADS  # the property draws every registered architecture
+    for seed, engine in enumerate(("eager", "static")):
+        test_decoding.check_exact_decoders(seed, 16, 3, 2, 4, 10, "toy_shared", 0.05, seed == 0, "2x1", False,
+                                           engine=engine)
+
+
+@with_toys
+def test_the_toy_head_trains_and_decodes(tmp_path):
+    """``heads.arch=toy_shared`` trains as any architecture (a frozen base stays bit-identical), its checkpoint loads
+    back into it, and exact blockwise decoding with it gives greedy's tokens."""
+    from test_training import fresh_model, toy_batches
+
+    from bpd.config import HeadsConfig, TrainConfig
+    from bpd.decoding import blockwise_decode, greedy_decode
+    from bpd.training.checkpoint import load_model
+    from bpd.training.loop import train
+
+    model = fresh_model(k=3, heads_arch="toy_shared", identity_p1=True)
+    base = {n: p.detach().clone() for n, p in model.named_parameters() if not n.startswith("heads.")}
+    train(model, toy_batches(), TrainConfig(lr=3e-3, warmup_steps=2, max_steps=8, ckpt_every=100), tmp_path / "h.pt",
+          heads=HeadsConfig(k=3, arch="toy_shared", training="frozen"), progress=False)
+    assert all(torch.equal(p, base[n]) for n, p in model.named_parameters() if n in base)
+    assert model.heads.offset.abs().sum() > 0  # trained: it starts at zero
+    loaded, _ = load_model(tmp_path / "h.pt")
+    assert loaded.heads.arch == "toy_shared"
+    src = random_src(2, 5, 20, seed=1)
+    assert blockwise_decode(loaded, src, k=3, max_len=12).tokens == greedy_decode(loaded, src, max_len=12).tokens
+
+
+@with_toys
+def test_the_toy_corpus_is_a_task_from_its_yaml_and_an_evaluation_runs_the_three(tmp_path):
+    """``task=toy_reverse`` (its YAML beside the plugin, on Hydra's search path) composes into a task config with the
+    corpus's own options; the task builds its corpus, and an evaluation on it, with the toy head, decodes the toy
+    method's rows, identical to greedy."""
+    sys.path.insert(0, str(REPO / "experiments"))
+    import _common
+    from hydra import compose, initialize_config_dir
+    from toy import evaluate_toy, staged, toy_config, toy_task
+
+    from bpd import stages
+
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        composed = compose("config", overrides=[f"hydra.searchpath=[file://{TOYS / 'conf'}]", "task=toy_reverse",
+                                                "task.corpora.toy_reverse.n_train=200"])
+    task_cfg = _common.to_configs(composed)[0].task
+    assert (task_cfg.source, task_cfg.vocab_size, task_cfg.corpora.toy_reverse.n_train) == ("toy_reverse", 60, 200)
+    cfg = toy_config(tmp_path, task=dataclasses.asdict(task_cfg), heads={"arch": "toy_shared"},
+                     train={"max_steps": 10}, heads_train={"max_steps": 6},
+                     decode={"ks": [3], "criteria": [{"name": "exact"}], "n_examples": 8, "timing_repeats": 1,
+                             "methods": {"beam": {"size": 0}, "toy_bigram": {"on": True}}})
+    task = toy_task(cfg)
+    assert task.folder.name.startswith("toy_reverse_") and len(task.pairs("train")) == 200
+    rows = evaluate_toy(cfg, task, staged(stages.ensure_heads, cfg, task))
+    toy = [r for r in rows if r["method"] == "toy_bigram"]
+    assert [r["decoder"] for r in toy] == ["toy_bigram_m1_k3_exact"]
+    assert all(r["identical_to_greedy"] == 1.0 and r["heads_arch"] == "toy_shared" for r in toy)
