@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 import bpd.decoding.engine as engine
-from bpd.bench.step_costs import step_costs
+from bpd.bench.step_costs import StepTiming, step_costs
 from bpd.training.checkpoint import load_model
 
 
@@ -54,7 +54,7 @@ def main() -> None:
         src = torch.randint(4, model.cfg.vocab_size, (1, n), generator=gen)
         t0 = time.perf_counter()
         with torch.inference_mode():
-            costs = step_costs(model, src, args.ks, engine="compiled", repeats=200)
+            costs = step_costs(model, src, args.ks, timing=StepTiming(repeats=200), engine="compiled")
         shown = " ".join(f"{k} {v:.3f}" for k, v in costs.items() if k[0] in "ts")
         print(f"source {n:4d}: wall {time.perf_counter() - t0:6.1f} s   ms: {shown}", flush=True)
 

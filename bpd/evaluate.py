@@ -24,11 +24,11 @@ from bpd.config.common import cache_key, keyed
 from bpd.config.methods import Role, role_of
 from bpd.decoding.agreement import mismatch_gaps
 from bpd.decoding.spec import DecodeSpec, Resources, decode_specs, prepare
-from bpd.decoding.timed import RunOutput, decode_and_time
+from bpd.decoding.timed import Passes, RunOutput, decode_and_time
 from bpd.locks import exclusive
 from bpd.metrics import block_histogram, mean_block_size, per_example_block_means, summarize
 from bpd.runtime import ResultsNotSaved, Runtime, ensure_writable, repo_relative
-from bpd.tasks import Scorer, Task
+from bpd.tasks import Pairs, Scorer, Task
 from bpd.tracking import append_rows, command_line, device_name, git_sha, make_tracker, read_rows
 from bpd.training import distributed as dist
 from bpd.training.checkpoint import load_model
@@ -101,14 +101,36 @@ def evaluate(runtime: Runtime, task: Task, model_path: Path, d: DecodeConfig, ab
         # One job decodes a run; an identical one started meanwhile waits, then finds its rows and skips.
         with exclusive(results_dir / ".locks" / f"{rid}.lock", lambda: bool(done())) as finished:
             if not finished:
-                return _evaluate(runtime, task, model_path, model, payload, d, about, rid, draft_path)
+                return _evaluate(runtime, task, Loaded(model_path, model, payload), d, about, rid, draft_path)
     rows = done()
     print(f"results for run {rid} already in {rows_path}; skipping (decode.skip_existing=false to redo)")
     return rows
 
 
-def _evaluate(runtime: Runtime, task: Task, model_path: Path, model, payload: dict, d: DecodeConfig,
-              about: Provenance, rid: str, draft_path: Path | None) -> list[dict]:
+@dataclass(frozen=True)
+class Loaded:
+    """A model file and what ``load_model`` read from it: the model and the checkpoint's payload (its training
+    step, time and config)."""
+
+    path: Path
+    model: Any
+    payload: dict
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """What an evaluation decoded: the decoders' specs, their outputs by decoder name, the split's pairs and the
+    scorer of the examples decoded."""
+
+    specs: list[DecodeSpec]
+    outs: dict[str, RunOutput]
+    pairs: Pairs
+    scorer: Scorer
+
+
+def _evaluate(runtime: Runtime, task: Task, loaded: Loaded, d: DecodeConfig, about: Provenance, rid: str,
+              draft_path: Path | None) -> list[dict]:
+    model_path, model, payload = loaded.path, loaded.model, loaded.payload
     info, device, results_dir = runtime.info, runtime.device, runtime.results_dir
     task.check_model(model, model_path)
     if d.dtype == "bfloat16":
@@ -140,11 +162,9 @@ def _evaluate(runtime: Runtime, task: Task, model_path: Path, model, payload: di
         task.max_len(d),
         batch_size=d.batch_size,
         device=device,
-        progress=info.is_main,
-        desc=f"decode {d.split} b{d.batch_size}",
-        rotate=0,
         prepared=prepared,
-        repeats=d.timing_repeats,
+        passes=Passes(repeats=d.timing_repeats, rotate=0, progress=info.is_main,
+                      desc=f"decode {d.split} b{d.batch_size}"),
     )
     outs = {s.name: outs[s.key] for s in specs}  # one decode path per evaluation: names are unique
     load = machine_load.load_columns(start, machine_load.sample(), torch.get_num_threads())
@@ -166,7 +186,7 @@ def _evaluate(runtime: Runtime, task: Task, model_path: Path, model, payload: di
 
     rows, out_dir = save_or_rescue(write, results_dir)
     print(format_table(rows, task.quality))
-    log_to_wandb(runtime, task, rows, common, rid, scorer, outs, specs, pairs, out_dir)
+    log_to_wandb(runtime, task, Decoded(specs, outs, pairs, scorer), rows, common, rid, out_dir)
     return rows
 
 
@@ -395,8 +415,8 @@ def merge_shards(parts: list[tuple[list[int], dict[str, RunOutput]]], n: int) ->
     return merged
 
 
-def log_to_wandb(runtime: Runtime, task: Task, rows: list[dict], common: dict, rid: str, scorer: Scorer,
-                 outs: dict[str, RunOutput], specs: list[DecodeSpec], pairs, out_dir: Path) -> None:
+def log_to_wandb(runtime: Runtime, task: Task, decoded: Decoded, rows: list[dict], common: dict, rid: str,
+                 out_dir: Path) -> None:
     """The evaluation's metrics, its rows as a table and the task's samples, as one W&B run."""
     quality = task.quality
     tracker = make_tracker(runtime, name=f"eval-{rid}", job_type="evaluate", extra={"run_id": rid, **common})
@@ -406,7 +426,7 @@ def log_to_wandb(runtime: Runtime, task: Task, rows: list[dict], common: dict, r
                      if r.get(k) is not None})
     columns = list(rows[0].keys())[:40]
     tracker.table("results", columns, [[str(r.get(c)) for c in columns] for r in rows])
-    task.log_outputs(tracker, scorer, outs, specs, pairs, out_dir)
+    task.log_outputs(tracker, decoded.scorer, decoded.outs, decoded.specs, decoded.pairs, out_dir)
     tracker.finish()
 
 

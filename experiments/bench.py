@@ -24,7 +24,7 @@ from bpd.config import ExperimentConfig, chained_archs
 def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
     from bpd.bench.floor import memory_bandwidth
     from bpd.bench.rows import format_bench, format_breakdown, format_floors
-    from bpd.bench.run import run_bench
+    from bpd.bench.run import BenchPlan, Reporting, TimingPolicy, run_bench
     from bpd.bench.specbench import write_jsonl
     from bpd.decoding.spec import Resources, bench_specs, prepare
     from bpd.runtime import Runtime, resolve_path
@@ -56,12 +56,13 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
         if prepared is None:  # what methods build beside the model (a draft, an n-gram model) fits every arch's
             prepared = prepare(specs, task, model, resources)
         common = common_columns(cfg, c, task, path, model, payload, b, device, draft_path)
-        rows, records = run_bench(model, sources, specs, b.batch_sizes, task.max_len(cfg.decode), device,
-                                  repeats=b.repeats, max_repeats=b.max_repeats, ci_target=b.ci_target,
-                                  ci_batch_sizes=b.ci_batch_sizes, n_examples=b.n_examples,
-                                  common=common, model_id=f"{cfg.name}-{arch}", step_repeats=b.step_repeats,
-                                  category=task.name, detok=task.detokenize,
-                                  prepared=prepared, engines=b.engines, bandwidth=bandwidth)
+        plan = BenchPlan(specs, b.batch_sizes, task.max_len(cfg.decode), engines=b.engines, n_examples=b.n_examples,
+                         prepared=prepared)
+        timing = TimingPolicy(repeats=b.repeats, max_repeats=b.max_repeats, ci_target=b.ci_target,
+                              ci_batch_sizes=b.ci_batch_sizes, step_repeats=b.step_repeats)
+        report = Reporting(common=common, model_id=f"{cfg.name}-{arch}", category=task.name, detok=task.detokenize,
+                           bandwidth=bandwidth)
+        rows, records = run_bench(model, sources, plan, device, timing, report)
         append_rows(out_dir / "rows.jsonl", rows)
         if b.specbench_records:
             for model_id, recs in records.items():  # one file per decoder; *-greedy.jsonl is the baseline

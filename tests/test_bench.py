@@ -10,10 +10,10 @@ import torch
 from conftest import random_model, random_src
 
 from bpd.bench.rows import bench_rows, format_bench, format_breakdown
-from bpd.bench.run import median_run, run_bench, settle
+from bpd.bench.run import BenchPlan, Reporting, TimingPolicy, WarmUp, median_run, run_bench, settle
 from bpd.bench.specbench import specbench_records
 from bpd.bench.speedup_ci import SpeedupEstimate, paired_speedup
-from bpd.bench.step_costs import step_costs, warm_up
+from bpd.bench.step_costs import StepTiming, step_costs, warm_up
 from bpd.config import BenchConfig, from_dict
 from bpd.decoding import criteria
 from bpd.decoding.spec import DecodeSpec
@@ -29,8 +29,8 @@ def bench():
         DecodeSpec("blockwise", k=k, criterion=c, criterion_param=p) for k in (2, 4) for c, p in
         (("exact", None), ("topk", 2))
     ]
-    rows, records = run_bench(model, sources, specs, [1, 4], lambda s: 12, torch.device("cpu"), repeats=2,
-                              common={"heads_arch": "paper"}, step_repeats=10)
+    rows, records = run_bench(model, sources, BenchPlan(specs, [1, 4], lambda s: 12), torch.device("cpu"),
+                              TimingPolicy(repeats=2, step_repeats=10), Reporting(common={"heads_arch": "paper"}))
     return model, sources, specs, rows, records
 
 
@@ -101,7 +101,7 @@ def test_specbench_records_consistent_with_rows(bench):
 
 def test_step_costs_measure_each_k():
     model = random_model(24, 4, 1, dtype=torch.float32)
-    costs = step_costs(model, random_src(2, 5, 24, 1), [2, 4], repeats=5)
+    costs = step_costs(model, random_src(2, 5, 24, 1), [2, 4], timing=StepTiming(repeats=5))
     main = {"t1", "enc", "t2", "t4", "s2", "s4"}
     assert set(costs) == main | {f"part_{p}{k}" for p in "td" for k in (1, 2, 4)} | {"part_p2", "part_p4"}
     assert all(v > 0 for v in costs.values())
@@ -268,13 +268,14 @@ def test_bench_repeats_until_the_interval_is_narrow(target, reps):
     model = random_model(24, 4, 0, head_noise=0.05, dtype=torch.float32)
     sources = [row.tolist() for row in random_src(4, 6, 24, 0, ragged=False)]
     specs = [DecodeSpec("greedy"), DecodeSpec("blockwise", k=2)]
-    rows, _ = run_bench(model, sources, specs, [1], lambda s: 12, torch.device("cpu"), repeats=2, max_repeats=4,
-                        ci_target=target, step_repeats=2)
+    plan = BenchPlan(specs, [1], lambda s: 12)
+    rows, _ = run_bench(model, sources, plan, torch.device("cpu"),
+                        TimingPolicy(repeats=2, max_repeats=4, ci_target=target, step_repeats=2))
     assert {r["repeats"] for r in rows} == {reps}
     assert rows[1]["ci_target_met"] is (target == 10.0) and rows[1]["warmup_passes"] >= 2
     # Batch sizes outside ci_batch_sizes take the minimum passes and claim no target.
-    rows, _ = run_bench(model, sources, specs, [1, 2], lambda s: 12, torch.device("cpu"), repeats=2, max_repeats=4,
-                        ci_target=target, step_repeats=2, ci_batch_sizes=[1])
+    rows, _ = run_bench(model, sources, dataclasses.replace(plan, batch_sizes=[1, 2]), torch.device("cpu"),
+                        TimingPolicy(repeats=2, max_repeats=4, ci_target=target, step_repeats=2, ci_batch_sizes=[1]))
     by_bs = {(r["batch_size"], r["decoder"]): r for r in rows}
     assert by_bs[(1, "blockwise_k2_exact")]["repeats"] == reps and by_bs[(2, "blockwise_k2_exact")]["repeats"] == 2
     assert by_bs[(2, "blockwise_k2_exact")]["ci_target_met"] is None and by_bs[(2, "greedy")]["ci_target"] is None
@@ -291,7 +292,7 @@ def test_settle_compares_heads_long_enough_to_time(monkeypatch):
         return {"greedy": RunOutput([], [], [], wallclock_s=t)}
 
     monkeypatch.setattr("bpd.bench.run.decode_and_time", fake)
-    passes = settle(None, [[5]] * 200, [], None, 1, torch.device("cpu"), min_s=1.0)
+    passes = settle(None, [[5]] * 200, [], None, 1, torch.device("cpu"), until=WarmUp(min_s=1.0))
     assert seen == [4, 24, 24, 24, 24] and passes == 5
     seen.clear()
 
@@ -300,7 +301,7 @@ def test_settle_compares_heads_long_enough_to_time(monkeypatch):
         return {"greedy": RunOutput([], [], [], wallclock_s=2.0 + len(seen) % 2)}
 
     monkeypatch.setattr("bpd.bench.run.decode_and_time", alternating)
-    assert settle(None, [[5]] * 200, [], None, 1, torch.device("cpu"), max_passes=6) == 6
+    assert settle(None, [[5]] * 200, [], None, 1, torch.device("cpu"), until=WarmUp(max_passes=6)) == 6
 
 
 def test_tree_rows_beside_the_chain():
@@ -315,7 +316,8 @@ def test_tree_rows_beside_the_chain():
     plan = Plan((2, 4), (CriterionConfig("exact"),))
     specs += [s for s in specs_for(plan, MethodsConfig(tree=["3x2", "beam2"])) if s.method == "tree"]
     assert [s.name for s in specs[2:]] == ["tree_3x2x1_k4_exact", "tree_beam2_k2_exact", "tree_beam2_k4_exact"]
-    rows, _ = run_bench(model, sources, specs, [1, 2], lambda s: 12, torch.device("cpu"), repeats=1, step_repeats=2)
+    rows, _ = run_bench(model, sources, BenchPlan(specs, [1, 2], lambda s: 12), torch.device("cpu"),
+                        TimingPolicy(repeats=1, step_repeats=2))
     trees = [r for r in rows if r["method"] == "tree"]
     assert len(trees) == 6 and all(r["identical_to_greedy"] == 1.0 and r["tk_ms"] > 0 for r in trees)
     assert {(r["tree"], r["tree_nodes"]) for r in trees} == {("3x2x1", 16), ("beam2", 3), ("beam2", 7)}

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from bpd.data.batches import batch_iterator, make_batches, pad_rows
-from bpd.data.store import ListPairs, PairStore, build_store, file_hash, token_counts
+from bpd.data.store import ListPairs, PairStore, StoreEncoding, build_store, file_hash, token_counts
 from bpd.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 # ------------------------------------------------------------------------------------------------------------
@@ -115,8 +115,8 @@ def test_pad_rows():
 
 
 def _build(tok, folder, path, split="train", **kw):
-    return build_store(path, folder / f"{split}.src", folder / f"{split}.tgt", tok.encode_batch, tok.eos_id,
-                       tok.vocab_size, file_hash(tok.model_path), log=lambda _: None, **kw)
+    encoding = StoreEncoding(tok.encode_batch, tok.eos_id, tok.vocab_size, file_hash(tok.model_path))
+    return build_store(path, folder / f"{split}.src", folder / f"{split}.tgt", encoding, log=lambda _: None, **kw)
 
 
 def test_store_round_trip_equals_the_text(tokenizer_and_folder, tmp_path):
@@ -169,15 +169,15 @@ def test_a_killed_build_leaves_no_half_store_and_resumes(tokenizer_and_folder, t
             raise KeyboardInterrupt
         return tok.encode_batch(lines)
 
+    dying_encoding = StoreEncoding(dying, tok.eos_id, tok.vocab_size, "h")
     path = tmp_path / "train.store"
     with pytest.raises(KeyboardInterrupt):
-        build_store(path, folder / "train.src", folder / "train.tgt", dying, tok.eos_id, tok.vocab_size, "h",
-                    chunk_lines=7, log=lambda _: None)
+        build_store(path, folder / "train.src", folder / "train.tgt", dying_encoding, chunk_lines=7, log=lambda _: None)
     assert not path.exists() and len(list(path.with_name("train.store.partial").glob("chunk*.npz"))) == 2
     calls.clear()
     kill[0] = False
-    store = build_store(path, folder / "train.src", folder / "train.tgt", dying, tok.eos_id, tok.vocab_size, "h",
-                        chunk_lines=7, log=lambda _: None)
+    store = build_store(path, folder / "train.src", folder / "train.tgt", dying_encoding, chunk_lines=7,
+                        log=lambda _: None)
     n_chunks = -(-store.manifest["source_lines"] // 7)
     assert len(calls) == 2 * (n_chunks - 2)  # the two finished chunks were not encoded again
     assert not path.with_name("train.store.partial").exists()
@@ -188,8 +188,9 @@ def test_a_store_of_another_tokenizer_is_rebuilt_and_bad_input_named(tokenizer_a
     tok, folder = tokenizer_and_folder
     path = tmp_path / "train.store"
     _build(tok, folder, path)
-    other = build_store(path, folder / "train.src", folder / "train.tgt", tok.encode_batch, tok.eos_id,
-                        tok.vocab_size, "another-tokenizer", log=lambda _: None)
+    other = build_store(path, folder / "train.src", folder / "train.tgt",
+                        StoreEncoding(tok.encode_batch, tok.eos_id, tok.vocab_size, "another-tokenizer"),
+                        log=lambda _: None)
     assert other.manifest["tokenizer"] == "another-tokenizer"
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "train.src").write_bytes(b"ok\n\xff\xfe broken\n")

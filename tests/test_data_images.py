@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -93,12 +94,12 @@ def test_psnr_known_values() -> None:
 
 # --- embedded dataset -----------------------------------------------------------------------------------
 
-_SMALL = dict(lr_size=4, factor=4, n_train=64, n_dev=8, n_test=16, seed=3)
+_SMALL = faces.SRPatches(lr_size=4, factor=4, n_train=64, n_dev=8, n_test=16, seed=3)
 
 
 @pytest.fixture(scope="module")
 def small_embedded() -> dict:
-    return faces.build_sr_patches(faces.load_embedded_sources(), **_SMALL, return_plans=True)
+    return faces.build_sr_patches(faces.load_embedded_sources(), _SMALL, return_plans=True)
 
 
 def test_embedded_shapes_and_lr_is_area_of_hr(small_embedded: dict) -> None:
@@ -111,9 +112,9 @@ def test_embedded_shapes_and_lr_is_area_of_hr(small_embedded: dict) -> None:
 
 
 def test_embedded_deterministic_and_test_independent_of_n_train(small_embedded: dict) -> None:
-    again = faces.build_embedded_sr(**_SMALL)
-    more_train = faces.build_embedded_sr(**{**_SMALL, "n_train": 10})
-    other_seed = faces.build_embedded_sr(**{**_SMALL, "seed": 4})
+    again = faces.build_embedded_sr(_SMALL)
+    more_train = faces.build_embedded_sr(dataclasses.replace(_SMALL, n_train=10))
+    other_seed = faces.build_embedded_sr(dataclasses.replace(_SMALL, seed=4))
     for split in I.SPLITS:
         for a, b in zip(small_embedded[split], again[split]):
             np.testing.assert_array_equal(a, b)
@@ -145,17 +146,18 @@ def test_assign_blocks_partition() -> None:
 
 
 def test_prepare_embedded_sr_caches(tmp_path: Path) -> None:
-    args = dict(lr_size=2, factor=2, n_train=8, n_dev=2, n_test=3, seed=1)
-    path = faces.prepare_embedded_sr(tmp_path, **args)
-    assert path.exists() and path.suffix == ".npz"
+    args = faces.SRPatches(lr_size=2, factor=2, n_train=8, n_dev=2, n_test=3, seed=1)
+    path = faces.prepare_embedded_sr(tmp_path, args)
+    assert path.exists() and path.name == "faces_sr_v1_lr2_x2_n8-2-3_s1.npz"  # defaults stay out of the name
     mtime = path.stat().st_mtime_ns
-    assert faces.prepare_embedded_sr(tmp_path, **args) == path and path.stat().st_mtime_ns == mtime
+    assert faces.prepare_embedded_sr(tmp_path, args) == path and path.stat().st_mtime_ns == mtime
     data = faces.load_sr_npz(path)
-    ref = faces.build_embedded_sr(**args)
+    ref = faces.build_embedded_sr(args)
     for split in I.SPLITS:
         np.testing.assert_array_equal(data[split][1], ref[split][1])
     assert not list(tmp_path.glob(".*tmp"))
-    assert faces.prepare_embedded_sr(tmp_path, **{**args, "seed": 2}) != path
+    assert faces.prepare_embedded_sr(tmp_path, dataclasses.replace(args, seed=2)) != path
+    assert dataclasses.replace(args, context=4).tuned() == {"context": 4}  # an option off its default: in the name
 
 
 # --- CelebA ---------------------------------------------------------------------------------------------

@@ -113,13 +113,14 @@ def test_bench_times_both_paths_in_the_same_passes():
     their paired speedup over eager greedy, and every row its floor (weight bytes over the bandwidth)."""
     from bpd.bench.floor import step_bytes
     from bpd.bench.rows import format_bench, format_floors
-    from bpd.bench.run import run_bench
+    from bpd.bench.run import BenchPlan, Reporting, TimingPolicy, run_bench
 
     model = random_model(24, 4, 0, arch="attend", head_noise=0.05, heads_tied=True, dtype=torch.float32)
     sources = [row.tolist() for row in random_src(6, 6, 24, 0, ragged=False)]
     specs = [DecodeSpec("greedy"), DecodeSpec("naive_greedy"), DecodeSpec("blockwise", k=3)]
-    rows, _ = run_bench(model, sources, specs, [1], lambda s: 12, torch.device("cpu"), repeats=2, step_repeats=5,
-                        common={"heads_arch": "attend"}, engines=["eager", "static"], bandwidth=1e10)
+    rows, _ = run_bench(model, sources, BenchPlan(specs, [1], lambda s: 12, engines=["eager", "static"]),
+                        torch.device("cpu"), TimingPolicy(repeats=2, step_repeats=5),
+                        Reporting(common={"heads_arch": "attend"}, bandwidth=1e10))
     by = {(r["engine"], r["decoder"]): r for r in rows}
     assert set(by) == {("eager", "greedy"), ("eager", "naive_greedy"), ("eager", "blockwise_k3_exact"),
                        ("static", "greedy"), ("static", "blockwise_k3_exact")}  # no static path, no static row

@@ -11,7 +11,7 @@ from conftest import random_model, random_src
 from bpd import machine_load
 from bpd.bench.speedup_ci import timing_columns
 from bpd.decoding.spec import DecodeSpec
-from bpd.decoding.timed import RunOutput, decode_and_time
+from bpd.decoding.timed import Passes, RunOutput, decode_and_time
 from bpd.evaluate import format_table, merge_shards, speedup_columns
 
 
@@ -19,7 +19,7 @@ def test_each_batch_is_timed_repeatedly_with_the_order_rotating(monkeypatch):
     model = random_model(vocab=20, k=3, seed=0, dtype=torch.float32)
     sources = [random_src(1, 5, 20, seed=s)[0].tolist() for s in range(4)]
     specs = [DecodeSpec("greedy"), DecodeSpec("blockwise", k=3)]
-    once = decode_and_time(model, sources, specs, lambda src: 8, progress=False)
+    once = decode_and_time(model, sources, specs, lambda src: 8, passes=Passes(progress=False))
     calls = []
     real = decode_and_time.__globals__["_timed_call"]
 
@@ -28,7 +28,7 @@ def test_each_batch_is_timed_repeatedly_with_the_order_rotating(monkeypatch):
         return real(fn, *args)
 
     monkeypatch.setattr("bpd.decoding.timed._timed_call", spy)
-    thrice = decode_and_time(model, sources, specs, lambda src: 8, progress=False, rotate=0, repeats=3)
+    thrice = decode_and_time(model, sources, specs, lambda src: 8, passes=Passes(repeats=3, rotate=0, progress=False))
     for name in ("greedy", "blockwise_k3_exact"):
         o = thrice[name]
         assert o.tokens == once[name].tokens and o.invocations == once[name].invocations  # outputs: the first repeat
@@ -39,7 +39,7 @@ def test_each_batch_is_timed_repeatedly_with_the_order_rotating(monkeypatch):
     firsts = [calls[i] for i in range(0, len(calls), 2)]
     assert len(calls) == 24 and firsts[0] is not firsts[1] and firsts[0] is firsts[2]
     with pytest.raises(ValueError, match="repeats must be >= 1"):
-        decode_and_time(model, sources, specs, lambda src: 8, progress=False, repeats=0)
+        decode_and_time(model, sources, specs, lambda src: 8, passes=Passes(repeats=0, progress=False))
 
 
 def test_speedup_columns_flag_disagreeing_repeats_a_busy_machine_and_a_single_pass():

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from bpd.bench.step_costs import median_ms, step_costs, warm_up
+from bpd.bench.step_costs import StepTiming, median_ms, step_costs, warm_up
 from bpd.decoding.common import top1
 from bpd.decoding.criteria import Exact
 from bpd.decoding.methods.blockwise import Verified, accept, update
@@ -60,7 +60,7 @@ def round_costs(model, src: torch.Tensor, ks: list[int], repeats: int, prefix_le
     decoder layers, ``p<k>`` proposal chain, from ``bpd.bench.step_costs.step_costs``) and the combined round per k
     (``combined<k>``), the two designs timed in one rotation with their own ``t1``."""
     device = src.device
-    chain = step_costs(model, src, ks, repeats=repeats, prefix_len=prefix_len)
+    chain = step_costs(model, src, ks, timing=StepTiming(prefix_len=prefix_len, repeats=repeats))
     b = src.shape[0]
     enc = model.encode(src)
     cache = model.new_cache(b, prefix_len + max(ks) + 2)

@@ -2,9 +2,9 @@
 
 For each batch size the configurations are decoded on the same inputs, batch by batch, back to back in an
 order that rotates from batch to batch (``bpd.decoding.timed.decode_and_time``), after a warm-up that
-lasts until greedy's time settles, and the whole pass is repeated until every speedup's 95% bootstrap
-interval is within +-``ci_target`` (or ``max_repeats``; at the batch sizes of ``ci_batch_sizes``, batch 1
-by default, others take ``repeats`` passes): the speedup is the paired estimate of
+lasts until greedy's time settles, and the whole pass is repeated (``TimingPolicy``) until every speedup's 95%
+bootstrap interval is within +-``ci_target`` (or ``max_repeats``; at the batch sizes of ``ci_batch_sizes``,
+batch 1 by default, others take ``repeats`` passes): the speedup is the paired estimate of
 ``bpd.bench.speedup_ci`` (greedy's total over the method's, per-batch medians over repeats), with its interval.
 Separately, the cost of one decoding step is timed in isolation (``bpd.bench.step_costs``): t_1 for a greedy
 step and t_k for a blockwise round, so that
@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import resource
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -38,13 +39,13 @@ from bpd.bench.floor import floor_columns, step_bytes
 from bpd.bench.rows import bench_rows
 from bpd.bench.specbench import specbench_records, specbench_speed
 from bpd.bench.speedup_ci import SpeedupEstimate, paired_speedup
-from bpd.bench.step_costs import step_costs
+from bpd.bench.step_costs import StepTiming, step_costs
 from bpd.config.methods import Role
 from bpd.data.batches import pad_rows
 from bpd.decoding.method import NOTHING, Prepared
 from bpd.decoding.methods.tree import TreeOptions
 from bpd.decoding.spec import DecodeSpec
-from bpd.decoding.timed import RunOutput, decode_and_time
+from bpd.decoding.timed import Passes, RunOutput, decode_and_time
 
 
 def torch_dtype(name: str) -> torch.dtype:
@@ -64,19 +65,31 @@ def median_run(outs: list[RunOutput]) -> RunOutput:
     return sorted(outs, key=lambda o: o.wallclock_s)[(len(outs) - 1) // 2]
 
 
-def settle(model, sources: list[list[int]], specs: list[DecodeSpec], max_len, batch_size: int, device: torch.device,
-           prepared: Prepared = NOTHING, tol: float = 0.03, max_passes: int = 8, min_s: float = 1.0) -> int:
-    """Warm up until step times settle: decode the first batches with every spec, untimed for the rows, until
-    greedy's time for them changes by less than ``tol`` between two passes (allocator, caches and clock
-    ramp-up first make it fall); returns the passes it took (at most ``max_passes``).
+@dataclass(frozen=True)
+class WarmUp:
+    """When ``settle``'s warm-up ends: greedy's time over the first batches changes by less than ``tol`` between
+    two passes, or after ``max_passes``; the batches compared take greedy at least ``min_s``."""
 
-    The batches compared must take greedy at least ``min_s``: a few short sentences at batch 1 take
+    tol: float = 0.03
+    max_passes: int = 8
+    min_s: float = 1.0
+
+
+def settle(model, sources: list[list[int]], specs: list[DecodeSpec], max_len, batch_size: int, device: torch.device,
+           prepared: Prepared = NOTHING, until: WarmUp | None = None) -> int:
+    """Warm up until step times settle: decode the first batches with every spec, untimed for the rows, until
+    greedy's time for them changes by less than ``until.tol`` between two passes (allocator, caches and clock
+    ramp-up first make it fall); returns the passes it took (at most ``until.max_passes``; default ``WarmUp()``).
+
+    The batches compared must take greedy at least ``until.min_s``: a few short sentences at batch 1 take
     milliseconds, where scheduler noise alone exceeds ``tol`` and the warm-up would run to its cap."""
+    until = WarmUp() if until is None else until
+    tol, max_passes, min_s = until.tol, until.max_passes, until.min_s
     n = min(len(sources), batch_size * 4)
     prev = None
     for p in range(1, max_passes + 1):
-        out = decode_and_time(model, sources[:n], specs, max_len, batch_size=batch_size, device=device, warmup=0,
-                              progress=False, prepared=prepared)
+        out = decode_and_time(model, sources[:n], specs, max_len, batch_size=batch_size, device=device,
+                              prepared=prepared, passes=Passes(warmup=0, progress=False))
         t = out[specs[0].key if specs else "greedy"].wallclock_s  # greedy, the first spec, on its path
         if t < min_s and n < len(sources):  # too short to compare: grow the head and start comparing afresh
             n = min(len(sources), math.ceil(n * 1.2 * min_s / max(t, 1e-3) / batch_size) * batch_size)
@@ -129,56 +142,87 @@ def by_engine(specs: list[DecodeSpec]) -> dict[str, list[DecodeSpec]]:
     return groups
 
 
-def run_bench(
-    model,
-    sources: list[list[int]],
-    specs: list[DecodeSpec],
-    batch_sizes: list[int],
-    max_len,
-    device: torch.device,
-    repeats: int = 3,
-    n_examples: dict[int, int] | None = None,
-    common: dict[str, Any] | None = None,
-    model_id: str = "bpd",
-    step_repeats: int = 200,
-    category: str = "bench",
-    detok: Callable[[list[int]], str] | None = None,
-    max_repeats: int | None = None,
-    ci_target: float = 0.03,
-    prepared: Prepared = NOTHING,
-    ci_batch_sizes: list[int] | None = None,
-    engines: list[str] | None = None,
-    bandwidth: float | None = None,
-) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
-    """Rows, and Spec-Bench records by model id (one file's worth per batch size and decoder; greedy's is the
-    baseline) from the median repeat, for every batch size (greedy must be the first spec).
+@dataclass(frozen=True)
+class BenchPlan:
+    """What the benchmark times: the decoders ``specs`` (greedy first) on each decode path of ``engines`` (default:
+    eager only), at each of ``batch_sizes``, over the first ``n_examples[batch size]`` sources (default: all), with
+    the output-length rule ``max_len``; ``prepared``: the task's criterion options and what the specs' methods built
+    beside the model (``bpd.decoding.spec.prepare``)."""
 
-    Each batch size takes at least ``repeats`` passes; those in ``ci_batch_sizes`` (None: all) continue, up to
-    ``max_repeats``, until every configuration's 95% interval is within +-``ci_target`` of its speedup; rows
-    say whether it got there (and carry no target where none was pursued).
+    specs: list[DecodeSpec]
+    batch_sizes: list[int]
+    max_len: Callable[[torch.Tensor], int]
+    engines: list[str] | None = None
+    n_examples: dict[int, int] | None = None
+    prepared: Prepared = NOTHING
 
-    ``engines`` (default: eager only): the decode paths timed, all in the same passes. Each path's rows take
-    their ratios against greedy on that path; rows off the first path also carry their paired speedup over
-    the first path's greedy (``speedup_vs_base_greedy``), e.g. compiled greedy over eager greedy.
 
-    ``prepared``: the task's criterion options and what the specs' methods built beside the model
-    (``bpd.decoding.spec.prepare``).
+@dataclass(frozen=True)
+class TimingPolicy:
+    """How long each batch size is timed: at least ``repeats`` passes; those in ``ci_batch_sizes`` (None: all)
+    continue, up to ``max_repeats``, until every configuration's 95% interval is within +-``ci_target`` of its
+    speedup. ``step_repeats``: the round-robin repetitions of each isolated step cost (``bpd.bench.step_costs``)."""
 
-    ``bandwidth`` (bytes/s, ``bpd.bench.floor.memory_bandwidth``): rows also carry each step's floor, the weight
+    repeats: int = 3
+    max_repeats: int | None = None
+    ci_target: float = 0.03
+    ci_batch_sizes: list[int] | None = None
+    step_repeats: int = 200
+
+    def pursues(self, batch_size: int) -> bool:
+        """Whether this batch size repeats until its intervals reach ``ci_target``."""
+        return self.ci_batch_sizes is None or batch_size in self.ci_batch_sizes
+
+    def cap(self, batch_size: int) -> int:
+        """The most passes this batch size takes (never fewer than ``repeats``)."""
+        return max(self.repeats, self.max_repeats or self.repeats) if self.pursues(batch_size) else self.repeats
+
+
+@dataclass(frozen=True)
+class Reporting:
+    """What the rows and Spec-Bench records carry beside the timings: the columns every row shares (``common``),
+    the records' model id prefix and category, and their outputs' text (``detok``; None: token ids). With
+    ``bandwidth`` (bytes/s, ``bpd.bench.floor.memory_bandwidth``), rows also carry each step's floor, the weight
     bytes it reads over the bandwidth, and t_1 and t_k as multiples of their floors."""
+
+    common: dict[str, Any] | None = None
+    model_id: str = "bpd"
+    category: str = "bench"
+    detok: Callable[[list[int]], str] | None = None
+    bandwidth: float | None = None
+
+
+def run_bench(model, sources: list[list[int]], plan: BenchPlan, device: torch.device,
+              timing: TimingPolicy | None = None, report: Reporting | None = None
+              ) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
+    """Rows, and Spec-Bench records by model id (one file's worth per batch size and decoder; greedy's is the
+    baseline) from the median repeat, for every batch size of ``plan`` (greedy must be the first spec).
+
+    Each batch size is timed as ``timing`` says (default ``TimingPolicy()``); rows say whether its intervals
+    reached the target (and carry no target where none was pursued).
+
+    ``plan.engines``: the decode paths timed, all in the same passes. Each path's rows take their ratios against
+    greedy on that path; rows off the first path also carry their paired speedup over the first path's greedy
+    (``speedup_vs_base_greedy``), e.g. compiled greedy over eager greedy.
+
+    ``report`` (default ``Reporting()``): the rows' shared columns, the records' names, and the bandwidth of the
+    floor columns."""
+    specs, max_len, prepared = plan.specs, plan.max_len, plan.prepared
+    timing = TimingPolicy() if timing is None else timing
+    report = Reporting() if report is None else report
     assert specs[0].role is Role.REFERENCE, "greedy is the reference and must come first"
-    engines = list(engines or ["eager"])
-    max_repeats = max(repeats, max_repeats or repeats)
+    engines = list(plan.engines or ["eager"])
     rows: list[dict[str, Any]] = []
     records: dict[str, list[dict[str, Any]]] = {}
     ks = sorted({s.k for s in specs if s.role is Role.CHAIN})
     trees = [(s.k, s.shape) for s in specs if isinstance(s.options, TreeOptions)]
-    for bs in batch_sizes:
-        n = min(len(sources), (n_examples or {}).get(bs, len(sources)))
+    for bs in plan.batch_sizes:
+        n = min(len(sources), (plan.n_examples or {}).get(bs, len(sources)))
         srcs = sources[:n]
-        # Step costs at this batch size, on the first inputs, cache length ~ a typical prefix.
+        # Step costs at this batch size, on the first inputs, cache length ~ a typical prefix. (The exact criterion
+        # the rounds are timed with takes no task options.)
         src = pad_rows(srcs[:bs], model.pad_id, min_width=1).to(device)
-        costs = {e: step_costs(model, src, ks, repeats=step_repeats, criterion_kwargs=prepared.criterion_kwargs,
+        costs = {e: step_costs(model, src, ks, timing=StepTiming(repeats=timing.step_repeats),
                                trees=trees if e == "eager" else None, engine=e, max_len=max_len(src))
                  for e in engines}
         if device.type == "cuda":
@@ -186,40 +230,43 @@ def run_bench(
         # A method quadratic in length (the naive recompute-everything greedy): batch 1 only, as a reference.
         bs_specs = on_engines([s for s in specs if not s.entry.quadratic or bs == 1], engines)
         passes = settle(model, srcs, bs_specs, max_len, bs, device, prepared)
-        pursue = ci_batch_sizes is None or bs in ci_batch_sizes
-        cap = max_repeats if pursue else repeats
-        runs = timed_repeats(model, srcs, bs_specs, max_len, bs, device, prepared, repeats, cap, ci_target)
-        extra = {**(common or {}), "batch_size": bs, "n_batches": -(-n // bs), "peak_mem_mb": peak_memory_mb(device),
-                 "warmup_passes": passes, "max_repeats": cap, "ci_target": ci_target if pursue else None}
+        cap = timing.cap(bs)
+        runs = timed_repeats(model, srcs, bs_specs, max_len, bs, device, prepared, timing)
+        extra = {**(report.common or {}), "batch_size": bs, "n_batches": -(-n // bs),
+                 "peak_mem_mb": peak_memory_mb(device), "warmup_passes": passes, "max_repeats": cap,
+                 "ci_target": timing.ci_target if timing.pursues(bs) else None}
         base = bs_specs[0]
         for engine, e_specs in by_engine(bs_specs).items():
             est = paired_estimates(runs, e_specs, e_specs[0])
             e_rows = bench_rows(runs, e_specs, costs[engine], extra, est, chain_estimates(runs, e_specs))
-            if bandwidth:
+            if report.bandwidth:
                 nbytes = step_bytes(model, ks)
                 for row, spec in zip(e_rows, e_specs):
-                    row |= floor_columns(costs[engine], nbytes, bandwidth, spec.step_cost_key)
+                    row |= floor_columns(costs[engine], nbytes, report.bandwidth, spec.step_cost_key)
             if engine != base.path:
                 vs_base = paired_estimates(runs, e_specs, base)
                 for row, spec in zip(e_rows, e_specs):
                     e = vs_base[spec.key]
                     row |= {"speedup_vs_base_greedy": e.speedup, "speedup_vs_base_greedy_ci_low": e.low,
                             "speedup_vs_base_greedy_ci_high": e.high, "base_engine": base.path}
-            records |= specbench_figures(e_rows, e_specs, runs, f"{model_id}-b{bs}", category, detok)
+            records |= specbench_figures(e_rows, e_specs, runs, f"{report.model_id}-b{bs}", report.category,
+                                         report.detok)
             rows += e_rows
     return rows, records
 
 
 def timed_repeats(model, srcs: list[list[int]], specs: list[DecodeSpec], max_len, batch_size: int,
-                  device: torch.device, prepared: Prepared, repeats: int, cap: int, ci_target: float
-                  ) -> list[dict[str, RunOutput]]:
+                  device: torch.device, prepared: Prepared, timing: TimingPolicy) -> list[dict[str, RunOutput]]:
     """Timed passes over ``srcs`` by every spec (greedy first), the order rotating from pass to pass: at least
-    ``repeats``, then more, up to ``cap``, until every speedup's 95% interval is within +-``ci_target``."""
+    ``timing.repeats``, then more, up to ``timing.cap(batch_size)``, until every speedup's 95% interval is within
+    +-``timing.ci_target``."""
+    repeats, cap, ci_target = timing.repeats, timing.cap(batch_size), timing.ci_target
     runs: list[dict[str, RunOutput]] = []
     while len(runs) < cap:
         r = len(runs)
-        runs.append(decode_and_time(model, srcs, specs, max_len, batch_size=batch_size, device=device, warmup=0,
-                                    desc=f"bench b{batch_size} r{r}", rotate=r, prepared=prepared))
+        runs.append(decode_and_time(model, srcs, specs, max_len, batch_size=batch_size, device=device,
+                                    prepared=prepared,
+                                    passes=Passes(warmup=0, rotate=r, desc=f"bench b{batch_size} r{r}")))
         if len(runs) >= repeats:
             est = {}
             for e_specs in by_engine(specs).values():

@@ -24,7 +24,7 @@ import torch
 
 from bpd.config.methods import Role
 from bpd.decoding.common import top1
-from bpd.decoding.criteria import make_criterion
+from bpd.decoding.criteria import Criterion, make_criterion
 from bpd.decoding.methods.blockwise import propose, run_round, start
 from bpd.decoding.methods.tree import TreeShape, build_tree, verify_tree
 from bpd.decoding.spec import DecodeSpec
@@ -90,16 +90,22 @@ def prefill(model, src: torch.Tensor, prefix_len: int, slots: int) -> Prefilled:
     return Prefilled(enc, cache, mark, tok, h_one)
 
 
+@dataclass(frozen=True)
+class StepTiming:
+    """How each isolated step is timed: from a cache holding ``prefix_len`` tokens (rolled back after every step),
+    the median of ``repeats`` round-robin calls."""
+
+    prefix_len: int = 12
+    repeats: int = 200
+
+
 @torch.inference_mode()
 def step_costs(
     model,
     src: torch.Tensor,
     ks: list[int],
-    criterion: str = "exact",
-    criterion_param: float | None = None,
-    prefix_len: int = 12,
-    repeats: int = 200,
-    criterion_kwargs: dict | None = None,
+    criterion: Criterion | None = None,
+    timing: StepTiming | None = None,
     trees: list[tuple[int, TreeShape]] | None = None,
     engine: str = "eager",
     max_len: int | None = None,
@@ -109,16 +115,19 @@ def step_costs(
     encoder (``enc``) and blockwise's propose-only start call per k (``s<k>``), and the parts of the
     steps, timed in a second rotation and keyed ``part_*``: the whole steps again (``part_t1``,
     ``part_t<k>``), the decoder layers alone over 1 and k tokens (``part_d1``, ``part_d<k>``) and the
-    proposal chain at one position (``part_p<k>``).
+    proposal chain at one position (``part_p<k>``). The rounds judge their proposals by ``criterion``
+    (default: exact).
 
-    The cache is filled with ``prefix_len`` tokens first and rolled back after every timed step, so
-    every step and round sees the same cache length.
+    The cache is filled with ``timing.prefix_len`` tokens first (default ``StepTiming()``) and rolled back after
+    every timed step, so every step and round sees the same cache length.
 
     On the static path (``engine``: static, compiled) the engine's own fixed-shape functions are timed (steps,
     rounds, start calls and the encoder; no parts, no trees), with the capacity an output of ``max_len`` tokens
     gets (default: the output-length rule's for ``src``).
     """
-    crit = make_criterion(criterion, criterion_param, **(criterion_kwargs or {}))
+    crit = make_criterion("exact") if criterion is None else criterion
+    timing = StepTiming() if timing is None else timing
+    prefix_len, repeats = timing.prefix_len, timing.repeats
     if engine != "eager":
         from bpd.config.decode import output_limit
         from bpd.decoding.engine import engine_for

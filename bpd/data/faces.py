@@ -41,7 +41,7 @@ import math
 import os
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -150,43 +150,57 @@ def plan_patches(
     return PatchPlan(image=b[pick, 0], y=b[pick, 1] + dy, x=b[pick, 2] + dx, flip=flips)
 
 
+@dataclass(frozen=True)
+class SRPatches:
+    """What :func:`build_sr_patches` cuts: ``n_train`` / ``n_dev`` / ``n_test`` (LR, HR) patch pairs of ``lr_size``
+    and ``hr_size = lr_size * factor`` pixels, drawn with ``seed``; and how: each source is area-downscaled to a
+    short side of ``context * hr_size`` pixels and tiled into blocks of ``ceil(block_scale * hr_size)`` pixels, of
+    which ``dev_frac`` and ``test_frac`` go to dev and test (see :func:`assign_blocks`); ``hflip_train`` flips
+    half the training patches."""
+
+    lr_size: int
+    factor: int
+    n_train: int
+    n_dev: int
+    n_test: int
+    seed: int
+    context: int = 8
+    block_scale: float = 1.5
+    dev_frac: float = 0.1
+    test_frac: float = 0.1
+    hflip_train: bool = True
+
+    def tuned(self) -> dict[str, object]:
+        """The options with a default that differ from it, by name (what a cache file's name adds)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if f.default is not MISSING and getattr(self, f.name) != f.default}
+
+
 def build_sr_patches(
-    images: Sequence[np.ndarray],
-    lr_size: int,
-    factor: int,
-    n_train: int,
-    n_dev: int,
-    n_test: int,
-    seed: int,
-    *,
-    context: int = 8,
-    block_scale: float = 1.5,
-    dev_frac: float = 0.1,
-    test_frac: float = 0.1,
-    hflip_train: bool = True,
-    return_plans: bool = False,
+    images: Sequence[np.ndarray], spec: SRPatches, *, return_plans: bool = False
 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Cut random (LR, HR) patch pairs from arbitrary RGB photographs, with region-disjoint splits.
 
-    Each source is area-downscaled to a short side of ``context * hr_size`` pixels, tiled into blocks of
-    ``ceil(block_scale * hr_size)`` pixels that are dealt to train/dev/test (see :func:`assign_blocks`),
+    Each source is area-downscaled to a short side of ``spec.context * hr_size`` pixels, tiled into blocks of
+    ``ceil(spec.block_scale * hr_size)`` pixels that are dealt to train/dev/test (see :func:`assign_blocks`),
     and HR patches of ``hr_size = lr_size * factor`` are drawn inside the blocks; LR is the exact area
     downsample of HR. Returns ``{split: (lr (N, lr, lr, 3), hr (N, hr, hr, 3))}``, uint8. With
     ``return_plans`` the dict also holds ``"plans"`` (split -> :class:`PatchPlan`) and ``"sources"`` (the
     rescaled images), which tests use to check disjointness.
     """
+    lr_size, factor, seed = spec.lr_size, spec.factor, spec.seed
     if lr_size < 1 or factor < 1:
         raise ValueError(f"lr_size and factor must be >= 1, got {lr_size}, {factor}")
     hr = lr_size * factor
-    block = max(hr, math.ceil(block_scale * hr))
-    srcs = [_area_resize_short_side(np.asarray(im, dtype=np.uint8), context * hr) for im in images]
-    blocks = assign_blocks([s.shape[:2] for s in srcs], block, seed, dev_frac, test_frac)
-    counts = {"train": n_train, "dev": n_dev, "test": n_test}
+    block = max(hr, math.ceil(spec.block_scale * hr))
+    srcs = [_area_resize_short_side(np.asarray(im, dtype=np.uint8), spec.context * hr) for im in images]
+    blocks = assign_blocks([s.shape[:2] for s in srcs], block, seed, spec.dev_frac, spec.test_frac)
+    counts = {"train": spec.n_train, "dev": spec.n_dev, "test": spec.n_test}
     out: dict = {}
     plans: dict[str, PatchPlan] = {}
     for k, split in enumerate(SPLITS):
         rng = np.random.default_rng([seed, k])
-        plan = plan_patches(blocks[split], counts[split], hr, block, rng, flip=hflip_train and split == "train")
+        plan = plan_patches(blocks[split], counts[split], hr, block, rng, flip=spec.hflip_train and split == "train")
         plans[split] = plan
         hr_arr = np.empty((counts[split], hr, hr, 3), dtype=np.uint8)
         for j, (i, y, x, f) in enumerate(zip(plan.image, plan.y, plan.x, plan.flip)):
@@ -200,11 +214,11 @@ def build_sr_patches(
 
 
 def build_embedded_sr(
-    *args, sources: Sequence[str] = DEFAULT_SOURCES, **kwargs
+    spec: SRPatches, sources: Sequence[str] = DEFAULT_SOURCES
 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """The ``faces_sr`` dataset: :func:`build_sr_patches` (same arguments after ``images``) over the offline
-    scikit-image photographs named by ``sources``."""
-    return build_sr_patches(load_embedded_sources(sources), *args, **kwargs)
+    """The ``faces_sr`` dataset: :func:`build_sr_patches` of ``spec`` over the offline scikit-image photographs
+    named by ``sources``."""
+    return build_sr_patches(load_embedded_sources(sources), spec)
 
 
 _EMBEDDED_CACHE_VERSION = 1
@@ -240,20 +254,22 @@ def load_sr_npz(path: str | os.PathLike) -> dict[str, tuple[np.ndarray, np.ndarr
 
 
 def prepare_embedded_sr(
-    cache_dir: str | os.PathLike, lr_size: int, factor: int, n_train: int, n_dev: int, n_test: int, seed: int, **kwargs
+    cache_dir: str | os.PathLike, spec: SRPatches, sources: Sequence[str] = DEFAULT_SOURCES
 ) -> Path:
     """Build ``faces_sr`` once into ``cache_dir`` and return the .npz path; reuse it when already present.
 
-    Every argument that changes the content is part of the file name (plus a version bumped when the
-    builder changes), so different configurations never collide and a stale cache is never reused.
-    Keyword arguments are passed to :func:`build_embedded_sr`.
+    Every option that changes the content is part of the file name (an option with a default, and ``sources``,
+    only where it differs from that default; plus a version bumped when the builder changes), so different
+    configurations never collide and a stale cache is never reused.
     """
+    named = spec.tuned() | ({"sources": tuple(sources)} if tuple(sources) != DEFAULT_SOURCES else {})
     extra = "".join(
-        f"_{k}-{'+'.join(map(str, v)) if isinstance(v, list | tuple) else v}" for k, v in sorted(kwargs.items())
+        f"_{k}-{'+'.join(map(str, v)) if isinstance(v, list | tuple) else v}" for k, v in sorted(named.items())
     )
-    name = f"faces_sr_v{_EMBEDDED_CACHE_VERSION}_lr{lr_size}_x{factor}_n{n_train}-{n_dev}-{n_test}_s{seed}{extra}.npz"
+    counts = f"n{spec.n_train}-{spec.n_dev}-{spec.n_test}"
+    name = f"faces_sr_v{_EMBEDDED_CACHE_VERSION}_lr{spec.lr_size}_x{spec.factor}_{counts}_s{spec.seed}{extra}.npz"
     path = Path(cache_dir) / name
     if not path.exists():
-        data = build_embedded_sr(lr_size, factor, n_train, n_dev, n_test, seed, **kwargs)
+        data = build_embedded_sr(spec, sources)
         save_sr_npz(data, path)
     return path

@@ -24,6 +24,7 @@ import json
 import os
 import shutil
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -175,6 +176,18 @@ class ListPairs(ArrayPairs):
 Encoder = Callable[[list[str]], list[list[int]]]
 
 
+@dataclass(frozen=True)
+class StoreEncoding:
+    """What ``build_store`` encodes with: the tokenizer's batch encoder, its EOS id (which ends every target), its
+    vocabulary size (which sets the tokens' width on disk) and a hash of the tokenizer, kept in the manifest so that
+    a store is never read with another tokenizer."""
+
+    encode: Encoder
+    eos_id: int
+    vocab_size: int
+    tokenizer_hash: str
+
+
 def file_hash(path: str | os.PathLike) -> str:
     """A content hash of a (tokenizer model) file, recorded so a store is never read with another tokenizer."""
     return hashlib.sha1(Path(path).read_bytes()).hexdigest()[:16]
@@ -244,18 +257,20 @@ def encode_pairs(src_lines: list[str], tgt_lines: list[str], encode: Encoder, eo
 
 
 def build_store(
-    path: str | os.PathLike, src_file: str | os.PathLike, tgt_file: str | os.PathLike, encode: Encoder, eos_id: int,
-    vocab_size: int, tokenizer_hash: str, max_len: int | None = None, keep_all: bool = False,
-    chunk_lines: int = CHUNK_LINES, log: Callable[[str], None] = print,
+    path: str | os.PathLike, src_file: str | os.PathLike, tgt_file: str | os.PathLike, encoding: StoreEncoding,
+    max_len: int | None = None, keep_all: bool = False, chunk_lines: int = CHUNK_LINES,
+    log: Callable[[str], None] = print,
 ) -> PairStore:
-    """Encode ``src_file`` / ``tgt_file`` (aligned, one line each) into the store at ``path`` and open it.
+    """Encode ``src_file`` / ``tgt_file`` (aligned, one line each) into the store at ``path`` with ``encoding``
+    and open it.
 
     An existing store built with the same tokenizer and options is opened as it is. Chunks are encoded one
     after another (sentencepiece spreads each over every core) and written to ``<path>.partial/`` as they
     finish, so a killed build resumes at the first missing chunk; the store appears only when complete.
     """
+    encode, eos_id, vocab_size = encoding.encode, encoding.eos_id, encoding.vocab_size
     path = Path(path)
-    options = {"tokenizer": tokenizer_hash, "max_len": max_len, "keep_all": keep_all, "format": FORMAT}
+    options = {"tokenizer": encoding.tokenizer_hash, "max_len": max_len, "keep_all": keep_all, "format": FORMAT}
     if starts_with_bom(src_file) or starts_with_bom(tgt_file):
         # Only here: a store built before the mark was dropped is rebuilt, every other store stays valid.
         options["bom_dropped"] = True

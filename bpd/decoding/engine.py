@@ -209,8 +209,10 @@ class StaticEngine:
         return tuple(t.clone() for t in out) if isinstance(out, tuple) else out.clone()
 
     def batch_args(self, b: StaticBatch) -> tuple:
+        """The batch's tensors as the static functions take them (``bpd.decoding.static_steps``): the encoder
+        state as the tuple of its fields, ``EncoderState``'s order."""
         enc = b.enc
-        return (b.alive, b.cache.lengths, b.cache.k, b.cache.v, enc.cross_kv, enc.src_mask, enc.aligned, b.source)
+        return (b.alive, b.cache.lengths, b.cache.k, b.cache.v, (enc.src_mask, enc.cross_kv, enc.aligned), b.source)
 
     def bos(self, b: StaticBatch, width: int = 1) -> torch.Tensor:
         """BOS tokens (B, ``width``): the first call's input, or a stand-in block for the benchmark."""

@@ -1,8 +1,14 @@
 """The static decode path's fixed-shape functions (``bpd.decoding.engine`` runs and compiles them).
 
 Each maker returns a function of tensors only, with no host synchronisation: the batch's tensors come in the
-order of ``StaticEngine.batch_args`` after the function's own first argument, and each function moves the rows'
-lengths itself. ``torch.compile`` traces them whole (``fullgraph=True``).
+order of ``StaticEngine.batch_args`` after the function's own first argument (``alive``, ``lengths``, the cache's
+``k_cache`` and ``v_cache``, ``encoded``: the encoder state's fields ``(src_mask, cross_kv, aligned)``, and
+``source``), and each function moves the rows' lengths itself. ``torch.compile`` traces them whole
+(``fullgraph=True``).
+
+The arguments stay tensors and plain tuples and lists of them, never objects of ours (the encoder state comes as
+the tuple of its fields, rebuilt inside): dynamo takes a tuple's tensors as graph inputs just as it takes separate
+arguments, while an object would add guards on its type and attributes.
 """
 
 from __future__ import annotations
@@ -60,8 +66,8 @@ def table_chain(tables: tuple, h: torch.Tensor, first: torch.Tensor, k: int, sou
 def greedy_step(model) -> Callable:
     """One token per live row through the decoder; p_1's argmax (B,)."""
 
-    def step(tok, alive, lengths, k_cache, v_cache, cross_kv, src_mask, aligned, source):
-        enc = EncoderState(src_mask, cross_kv, aligned)
+    def step(tok, alive, lengths, k_cache, v_cache, encoded, source):
+        enc = EncoderState(*encoded)
         h = decode_static(model, tok, enc, k_cache, v_cache, lengths)[:, -1]
         lengths.add_(alive.long())
         return top1(model.heads.base_logits(h))
@@ -74,8 +80,8 @@ def chain_start(model, k: int, traced: bool) -> Callable:
     chains: the state and p_1's argmax there, to propose from eagerly)."""
     tables = decoding_tables(model) if traced else None
 
-    def start(bos, alive, lengths, k_cache, v_cache, cross_kv, src_mask, aligned, source):
-        enc = EncoderState(src_mask, cross_kv, aligned)
+    def start(bos, alive, lengths, k_cache, v_cache, encoded, source):
+        enc = EncoderState(*encoded)
         h = decode_static(model, bos, enc, k_cache, v_cache, lengths)[:, 0]
         lengths.add_(alive.long())
         first = top1(model.heads.base_logits(h))[:, None]
@@ -90,8 +96,8 @@ def chain_round(model, k: int, criterion: Criterion, floor: int, traced: bool) -
     runs after slot 0 (B,) and the next block (untraced chains: the state and p_1's argmax to propose from)."""
     tables = decoding_tables(model) if traced else None
 
-    def round_(props, alive, lengths, k_cache, v_cache, cross_kv, src_mask, aligned, source):
-        enc = EncoderState(src_mask, cross_kv, aligned)
+    def round_(props, alive, lengths, k_cache, v_cache, encoded, source):
+        enc = EncoderState(*encoded)
         h = decode_static(model, props, enc, k_cache, v_cache, lengths)
         logits = model.heads.base_logits(h)
         best = top1(logits)

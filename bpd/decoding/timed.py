@@ -2,12 +2,12 @@
 
 Fair timing: every batch of inputs is decoded by every configuration back to back, so slow drift of the
 machine (thermal, other processes) hits all of them alike, and the order rotates from batch to batch
-(``rotate``), so that no configuration always runs first, on the caches the previous one left; a warm-up
+(``Passes.rotate``), so that no configuration always runs first, on the caches the previous one left; a warm-up
 batch runs first, untimed. Each batch's time is kept per configuration (``batch_wall_s``): the bench pairs
-them (``bpd.bench.speedup_ci``). With ``repeats`` > 1 each batch is decoded that many times by every configuration
-before the next batch, the order rotating each time: a load that comes and goes for a few seconds then falls
-on greedy and on the method alike, and the per-batch repeats (``repeat_wall_s``) are what the evaluation's
-paired intervals resample.
+them (``bpd.bench.speedup_ci``). With ``Passes.repeats`` > 1 each batch is decoded that many times by every
+configuration before the next batch, the order rotating each time: a load that comes and goes for a few
+seconds then falls on greedy and on the method alike, and the per-batch repeats (``repeat_wall_s``) are what
+the evaluation's paired intervals resample.
 """
 
 from __future__ import annotations
@@ -52,6 +52,23 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+@dataclass(frozen=True)
+class Passes:
+    """How ``decode_and_time`` goes over the batches: ``warmup`` batches first, untimed; each batch then timed
+    ``repeats`` times by every spec, the order rotating by ``rotate`` (None: the given order); a progress bar
+    labelled ``desc`` while ``progress``."""
+
+    warmup: int = 1
+    repeats: int = 1
+    rotate: int | None = None
+    progress: bool = True
+    desc: str = "decode"
+
+    def __post_init__(self) -> None:
+        if self.repeats < 1:
+            raise ValueError(f"repeats must be >= 1 (got {self.repeats}).")
+
+
 def decode_and_time(
     model,
     sources: list[list[int]],
@@ -59,23 +76,20 @@ def decode_and_time(
     max_len: Callable[[torch.Tensor], int],
     batch_size: int = 1,
     device: str | torch.device = "cpu",
-    warmup: int = 1,
-    progress: bool = True,
-    desc: str = "decode",
-    rotate: int | None = None,
     prepared: Prepared = NOTHING,
-    repeats: int = 1,
+    passes: Passes | None = None,
 ) -> dict[str, RunOutput]:
-    """Decode ``sources`` with every spec, batch by batch, interleaved; outputs in input order. With
-    ``rotate`` set, the j-th timed call of a batch's specs (batch b, repeat r: j = b * repeats + r) starts at
-    spec ``(j + rotate) % len(specs)``; else in the given order. ``repeats``: timed decodes of each batch per
-    spec (outputs from the first; ``wallclock_s`` and ``batch_wall_s`` from the per-batch medians). ``prepared``:
-    the task's criterion options and what the specs' methods built beside the model (``bpd.decoding.spec.prepare``,
-    on ``device`` already), handed to each ``Method.decode``. Outputs are keyed by ``spec.key`` (the decoder's
-    name, with its decode path off the eager one); a spec on the static path first compiles every shape the
-    batches need (``precompile``), untimed."""
-    if repeats < 1:
-        raise ValueError(f"repeats must be >= 1 (got {repeats}).")
+    """Decode ``sources`` with every spec, batch by batch, interleaved; outputs in input order. ``passes``
+    (default ``Passes()``): with ``rotate`` set, the j-th timed call of a batch's specs (batch b, repeat r:
+    j = b * repeats + r) starts at spec ``(j + rotate) % len(specs)``; else in the given order. ``repeats``: timed
+    decodes of each batch per spec (outputs from the first; ``wallclock_s`` and ``batch_wall_s`` from the per-batch
+    medians).
+    ``prepared``: the task's criterion options and what the specs' methods built beside the model
+    (``bpd.decoding.spec.prepare``, on ``device`` already), handed to each ``Method.decode``. Outputs are keyed by
+    ``spec.key`` (the decoder's name, with its decode path off the eager one); a spec on the static path first
+    compiles every shape the batches need (``precompile``), untimed."""
+    passes = Passes() if passes is None else passes
+    warmup, repeats, rotate = passes.warmup, passes.repeats, passes.rotate
     device = torch.device(device)
     model = model.to(device).eval()
     # Batches of similar length waste less on padding; the original order is restored at the end.
@@ -93,7 +107,7 @@ def decode_and_time(
         for spec in specs:
             spec.entry.decode(model, src, max_len(src), spec.options, prepared)
     times = {s.key: [[0.0] * len(batches) for _ in range(repeats)] for s in specs}
-    for bi, idx in enumerate(tqdm(batches, desc=desc, disable=not progress, leave=False,
+    for bi, idx in enumerate(tqdm(batches, desc=passes.desc, disable=not passes.progress, leave=False,
                                   mininterval=progress_interval())):
         src = pad_rows([sources[i] for i in idx], model.pad_id, min_width=1).to(device)
         limit = max_len(src)

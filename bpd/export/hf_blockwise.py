@@ -251,6 +251,9 @@ def output_limit(input_ids: torch.Tensor, max_new_tokens, max_length, config_new
     return int(1.5 * input_ids.shape[1]) + 10  # bpd's output-length rule
 
 
+# The argument list is transformers' (``GenerationMixin.generate``'s names, which ``custom_generate`` passes by
+# keyword) plus our ``k``, ``top_n`` and ``heads_dir``: it cannot be grouped, and is the one long list that
+# tests/test_style.py allows.
 @torch.no_grad()
 def generate(model, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
              k: int | None = None, top_n: int | None = None, heads_dir: str | None = None,

@@ -19,7 +19,7 @@ from bpd.config import SPLITS, DecodeConfig, HeadsConfig, ModelConfig, cache_key
 from bpd.data.batches import batch_iterator, make_batches
 from bpd.data.store import ArrayPairs, ListPairs, PairStore
 from bpd.decoding.spec import DecodeSpec
-from bpd.decoding.timed import RunOutput, decode_and_time
+from bpd.decoding.timed import Passes, RunOutput, decode_and_time
 from bpd.tracking import Tracker
 from bpd.training.checkpoint import CheckpointError
 
@@ -125,7 +125,8 @@ class Task:
         model.eval()
         try:
             out = decode_and_time(model, pairs.sources(range(n)), [DecodeSpec("greedy")], self.max_len(decode),
-                                  batch_size=batch_size, device=device, warmup=0, progress=False)["greedy"]
+                                  batch_size=batch_size, device=device,
+                                  passes=Passes(warmup=0, progress=False))["greedy"]
         finally:
             model.train(was_training)
         return {self.quality: float(self.scorer(split, n).score(out.tokens, out.tokens)[self.quality])}

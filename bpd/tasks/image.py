@@ -18,7 +18,7 @@ from bpd.config.registry import implementations
 from bpd.config.task import corpora as kind_corpora
 from bpd.data import images as im
 from bpd.data.celeba import prepare_celeba
-from bpd.data.faces import load_sr_npz, prepare_embedded_sr
+from bpd.data.faces import SRPatches, load_sr_npz, prepare_embedded_sr
 from bpd.data.grid import save_grid
 from bpd.data.store import ArrayPairs
 from bpd.decoding.spec import DecodeSpec
@@ -44,8 +44,9 @@ class FacesCorpus(ImageCorpus):
     source = "faces"
 
     def prepare(self, cfg: ImageTaskConfig, options: Any, data_cache: Path) -> Images:
-        path = prepare_embedded_sr(data_cache, lr_size=cfg.lr_size, factor=cfg.hr_size // cfg.lr_size,
-                                   n_train=cfg.n_train, n_dev=cfg.n_dev, n_test=cfg.n_test, seed=cfg.seed)
+        spec = SRPatches(lr_size=cfg.lr_size, factor=cfg.hr_size // cfg.lr_size, n_train=cfg.n_train,
+                         n_dev=cfg.n_dev, n_test=cfg.n_test, seed=cfg.seed)
+        path = prepare_embedded_sr(data_cache, spec)
         return load_sr_npz(path)
 
 

@@ -23,7 +23,7 @@ from bpd.config.common import config_hash
 from bpd.config.methods import Role
 from bpd.config.registry import implementations
 from bpd.config.task import corpora as kind_corpora
-from bpd.data.store import build_store, file_hash
+from bpd.data.store import StoreEncoding, build_store, file_hash
 from bpd.data.tokenizer import Tokenizer, install_tokenizer
 from bpd.data.translation import directed_name, prepare_wmt14
 from bpd.decoding.spec import DecodeSpec
@@ -153,7 +153,7 @@ class TranslationTask(Task):
         tok = Tokenizer.train([folder / "train.src", folder / "train.tgt"], folder / f"spm{cfg.vocab_size}",
                               cfg.vocab_size, seed=0)
         key = task_key(cfg, content)
-        tok_hash = tok.content_hash()
+        encoding = StoreEncoding(tok.encode_batch, tok.eos_id, tok.vocab_size, tok.content_hash())
         splits = {}
         for split in SPLITS:
             # Training pairs are cut to max_len; dev and test lines are all kept whole (BLEU is measured on
@@ -161,8 +161,7 @@ class TranslationTask(Task):
             train = split == "train"
             splits[split] = build_store(
                 data_cache / "stores" / f"{cfg.name}_{key}_{split}.store", folder / f"{split}.src",
-                folder / f"{split}.tgt", tok.encode_batch, tok.eos_id, tok.vocab_size, tok_hash,
-                max_len=cfg.max_len if train else None, keep_all=not train,
+                folder / f"{split}.tgt", encoding, max_len=cfg.max_len if train else None, keep_all=not train,
             )
         self.folder = folder
         # utf-8-sig: a byte-order mark opening the file is not part of the first reference (as in the store).
@@ -190,8 +189,9 @@ class TranslationTask(Task):
             src, tgt = folder / f"{name}.src", folder / f"{name}.tgt"
             key = config_hash(self.key, split, file_hash(src), file_hash(tgt))
             tok = self.tokenizer
+            encoding = StoreEncoding(tok.encode_batch, tok.eos_id, tok.vocab_size, tok.content_hash())
             store = build_store(self.data_cache / "stores" / f"{self.cfg.name}_{key}_{corpus}_{name}.store", src, tgt,
-                                tok.encode_batch, tok.eos_id, tok.vocab_size, tok.content_hash(), keep_all=True)
+                                encoding, keep_all=True)
             refs = tgt.read_text(encoding="utf-8-sig").split("\n")[: len(store)]
             self.others[split] = (store, refs)
         return self.others[split]

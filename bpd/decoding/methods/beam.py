@@ -50,13 +50,22 @@ def start_beams(b: int, w: int, alpha: float, max_len: int, dev: torch.device) -
                  [max_len <= 0] * b)
 
 
-def extend_row(beams: Beams, r: int, j: int, top_s: list[float], top_i: list[int], v: int, eos: int, last: bool,
-               new_scores: torch.Tensor) -> list[list[int]]:
-    """Row ``r``'s next hypotheses from its best candidates (score, beam * V + token), best first: one that
-    ends in EOS within the top ``w`` is set aside as finished; the first ``w`` others live on, in line ``j`` of
-    ``new_scores``, ``src_beam`` and ``new_tok``. With ``last`` (out of length) the live ones compete as they are."""
-    w, eos_seen, row_seqs = beams.w, beams.finished[r], []
-    for rank, (s, idx) in enumerate(zip(top_s, top_i)):
+@dataclass(frozen=True)
+class Candidates:
+    """One row's best candidates, best first: their scores and their flat indices ``beam * vocab + token``."""
+
+    scores: list[float]
+    flat: list[int]
+    vocab: int
+
+
+def extend_row(beams: Beams, r: int, j: int, cands: Candidates, eos: int, last: bool, new_scores: torch.Tensor
+               ) -> list[list[int]]:
+    """Row ``r``'s next hypotheses from its best candidates ``cands``: one that ends in EOS within the top ``w``
+    is set aside as finished; the first ``w`` others live on, in line ``j`` of ``new_scores``, ``src_beam`` and
+    ``new_tok``. With ``last`` (out of length) the live ones compete as they are."""
+    w, eos_seen, row_seqs, v = beams.w, beams.finished[r], [], cands.vocab
+    for rank, (s, idx) in enumerate(zip(cands.scores, cands.flat)):
         if s == float("-inf"):
             break
         beam, tok = divmod(idx, v)
@@ -91,7 +100,7 @@ def beam_step(beams: Beams, logp: torch.Tensor, eos: int, last: bool, live: list
     beams.new_tok = torch.full((b, w), eos, dtype=torch.long)
     for j, r in enumerate(live):
         if not beams.done[r]:  # a finished row left in the batch (drop_finished=False) decodes nothing
-            row_seqs = extend_row(beams, r, j, top_s_h[j], top_i_h[j], v, eos, last, new_scores)
+            row_seqs = extend_row(beams, r, j, Candidates(top_s_h[j], top_i_h[j], v), eos, last, new_scores)
             beams.seqs[r] = row_seqs + [[] for _ in range(w - len(row_seqs))]
     beams.scores = new_scores.to(logp.device)
 
