@@ -30,7 +30,7 @@ def main(overrides: list[str]) -> int:
     from hydra import compose, initialize_config_dir
 
     from bpd.runtime import Runtime
-    from bpd.stages import heads_path_for
+    from bpd.stages import Recipe, heads_path_for
     from bpd.tasks import load_task
     from corpora.ding import ding_folder
 
@@ -38,7 +38,7 @@ def main(overrides: list[str]) -> int:
         cfg, _ = to_configs(compose("config", overrides=overrides or ["experiment=demo"]))
     runtime = Runtime.build(cfg)
     task = load_task(runtime, cfg.task, cfg.shipped)  # reuses the tokenised corpus (the embedded one: prepared offline)
-    model = heads_path_for(runtime, cfg, task)
+    model = heads_path_for(runtime, Recipe.of(cfg), task)
     if not model.exists():
         print(f"no trained model at {model}: run `make demo` (or this experiment) first.", file=sys.stderr)
         return 2

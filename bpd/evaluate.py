@@ -19,7 +19,7 @@ import torch
 
 from bpd import machine_load
 from bpd.bench.speedup_ci import timing_columns
-from bpd.config import DecodeConfig, ExperimentConfig
+from bpd.config import DecodeConfig
 from bpd.config.common import cache_key, keyed
 from bpd.config.methods import Role, role_of
 from bpd.decoding.agreement import mismatch_gaps
@@ -45,31 +45,11 @@ def run_id(decode_cfg: DecodeConfig, task_name: str, device: str, model_path: Pa
 
 @dataclass(frozen=True)
 class Provenance:
-    """What an evaluation's rows record of the experiment beyond its decoding options (``provenance``)."""
+    """What an evaluation's rows record of the experiment beyond its decoding options (the entry points build it
+    from their config: ``provenance`` in experiments/_common.py)."""
 
     task_name: str  # the task config's name, which run ids hash (a translation task's own name adds its direction)
     columns: Mapping[str, Any]  # the experiment's row columns, by name (``row_provenance`` orders them)
-
-
-def provenance(cfg: ExperimentConfig, draft_path: Path | None = None) -> Provenance:
-    """The experiment's side of an evaluation's rows; refused when the config asks for draft-model decoding
-    (``draft.model``) and ``draft_path`` is missing: its rows would silently be left out."""
-    if cfg.draft.model is not None and draft_path is None:
-        raise ValueError("draft-model decoding (draft.model) needs the trained draft model: build it with "
-                         "`python experiments/train.py stage=draft` and the same overrides (experiments/run.py "
-                         "builds it before evaluating).")
-    return Provenance(cfg.task.name, {
-        "experiment": cfg.name,
-        "model_preset": cfg.model.name,
-        "heads_training": cfg.heads.training,
-        "heads_targets": cfg.heads.targets,
-        "heads_loss": cfg.heads.loss,
-        "heads_p1_weight": cfg.heads.p1_weight,
-        "distilled": cfg.base_targets == "distilled",
-        "setting": cfg.setting,
-        "seed": cfg.seed,
-        "command": cfg.command,
-    })
 
 
 def same_weights(row: dict, payload: dict) -> bool:
@@ -83,7 +63,7 @@ def same_weights(row: dict, payload: dict) -> bool:
 def evaluate(runtime: Runtime, task: Task, model_path: Path, d: DecodeConfig, about: Provenance,
              draft_path: Path | None = None) -> list[dict]:
     """Decode the configured split with greedy, beam and every blockwise config (and the draft model's, given
-    ``draft_path``); write and return rows (``about``: the experiment's columns, ``provenance``). Trains nothing:
+    ``draft_path``); write and return rows (``about``: the experiment's columns, a ``Provenance``). Trains nothing:
     the caller builds the models first (the draft with ``bpd.stages.ensure_draft``)."""
     results_dir = ensure_writable(runtime.results_dir)
     rows_path = results_dir / "rows.jsonl"
@@ -430,4 +410,4 @@ def log_to_wandb(runtime: Runtime, task: Task, decoded: Decoded, rows: list[dict
     tracker.finish()
 
 
-__all__ = ["Provenance", "evaluate", "format_table", "make_rows", "merge_shards", "provenance", "run_id"]
+__all__ = ["Provenance", "evaluate", "format_table", "make_rows", "merge_shards", "run_id"]

@@ -64,7 +64,10 @@ class Runtime:
     @classmethod
     def build(cls, cfg: ExperimentConfig) -> Runtime:
         """Join the process group of a torchrun / multi-task SLURM run (one process: rank 0 of 1) and resolve
-        the device and folders. Joining is idempotent, so a Hydra multirun builds one per job in the same group."""
+        the device and folders. Joining is idempotent, so a Hydra multirun builds one per job in the same group.
+
+        The entry points' glue (with ``bpd.stages.Recipe.of``): it alone reads the process's sections of the
+        whole config (``device``, ``dist``, ``paths``, ``logger``, the name), and the library takes the runtime."""
         info = dist.init_distributed(cfg.dist.backend, cfg.device, cfg.dist.timeout_min)
         return cls(info=info, device=info.device if info.distributed else pick_device(cfg.device),
                    device_setting=cfg.device, cache_root=resolve_path(cfg.paths.cache_dir),

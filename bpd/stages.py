@@ -3,7 +3,9 @@ and the k proposal heads (frozen or fine-tuned, on gold, distilled or self-disti
 
 Every product is cached under ``paths.cache_dir`` by a hash of exactly the typed config that determines it,
 and a finished product is reused: that makes sweeps idempotent and resumable (a killed sweep re-run
-retrains nothing that finished, and training stages resume from their last checkpoint).
+retrains nothing that finished, and training stages resume from their last checkpoint). The stages take a
+``Runtime`` (where and how this process runs) and a ``Recipe`` (what determines their products), both built
+once by the entry point from its experiment config; they never see the whole config.
 """
 
 from __future__ import annotations
@@ -15,7 +17,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bpd.config import DecodeConfig, ExperimentConfig, HeadsConfig, TrainConfig, cache_key, keyed
+from bpd.config import (
+    DecodeConfig,
+    DistillConfig,
+    DraftConfig,
+    ExperimentConfig,
+    HeadsConfig,
+    ModelConfig,
+    TrainConfig,
+    cache_key,
+    keyed,
+)
 from bpd.locks import exclusive
 from bpd.runtime import Runtime
 from bpd.shipped import install
@@ -24,15 +36,50 @@ from bpd.tasks import Pairs, Task
 from bpd.tracking import Tracker, command_line, git_sha, make_tracker
 from bpd.training import distributed as dist
 from bpd.training.checkpoint import CheckpointError, load_checkpoint, load_model
-from bpd.training.loop import configure_params, train
+from bpd.training.evaluation import DevEvaluation
+from bpd.training.loop import Placement, TrainOutput, configure_params, train
 
 BASE = HeadsConfig(k=1)  # the base stage's model: p_1 alone, no heads
 
 
 @dataclass(frozen=True)
+class Recipe:
+    """What determines the products of the stages (models, decoded targets), the task aside: what their cache
+    keys hash (sizes, training options, heads, seeds, targets, the samples of decoded sources) and what else
+    shapes them (``decode``: the decoded targets' length limit and the dev score; ``shipped``: install a shipped
+    base model of this recipe instead of training it; ``reference_world_size``: the global batch every world
+    size keeps).
+
+    Where and how the process runs (device, folders, process group, W&B) is the ``Runtime``'s, and a run's
+    labels and evaluation options stay with its entry point: stages that took the whole experiment config would
+    hide which of its options shape what they train. ``of`` builds an experiment's recipe."""
+
+    model: ModelConfig
+    train: TrainConfig  # the base stage's
+    heads: HeadsConfig
+    heads_train: TrainConfig  # the heads stage's: ``train`` with the experiment's ``heads_train`` values over it
+    base_targets: str  # gold | distilled: what the base model under the heads trains on
+    seed: int
+    teacher_seed: int  # the distillation teacher's (null ``distill.teacher_seed``: seed + 1)
+    distill: DistillConfig
+    decode: DecodeConfig
+    draft: DraftConfig
+    shipped: bool
+    reference_world_size: int | None
+
+    @classmethod
+    def of(cls, cfg: ExperimentConfig) -> Recipe:
+        """The recipe of an experiment: the entry points' glue (with ``Runtime.build``)."""
+        return cls(model=cfg.model, train=cfg.train, heads=cfg.heads, heads_train=cfg.heads_train_config,
+                   base_targets=cfg.base_targets, seed=cfg.seed, teacher_seed=cfg.teacher_seed, distill=cfg.distill,
+                   decode=cfg.decode, draft=cfg.draft, shipped=cfg.shipped,
+                   reference_world_size=cfg.dist.reference_world_size)
+
+
+@dataclass(frozen=True)
 class Stage:
-    """One model to train: its name (in logs and W&B), cached path, seed, recipe, heads (None: the base model), dev
-    sets, and what its checkpoint and W&B run record of its config."""
+    """One model to train: its name (in logs and W&B), cached path, seed, training options, heads (None: the base
+    model), dev sets, and what its checkpoint and W&B run record of its config."""
 
     name: str
     path: Path
@@ -63,46 +110,47 @@ def sampled_targets(n: int | None, targets: str) -> tuple[dict[str, int], ...]:
     return ({"max_sources": n},) if n is not None and targets != "gold" else ()
 
 
-def base_path_for(runtime: Runtime, cfg: ExperimentConfig, task: Task, targets: str = "gold",
+def base_path_for(runtime: Runtime, recipe: Recipe, task: Task, targets: str = "gold",
                   seed: int | None = None) -> Path:
-    """Where the base model of this config is cached (whether or not it has been trained yet)."""
-    seed = cfg.seed if seed is None else seed
-    key = cache_key(task.key, keyed(cfg.model), cfg.train.product(), targets, seed, "base",
-                      *sampled_targets(cfg.distill.base_sources, targets))
+    """Where the base model of this recipe is cached (whether or not it has been trained yet)."""
+    seed = recipe.seed if seed is None else seed
+    key = cache_key(task.key, keyed(recipe.model), recipe.train.product(), targets, seed, "base",
+                    *sampled_targets(recipe.distill.base_sources, targets))
     return runtime.cache_root / "models" / f"base_{targets}_s{seed}_{key}.pt"
 
 
-def ensure_base(runtime: Runtime, cfg: ExperimentConfig, task: Task, targets: str = "gold",
+def ensure_base(runtime: Runtime, recipe: Recipe, task: Task, targets: str = "gold",
                 seed: int | None = None) -> Path:
     """Train (or reuse) the base model p_1 on gold or distilled targets."""
-    seed = cfg.seed if seed is None else seed
-    path = base_path_for(runtime, cfg, task, targets, seed)
+    seed = recipe.seed if seed is None else seed
+    path = base_path_for(runtime, recipe, task, targets, seed)
     if finished(path):
         return path
     with exclusive(lock_for(path), lambda: finished(path)) as done:  # one job trains it, the others wait
         if done:
             return path
-        # A shipped base model (make pretrain) of exactly this config: installed instead of trained.
-        if cfg.shipped and dist.main_first(lambda: finished(path) or install(path, task.fingerprint(),
-                                                                              runtime.shipped_dir)):
+        # A shipped base model (make pretrain) of exactly this recipe: installed instead of trained.
+        if recipe.shipped and dist.main_first(lambda: finished(path) or install(path, task.fingerprint(),
+                                                                                 runtime.shipped_dir)):
             return path
         pairs = (task.pairs("train") if targets == "gold"
-                 else distillation_targets(runtime, cfg, task, cfg.distill.base_sources))
-        model = task.build_model(cfg.model, BASE, 1, seed)
-        dev = {"dev": task.eval_batches(task.pairs("dev"), cfg.train.max_tokens)}
-        described = {"model": dataclasses.asdict(cfg.model), "train": dataclasses.asdict(cfg.train),
+                 else distillation_targets(runtime, recipe, task, recipe.distill.base_sources))
+        model = task.build_model(recipe.model, BASE, 1, seed)
+        dev = {"dev": task.eval_batches(task.pairs("dev"), recipe.train.max_tokens)}
+        described = {"model": dataclasses.asdict(recipe.model), "train": dataclasses.asdict(recipe.train),
                      "targets": targets}
-        stage = Stage(f"base-{targets}-s{seed}", path, seed, cfg.train, None, dev, described)
-        return _train_stage(runtime, task, model, pairs, stage, cfg.decode, cfg.dist.reference_world_size)
+        stage = Stage(f"base-{targets}-s{seed}", path, seed, recipe.train, None, dev, described)
+        return _train_stage(runtime, task, model, pairs, stage, recipe.decode, recipe.reference_world_size)
 
 
-def ensure_draft(runtime: Runtime, cfg: ExperimentConfig, task: Task) -> Path | None:
-    """The draft model of draft-model speculative decoding (``cfg.draft``), trained like the base model on gold
+def ensure_draft(runtime: Runtime, recipe: Recipe, task: Task) -> Path | None:
+    """The draft model of draft-model speculative decoding (``recipe.draft``), trained like the base model on gold
     targets but with its own sizes (and budget); None when no draft is configured."""
-    if cfg.draft.model is None:
+    draft = recipe.draft
+    if draft.model is None:
         return None
-    train = cfg.train if cfg.draft.max_steps is None else dataclasses.replace(cfg.train, max_steps=cfg.draft.max_steps)
-    return ensure_base(runtime, dataclasses.replace(cfg, model=cfg.draft.model, train=train), task, "gold")
+    train = recipe.train if draft.max_steps is None else dataclasses.replace(recipe.train, max_steps=draft.max_steps)
+    return ensure_base(runtime, dataclasses.replace(recipe, model=draft.model, train=train), task, "gold")
 
 
 def lock_for(path: Path) -> Path:
@@ -110,65 +158,65 @@ def lock_for(path: Path) -> Path:
     return path.with_name(path.name + ".lock")
 
 
-def distillation_targets(runtime: Runtime, cfg: ExperimentConfig, task: Task, sources: int | None) -> Pairs:
-    """The paper's sequence-level distillation data: a teacher (same config, another seed) is trained, then
+def distillation_targets(runtime: Runtime, recipe: Recipe, task: Task, sources: int | None) -> Pairs:
+    """The paper's sequence-level distillation data: a teacher (same recipe, another seed) is trained, then
     beam-decodes the training sources (``sources`` of them, spread evenly; None: all)."""
-    teacher = ensure_base(runtime, cfg, task, "gold", seed=cfg.teacher_seed)
-    return distilled_pairs(runtime, task, teacher, sources, cfg.distill, cfg.decode)
+    teacher = ensure_base(runtime, recipe, task, "gold", seed=recipe.teacher_seed)
+    return distilled_pairs(runtime, task, teacher, sources, recipe.distill, recipe.decode)
 
 
-def heads_path_for(runtime: Runtime, cfg: ExperimentConfig, task: Task) -> Path:
-    """Where the heads model of this config is cached (the base model's path when k = 1 needs no heads),
+def heads_path_for(runtime: Runtime, recipe: Recipe, task: Task) -> Path:
+    """Where the heads model of this recipe is cached (the base model's path when k = 1 needs no heads),
     whether or not it has been trained yet."""
-    h = cfg.heads
-    base_path = base_path_for(runtime, cfg, task, cfg.base_targets)
+    h = recipe.heads
+    base_path = base_path_for(runtime, recipe, task, recipe.base_targets)
     if h.k == 1 and h.identity_p1:
         return base_path  # nothing to train: k=1 with p_1 = base is the base model itself
-    key = cache_key(base_path.stem, keyed(h), cfg.heads_train_config.product(), cfg.seed,
-                      *sampled_targets(cfg.distill.max_sources, h.targets))
+    key = cache_key(base_path.stem, keyed(h), recipe.heads_train.product(), recipe.seed,
+                    *sampled_targets(recipe.distill.max_sources, h.targets))
     return runtime.cache_root / "models" / f"heads_k{h.k}_{h.training}_{h.targets}_{key}.pt"
 
 
-def ensure_heads(runtime: Runtime, cfg: ExperimentConfig, task: Task) -> Path:
+def ensure_heads(runtime: Runtime, recipe: Recipe, task: Task) -> Path:
     """Train (or reuse) k proposal heads on top of the base model (frozen or fine-tuned)."""
-    path = heads_path_for(runtime, cfg, task)
+    path = heads_path_for(runtime, recipe, task)
     # A finished heads model is all decoding needs: neither its base nor its training targets are rebuilt.
     if finished(path):
         return path
-    base_path = ensure_base(runtime, cfg, task, cfg.base_targets)
+    base_path = ensure_base(runtime, recipe, task, recipe.base_targets)
     if path == base_path:
         return base_path
     with exclusive(lock_for(path), lambda: finished(path)) as done:  # one job trains it, the others wait
-        return path if done else _heads_stage(runtime, cfg, task, path, base_path)
+        return path if done else _heads_stage(runtime, recipe, task, path, base_path)
 
 
-def _heads_stage(runtime: Runtime, cfg: ExperimentConfig, task: Task, path: Path, base_path: Path) -> Path:
-    h = cfg.heads
+def _heads_stage(runtime: Runtime, recipe: Recipe, task: Task, path: Path, base_path: Path) -> Path:
+    h = recipe.heads
     if h.targets == "gold":
         pairs = task.pairs("train")
     elif h.targets == "distilled":
-        pairs = distillation_targets(runtime, cfg, task, cfg.distill.max_sources)
+        pairs = distillation_targets(runtime, recipe, task, recipe.distill.max_sources)
     else:
-        pairs = self_pairs(runtime, task, base_path, cfg.distill, cfg.decode, cfg.shipped)
+        pairs = self_pairs(runtime, task, base_path, recipe.distill, recipe.decode, recipe.shipped)
     base, base_payload = load_model(base_path)
     task.check_model(base, base_path)
-    model = task.build_model(cfg.model, h, h.k, cfg.seed)
+    model = task.build_model(recipe.model, h, h.k, recipe.seed)
     missing, unexpected = model.load_state_dict(base.state_dict(), strict=False)
     if unexpected or any(not m.startswith("heads.") for m in missing):
         raise CheckpointError(f"base checkpoint {base_path} does not match the model config; delete it and retrain.")
     model.heads.set_loss_vocab(task.proposal_vocab(h.proposal_vocab))
-    tcfg = cfg.heads_train_config
+    tcfg = recipe.heads_train
     mt = tcfg.max_tokens
     dev = {"dev": task.eval_batches(task.pairs("dev"), mt)}
     if h.targets == "self" or h.eval_vs_self:
         # Under torchrun rank 0 decodes the dev set, the others then read its file.
         dev["dev_vs_base"] = task.eval_batches(
-            dist.main_first(lambda: base_outputs(runtime, task, base_path, "dev", cfg.decode)), mt)
+            dist.main_first(lambda: base_outputs(runtime, task, base_path, "dev", recipe.decode)), mt)
     described = {"heads": dataclasses.asdict(h), "heads_train": dataclasses.asdict(tcfg), "base": base_path.name,
                  "base_stopped_by": base_payload.get("stopped_by")}
     name = f"heads-k{h.k}-{h.training}-{h.targets}"
-    stage = Stage(name, path, cfg.seed, tcfg, h, dev, described)
-    return _train_stage(runtime, task, model, pairs, stage, cfg.decode, cfg.dist.reference_world_size)
+    stage = Stage(name, path, recipe.seed, tcfg, h, dev, described)
+    return _train_stage(runtime, task, model, pairs, stage, recipe.decode, recipe.reference_world_size)
 
 
 def _train_stage(runtime: Runtime, task: Task, model, pairs: Pairs, stage: Stage, decode: DecodeConfig,
@@ -190,21 +238,16 @@ def _train_stage(runtime: Runtime, task: Task, model, pairs: Pairs, stage: Stage
         configure_params(model.to(device), tcfg, heads)  # DDP hooks only what requires grad when it is built
         ddp = dist.wrap_ddp(model, info, find_unused_parameters=heads is not None and heads.loss == "sampled")
     t0 = time.time()
+    meta = {"name": name, "data": task.key, "config": described, "command": command_line(), "git_sha": git_sha()}
     summary = train(
         model,
         batches,
         tcfg,
-        path,
+        TrainOutput(path, resume=True, meta=meta, log=tracker.log),
         heads=heads,
         seed=seed,
-        resume=True,
-        dev_sets=stage.dev_sets,
-        dev_score=lambda m: task.dev_score(m, decode, tcfg.score_examples, device=device),
-        log=tracker.log,
-        device=device,
-        meta={"name": name, "data": task.key, "config": described, "command": command_line(), "git_sha": git_sha()},
-        ddp_model=ddp,
-        is_main=info.is_main,
+        dev=DevEvaluation(stage.dev_sets, lambda m: task.dev_score(m, decode, tcfg.score_examples, device=device)),
+        place=Placement(device, ddp, info.is_main),
     )
     tracker.summary({"train_minutes": (time.time() - t0) / 60, **{k: v for k, v in summary.items() if k != "history"}})
     tracker.finish()

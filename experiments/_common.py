@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
@@ -32,6 +32,9 @@ from bpd.config import BenchConfig, ExperimentConfig, ImageTaskConfig, Translati
 from bpd.config.methods import moved_options  # noqa: E402
 from bpd.config.task import moved_task_options  # noqa: E402
 from bpd.config.translate import TranslateConfig  # noqa: E402
+
+if TYPE_CHECKING:
+    from bpd.evaluate import Provenance
 
 CONF_DIR = str(ROOT / "conf")
 
@@ -103,6 +106,30 @@ def to_configs(cfg: DictConfig) -> tuple[ExperimentConfig, Any]:
     experiment = ExperimentConfig(**{f.name: getattr(entry, f.name) for f in fields(ExperimentConfig)})
     experiment.command = " ".join(["python", *sys.argv])
     return experiment.validate(), entry
+
+
+def provenance(cfg: ExperimentConfig, draft_path: Path | None = None) -> Provenance:
+    """The experiment's side of an evaluation's rows (its labels, and how its model was made); refused when the
+    config asks for draft-model decoding (``draft.model``) and ``draft_path`` is missing: its rows would silently
+    be left out."""
+    from bpd.evaluate import Provenance
+
+    if cfg.draft.model is not None and draft_path is None:
+        raise ValueError("draft-model decoding (draft.model) needs the trained draft model: build it with "
+                         "`python experiments/train.py stage=draft` and the same overrides (experiments/run.py "
+                         "builds it before evaluating).")
+    return Provenance(cfg.task.name, {
+        "experiment": cfg.name,
+        "model_preset": cfg.model.name,
+        "heads_training": cfg.heads.training,
+        "heads_targets": cfg.heads.targets,
+        "heads_loss": cfg.heads.loss,
+        "heads_p1_weight": cfg.heads.p1_weight,
+        "distilled": cfg.base_targets == "distilled",
+        "setting": cfg.setting,
+        "seed": cfg.seed,
+        "command": cfg.command,
+    })
 
 
 def refuse_moved_options(overrides: list[str]) -> None:

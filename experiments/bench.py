@@ -28,7 +28,7 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
     from bpd.bench.specbench import write_jsonl
     from bpd.decoding.spec import Resources, bench_specs, prepare
     from bpd.runtime import Runtime, resolve_path
-    from bpd.stages import ensure_draft, ensure_heads
+    from bpd.stages import Recipe, ensure_draft, ensure_heads
     from bpd.tasks import load_task
     from bpd.tracking import append_rows
 
@@ -44,12 +44,12 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
     all_rows = []
     stamp = time.strftime("%Y%m%d-%H%M%S")
     bandwidth = memory_bandwidth(device) if b.floors else None
-    draft_path = ensure_draft(runtime, cfg, task)
+    draft_path = ensure_draft(runtime, Recipe.of(cfg), task)
     resources = Resources(device, {"draft": draft_path} if draft_path is not None else {})
     prepared = None
     for arch in archs:
         c = arch_config(cfg, arch, b)
-        path = ensure_heads(runtime, c, task)
+        path = ensure_heads(runtime, Recipe.of(c), task)
         model, payload = bench_model(path, device, b, task.proposal_vocab(cfg.decode.proposal_vocab),
                                      cfg.decode.proposal_precision)
         specs = bench_specs(b, ks, models=resources.models)

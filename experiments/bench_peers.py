@@ -99,16 +99,17 @@ def exported_models(runtime, cfg: ExperimentConfig, entry: PeersEntry, task):
     HF directory or None)."""
     from bpd.export.bundle import export_bundle
     from bpd.runtime import resolve_path
-    from bpd.stages import ensure_draft, ensure_heads
+    from bpd.stages import Recipe, ensure_draft, ensure_heads
     from bpd.training.checkpoint import load_model
 
     tok = task.tokenizer
-    path = ensure_heads(runtime, cfg, task)
+    recipe = Recipe.of(cfg)
+    path = ensure_heads(runtime, recipe, task)
     model, payload = load_model(path)
     model.heads.set_proposal_vocab(task.proposal_vocab(cfg.decode.proposal_vocab))  # the experiment's setting
     export_root = resolve_path(entry.export_dir)
     dirs = export_bundle(model, tok.model_path, export_root / path.stem, source=path.name)
-    draft_path = ensure_draft(runtime, cfg, task)
+    draft_path = ensure_draft(runtime, recipe, task)
     draft_hf = None
     if draft_path is not None:
         draft = load_model(draft_path)[0]

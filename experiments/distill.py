@@ -18,7 +18,7 @@ from bpd.config import ExperimentConfig
 
 def run(cfg: ExperimentConfig, entry: DistillEntry) -> None:
     from bpd.runtime import Runtime
-    from bpd.stages import distillation_targets, ensure_heads
+    from bpd.stages import Recipe, distillation_targets, ensure_heads
     from bpd.tasks import load_task
 
     if entry.stage not in ("data", "all"):
@@ -26,11 +26,12 @@ def run(cfg: ExperimentConfig, entry: DistillEntry) -> None:
     runtime = Runtime.build(cfg)
     task = load_task(runtime, cfg.task, cfg.shipped)
     # The distilled base's training set (distill.base_sources); heads on distilled targets decode their own sample.
-    print(f"distilled training set: {len(distillation_targets(runtime, cfg, task, cfg.distill.base_sources))} pairs")
+    pairs = distillation_targets(runtime, Recipe.of(cfg), task, cfg.distill.base_sources)
+    print(f"distilled training set: {len(pairs)} pairs")
     if entry.stage == "all":
         heads = dataclasses.replace(cfg.heads, targets="distilled")
         cfg = dataclasses.replace(cfg, base_targets="distilled", heads=heads)
-        print(f"heads checkpoint: {ensure_heads(runtime, cfg, task)}")
+        print(f"heads checkpoint: {ensure_heads(runtime, Recipe.of(cfg), task)}")
 
 
 @hydra.main(config_path=CONF_DIR, config_name="distill", version_base="1.3")

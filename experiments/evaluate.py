@@ -9,22 +9,22 @@ from __future__ import annotations
 from pathlib import Path
 
 import hydra
-from _common import CONF_DIR, EvaluateEntry, friendly
+from _common import CONF_DIR, EvaluateEntry, friendly, provenance
 from omegaconf import DictConfig
 
 from bpd.config import ExperimentConfig
 
 
 def run(cfg: ExperimentConfig, entry: EvaluateEntry) -> list[dict]:
-    from bpd.evaluate import evaluate, provenance
+    from bpd.evaluate import evaluate
     from bpd.runtime import Runtime
-    from bpd.stages import ensure_draft, ensure_heads
+    from bpd.stages import Recipe, ensure_draft, ensure_heads
     from bpd.tasks import load_task
 
-    runtime = Runtime.build(cfg)
+    runtime, recipe = Runtime.build(cfg), Recipe.of(cfg)
     task = load_task(runtime, cfg.task, cfg.shipped)
-    path = Path(entry.checkpoint) if entry.checkpoint else ensure_heads(runtime, cfg, task)
-    draft = ensure_draft(runtime, cfg, task)  # no draft unless draft.model
+    path = Path(entry.checkpoint) if entry.checkpoint else ensure_heads(runtime, recipe, task)
+    draft = ensure_draft(runtime, recipe, task)  # no draft unless draft.model
     return evaluate(runtime, task, path, cfg.decode, provenance(cfg, draft), draft)
 
 

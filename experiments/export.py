@@ -24,18 +24,18 @@ from bpd.config import ExperimentConfig
 LOGIT_BATCH = 32  # test sentences whose teacher-forced logits are compared
 
 
-def model_path(runtime, cfg: ExperimentConfig, task, which: str):
+def model_path(runtime, recipe, task, which: str):
     from bpd.stages import ensure_base, ensure_draft, ensure_heads
 
     if which == "base":
-        return ensure_base(runtime, cfg, task, cfg.base_targets)
+        return ensure_base(runtime, recipe, task, recipe.base_targets)
     if which == "heads":
-        return ensure_heads(runtime, cfg, task)
+        return ensure_heads(runtime, recipe, task)
     if which == "draft":
-        if cfg.draft.model is None:
+        if recipe.draft.model is None:
             raise ValueError("models=[draft] exports the draft model of draft-model decoding; name its size, "
                              "e.g. draft=tiny.")
-        return ensure_draft(runtime, cfg, task)
+        return ensure_draft(runtime, recipe, task)
     raise ValueError(f"unknown model {which!r} in models; use base, heads or draft.")
 
 
@@ -47,6 +47,7 @@ def run(cfg: ExperimentConfig, entry: ExportEntry) -> list[dict]:
     from bpd.export.bundle import bundle_peers, export_bundle, load_hf
     from bpd.export.checks import greedy_identity, logits_gap
     from bpd.runtime import Runtime, resolve_path
+    from bpd.stages import Recipe
     from bpd.tasks import load_task
     from bpd.tracking import append_rows, git_sha
     from bpd.training.checkpoint import load_model
@@ -62,7 +63,7 @@ def run(cfg: ExperimentConfig, entry: ExportEntry) -> list[dict]:
     n = len(pairs) if entry.check_examples is None else min(len(pairs), entry.check_examples)
     rows = []
     for which in entry.models:
-        path = model_path(runtime, cfg, task, which)
+        path = model_path(runtime, Recipe.of(cfg), task, which)
         model = load_model(path)[0]
         if model.heads.n_learned:  # the heads propose among the tokens the experiment's decoding allows
             model.heads.set_proposal_vocab(task.proposal_vocab(cfg.decode.proposal_vocab))

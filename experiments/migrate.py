@@ -36,7 +36,7 @@ from omegaconf import OmegaConf
 from bpd.config import ExperimentConfig, cache_key
 from bpd.config.common import SCHEMA, config_hash, plain
 from bpd.evaluate import run_id
-from bpd.stages import base_path_for, heads_path_for
+from bpd.stages import Recipe, base_path_for, heads_path_for
 from bpd.tasks.base import task_key
 from corpora.debian.build import corpus_folder as debian_folder
 from corpora.debian.build import corpus_hash as debian_hash
@@ -142,17 +142,18 @@ def renames(cfg: ExperimentConfig, data_cache: Path | None) -> dict[str, str]:
     """Every cached name ``cfg`` keys, old -> new (stems: a model's files and products share its stem)."""
     content = content_key(cfg.task, data_cache)
     old_task, new_task = v1_task_key(cfg.task, content), task_key(cfg.task, content)
-    runtime, task = SimpleNamespace(cache_root=Path("")), SimpleNamespace(key=new_task)
+    runtime, task, recipe = SimpleNamespace(cache_root=Path("")), SimpleNamespace(key=new_task), Recipe.of(cfg)
     out = {f"{cfg.task.name}_{old_task}": f"{cfg.task.name}_{new_task}"}  # the task's stores
     for targets, seed, sources in (("gold", cfg.seed, None), ("gold", cfg.teacher_seed, None),
                                    ("distilled", cfg.seed, cfg.distill.base_sources)):
         out[Path(v1_base(cfg, old_task, targets, seed, sources)).stem] = base_path_for(
-            runtime, cfg, task, targets, seed).stem
+            runtime, recipe, task, targets, seed).stem
     base = v1_base(cfg, old_task, cfg.base_targets, cfg.seed, cfg.distill.base_sources)
-    out[Path(v1_heads(cfg, base)).stem] = heads_path_for(runtime, cfg, task).stem
+    out[Path(v1_heads(cfg, base)).stem] = heads_path_for(runtime, recipe, task).stem
     if cfg.draft.model is not None:
         draft = dataclasses.replace(cfg, model=cfg.draft.model)
-        out[Path(v1_base(draft, old_task, "gold", cfg.seed, None)).stem] = base_path_for(runtime, draft, task).stem
+        out[Path(v1_base(draft, old_task, "gold", cfg.seed, None)).stem] = base_path_for(
+            runtime, dataclasses.replace(recipe, model=cfg.draft.model), task).stem
     return out
 
 

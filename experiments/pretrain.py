@@ -30,7 +30,7 @@ def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
     from bpd.data.tokenizer import export_tokenizer
     from bpd.runtime import Runtime
     from bpd.shipped import already_shipped, export, export_greedy_targets, install, refuse_other_data
-    from bpd.stages import ensure_base
+    from bpd.stages import Recipe, ensure_base
     from bpd.targets import Search, decode_targets, read_shards, targets_dir_name
     from bpd.tasks import load_task
     from bpd.training.checkpoint import load_model
@@ -41,7 +41,7 @@ def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
     if "distilled" in entry.models and cfg.task.kind != "translation":
         raise ValueError("models=[...distilled] is for translation (sequence-level distillation); drop it.")
     cfg = dataclasses.replace(cfg, shipped=False)  # this is where shipped models come from
-    runtime = Runtime.build(cfg)
+    runtime, recipe = Runtime.build(cfg), Recipe.of(cfg)
     task = load_task(runtime, cfg.task, cfg.shipped)
     stems = {name: f"{task.name}_{name}" for name in entry.models}
     if entry.export:  # before any training
@@ -51,11 +51,11 @@ def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
     if "distilled" in entry.models and "teacher" not in entry.models:
         # The distilled base's teacher, not being made now: installed as any run installs a shipped base when it
         # is shipped (what `models=[teacher]` made with this config), else trained here as the distilled stage would.
-        ensure_base(runtime, dataclasses.replace(cfg, shipped=True), task, "gold", seed=cfg.teacher_seed)
+        ensure_base(runtime, dataclasses.replace(recipe, shipped=True), task, "gold", seed=recipe.teacher_seed)
     made = {
-        "base": lambda: ensure_base(runtime, cfg, task, "gold"),
-        "teacher": lambda: ensure_base(runtime, cfg, task, "gold", seed=cfg.teacher_seed),
-        "distilled": lambda: ensure_base(runtime, cfg, task, "distilled"),
+        "base": lambda: ensure_base(runtime, recipe, task, "gold"),
+        "teacher": lambda: ensure_base(runtime, recipe, task, "gold", seed=recipe.teacher_seed),
+        "distilled": lambda: ensure_base(runtime, recipe, task, "distilled"),
     }
     for name in entry.models:
         path = made[name]()

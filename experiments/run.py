@@ -9,22 +9,22 @@ Every stage is cached by its config hash, so re-running skips finished work and 
 from __future__ import annotations
 
 import hydra
-from _common import CONF_DIR, friendly
+from _common import CONF_DIR, friendly, provenance
 from omegaconf import DictConfig
 
 from bpd.config import ExperimentConfig
 
 
 def run(cfg: ExperimentConfig, _entry=None) -> list[dict]:
-    from bpd.evaluate import evaluate, provenance
+    from bpd.evaluate import evaluate
     from bpd.runtime import Runtime, ensure_writable
-    from bpd.stages import ensure_draft, ensure_heads
+    from bpd.stages import Recipe, ensure_draft, ensure_heads
     from bpd.tasks import load_task
 
-    runtime = Runtime.build(cfg)
+    runtime, recipe = Runtime.build(cfg), Recipe.of(cfg)
     ensure_writable(runtime.results_dir)  # before training, not after decoding
     task = load_task(runtime, cfg.task, cfg.shipped)
-    heads, draft = ensure_heads(runtime, cfg, task), ensure_draft(runtime, cfg, task)  # no draft unless draft.model
+    heads, draft = ensure_heads(runtime, recipe, task), ensure_draft(runtime, recipe, task)  # none unless draft.model
     return evaluate(runtime, task, heads, cfg.decode, provenance(cfg, draft), draft)
 
 

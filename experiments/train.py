@@ -27,7 +27,7 @@ STAGES = ("base", "heads", "draft", "all")
 
 def run(cfg: ExperimentConfig, entry: TrainEntry) -> str:
     from bpd.runtime import Runtime
-    from bpd.stages import ensure_base, ensure_draft, ensure_heads
+    from bpd.stages import Recipe, ensure_base, ensure_draft, ensure_heads
     from bpd.tasks import load_task
     from bpd.training.distributed import main_first
 
@@ -35,13 +35,13 @@ def run(cfg: ExperimentConfig, entry: TrainEntry) -> str:
         raise ValueError(f"unknown stage {entry.stage!r}; use stage=base, heads, draft or all.")
     if entry.stage == "draft" and cfg.draft.model is None:
         raise ValueError("stage=draft trains the draft model of draft-model decoding; name its size, e.g. draft=tiny.")
-    runtime = Runtime.build(cfg)  # once per process: every stage below receives it
+    runtime, recipe = Runtime.build(cfg), Recipe.of(cfg)  # once per process: every stage below receives them
     # Rank 0 tokenizes and caches; the others then read its files.
     task = main_first(lambda: load_task(runtime, cfg.task, cfg.shipped))
     if entry.stage == "base":
-        path = ensure_base(runtime, cfg, task, cfg.base_targets)
+        path = ensure_base(runtime, recipe, task, recipe.base_targets)
     else:
-        path = ensure_draft(runtime, cfg, task) if entry.stage == "draft" else ensure_heads(runtime, cfg, task)
+        path = ensure_draft(runtime, recipe, task) if entry.stage == "draft" else ensure_heads(runtime, recipe, task)
     if runtime.is_main:
         print(f"checkpoint: {path}")
     return str(path)

@@ -3,6 +3,7 @@ files say, the drifted defaults stay resolved, and bad options are refused with 
 
 from __future__ import annotations
 
+import ast
 import re
 import sys
 from pathlib import Path
@@ -307,6 +308,44 @@ def test_a_partial_section_keeps_its_fields_defaults():
     bench = from_dict(BenchConfig, {"methods": {"naive_greedy": False, "beam": {"alpha": 0.5}}})
     assert (bench.methods.beam.size, bench.methods.beam.alpha, bench.methods.naive_greedy) == (0, 0.5, False)
     assert from_dict(BenchConfig, {}).methods.naive_greedy is True
+
+
+#: The functions of bpd/ that may take the whole ``ExperimentConfig``: the entry points' glue, which splits it into
+#: where and how the process runs (``Runtime.build``) and what determines the stages' products (``Recipe.of``),
+#: and ``experiment_config``, which builds one from a dict.
+WHOLE_CONFIG_GLUE = {"bpd/runtime.py:Runtime.build", "bpd/stages.py:Recipe.of",
+                     "bpd/config/experiment.py:experiment_config"}
+
+
+def functions(body: list[ast.stmt], prefix: str = "") -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """Every function and method of a module's body, by qualified name (``Class.method``, ``outer.inner``)."""
+    out = []
+    for node in body:
+        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            name = prefix + node.name
+            if not isinstance(node, ast.ClassDef):
+                out.append((name, node))
+            out += functions(node.body, name + ".")
+    return out
+
+
+def test_only_the_entry_points_glue_takes_the_whole_experiment_config():
+    """A library function that takes the whole ``ExperimentConfig`` hides which of its options it reads (and a
+    cache key built from it, which options name a product): the entry points split the config, and the library
+    takes the runtime, the recipe or the sections it uses."""
+    takers = set()
+    for path in sorted((REPO / "bpd").rglob("*.py")):
+        for name, fn in functions(ast.parse(path.read_text(encoding="utf-8")).body):
+            a = fn.args
+            params = [*a.posonlyargs, *a.args, *a.kwonlyargs, *(p for p in (a.vararg, a.kwarg) if p is not None)]
+            if any(p.annotation is not None and "ExperimentConfig" in ast.unparse(p.annotation) for p in params):
+                takers.add(f"{path.relative_to(REPO).as_posix()}:{name}")
+    extra = sorted(takers - WHOLE_CONFIG_GLUE)
+    assert not extra, (f"{', '.join(extra)} take(s) the whole ExperimentConfig: take the sections it reads, or the "
+                       "stages' Recipe (bpd.stages.Recipe.of) with the Runtime, and let the entry point (experiments/) "
+                       "pass them.")
+    stale = sorted(WHOLE_CONFIG_GLUE - takers)
+    assert not stale, f"{', '.join(stale)} no longer take(s) an ExperimentConfig: drop it from WHOLE_CONFIG_GLUE."
 
 
 def test_defaults_are_pinned_to_the_schema():

@@ -24,7 +24,7 @@ from bpd.training.distributed import (
     shard_batches,
     wrap_ddp,
 )
-from bpd.training.loop import configure_params, train
+from bpd.training.loop import Placement, TrainOutput, configure_params, train
 from bpd.training.resume import resume_position
 
 REPO = Path(__file__).resolve().parents[1]
@@ -87,8 +87,8 @@ def run_ranked(name: str, path: Path, world: int, rank: int, info: DistInfo | No
     if info is not None and info.distributed:
         configure_params(model, cfg, heads)
         ddp = wrap_ddp(model, info, find_unused_parameters=heads is not None and heads.loss == "sampled")
-    train(model, rank_batches(rank, world), cfg, path, heads=heads, progress=False, ddp_model=ddp,
-          is_main=rank == 0)
+    train(model, rank_batches(rank, world), cfg, TrainOutput(path, progress=False), heads=heads,
+          place=Placement(ddp_model=ddp, is_main=rank == 0))
 
 
 def _ddp_worker(rank: int, world: int, port: int, tmp: str) -> None:

@@ -58,7 +58,7 @@ def marked(*args, **kw):
     time.sleep(8)  # hold the lock long enough that the other job surely arrives while it is held
     return real(*args, **kw)
 stages._train_stage = marked
-print("PATH", stages.ensure_base(Runtime.build(cfg), cfg, task))
+print("PATH", stages.ensure_base(Runtime.build(cfg), stages.Recipe.of(cfg), task))
 """
 
 
@@ -118,7 +118,7 @@ def slow(*args, **kw):
     time.sleep(8)  # hold the run's lock while the other job arrives
     return real(*args, **kw)
 ev._evaluate = slow
-rows = evaluate_toy(cfg, task, stages.ensure_heads(Runtime.build(cfg), cfg, task))
+rows = evaluate_toy(cfg, task, stages.ensure_heads(Runtime.build(cfg), stages.Recipe.of(cfg), task))
 print("ROWS", len(rows))
 """
 

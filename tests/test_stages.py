@@ -192,7 +192,7 @@ def test_distillation_and_self_targets(toy, monkeypatch):
         stages.heads_path_for, tweak(cfg, heads=on_self), task)
     asked = []
 
-    def record(runtime, cfg, task, sources):
+    def record(runtime, recipe, task, sources):
         asked.append(sources)
         raise RuntimeError("recorded")
 

@@ -169,8 +169,8 @@ def test_sr_pipeline_rows_files_and_psnr(tmp_path):
 
 
 def test_sr_training_lowers_loss(tmp_path):
-    from bpd.training.evaluation import evaluate_heads
-    from bpd.training.loop import train
+    from bpd.training.evaluation import DevEvaluation, evaluate_heads
+    from bpd.training.loop import TrainOutput, train
 
     cfg = sr_config(tmp_path)
     task = toy_task(cfg)
@@ -179,8 +179,8 @@ def test_sr_training_lowers_loss(tmp_path):
     before = evaluate_heads(model, dev(), [0], "cpu")["loss_head1"]
     tcfg = TrainConfig(lr=1e-2, warmup_steps=5, max_steps=100, max_minutes=None, label_smoothing=0.0,
                        ckpt_every=1000, eval_every=100)
-    out = train(model, task.train_batches(task.pairs("train"), 400, 0), tcfg, tmp_path / "m.pt",
-                dev_sets={"dev": dev}, progress=False)
+    out = train(model, task.train_batches(task.pairs("train"), 400, 0), tcfg,
+                TrainOutput(tmp_path / "m.pt", progress=False), dev=DevEvaluation({"dev": dev}))
     assert out["history"][-1]["dev/loss_head1"] < before - 0.3
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 import torch
@@ -11,7 +12,8 @@ from conftest import MICRO, random_model, random_src
 from bpd.config import HeadsConfig, TrainConfig
 from bpd.models import HEADS
 from bpd.training.checkpoint import CheckpointError, load_checkpoint, load_model, save_checkpoint
-from bpd.training.loop import train, trained_heads
+from bpd.training.evaluation import DevEvaluation
+from bpd.training.loop import TrainOutput, train, trained_heads
 from bpd.training.losses import combine, head_losses, shifted_targets, teacher_tokens
 from bpd.training.report import Reporter
 
@@ -29,6 +31,11 @@ def toy_batches(vocab: int = 20, n: int = 8, seed: int = 0):
                 yield src, tgt_in, tgt_out
 
     return batches
+
+
+def quiet(path: Path, **kw) -> TrainOutput:
+    """Where a test's run checkpoints, without a progress bar (the tests' own output stays readable)."""
+    return TrainOutput(path, progress=False, **kw)
 
 
 def fresh_model(k: int = 3, seed: int = 0, **kw):
@@ -59,7 +66,7 @@ def test_few_steps_lower_the_loss(tmp_path):
         eval_every=60,
         log_every=1000,
     )
-    out = train(model, toy_batches(), cfg, tmp_path / "m.pt", dev_sets={"dev": dev}, progress=False)
+    out = train(model, toy_batches(), cfg, quiet(tmp_path / "m.pt"), dev=DevEvaluation({"dev": dev}))
     after = out["history"][-1]["dev/loss_head1"]
     assert after < 0.6 * before, (before, after)
     assert load_checkpoint(tmp_path / "m.pt")["step"] == 120 and out["stopped_by"] == "steps"
@@ -96,7 +103,7 @@ def test_frozen_training_keeps_base_bit_identical(tmp_path, arch):
     heads_before = {n: p.detach().clone() for n, p in model.named_parameters() if n.startswith("heads.")}
     cfg = TrainConfig(lr=3e-3, warmup_steps=2, max_steps=8, ckpt_every=100)
     heads = HeadsConfig(k=3, arch=arch, training="frozen")
-    train(model, toy_batches(), cfg, tmp_path / "h.pt", heads=heads, progress=False)
+    train(model, toy_batches(), cfg, quiet(tmp_path / "h.pt"), heads=heads)
     for n, p in model.named_parameters():
         if n.startswith("heads."):
             continue
@@ -110,7 +117,7 @@ def test_finetune_moves_base_parameters(tmp_path):
     before = model.tgt_embed.weight.detach().clone()
     cfg = TrainConfig(lr=3e-3, warmup_steps=2, max_steps=5, base_lr_scale=0.5, ckpt_every=100)
     heads = HeadsConfig(k=2, training="finetune", loss="sampled")
-    train(model, toy_batches(), cfg, tmp_path / "h.pt", heads=heads, progress=False)
+    train(model, toy_batches(), cfg, quiet(tmp_path / "h.pt"), heads=heads)
     assert not torch.equal(before, model.tgt_embed.weight)
     assert trained_heads(model, heads) == [0, 1]
     assert trained_heads(model, None) == [0]  # the base stage: p_1 alone
@@ -119,18 +126,18 @@ def test_finetune_moves_base_parameters(tmp_path):
 def test_resume_after_interruption_matches_uninterrupted(tmp_path):
     cfg = TrainConfig(lr=3e-3, warmup_steps=3, max_steps=12, max_minutes=None, ckpt_every=4, label_smoothing=0.1)
     m1 = fresh_model(k=1, identity_p1=True, dropout=0.1)
-    train(m1, toy_batches(n=5), cfg, tmp_path / "a.pt", progress=False)
+    train(m1, toy_batches(n=5), cfg, quiet(tmp_path / "a.pt"))
 
     # Interrupted run: stop after 7 steps (the last checkpoint is at step 4), then resume to 12.
     m2 = fresh_model(k=1, identity_p1=True, dropout=0.1)
-    train(m2, toy_batches(n=5), dataclasses.replace(cfg, max_steps=7), tmp_path / "b.pt", progress=False)
+    train(m2, toy_batches(n=5), dataclasses.replace(cfg, max_steps=7), quiet(tmp_path / "b.pt"))
     state = load_checkpoint(tmp_path / "b.state.pt")
     assert state["step"] == 7
     # Simulate a crash between checkpoints: rewind the state file to the step-4 checkpoint.
     m3 = fresh_model(k=1, identity_p1=True, dropout=0.1)
-    train(m3, toy_batches(n=5), dataclasses.replace(cfg, max_steps=4), tmp_path / "c.pt", progress=False)
+    train(m3, toy_batches(n=5), dataclasses.replace(cfg, max_steps=4), quiet(tmp_path / "c.pt"))
     m4 = fresh_model(k=1, identity_p1=True, dropout=0.1)
-    out = train(m4, toy_batches(n=5), cfg, tmp_path / "c.pt", resume=True, progress=False)
+    out = train(m4, toy_batches(n=5), cfg, quiet(tmp_path / "c.pt", resume=True))
     assert out["step"] == 12
     for (n, p), q in zip(m1.state_dict().items(), m4.state_dict().values()):
         torch.testing.assert_close(p, q, rtol=1e-6, atol=1e-7, msg=f"{n} differs after resume")
@@ -142,36 +149,35 @@ def test_continuing_a_shorter_run_is_the_longer_run(tmp_path):
     refused before any step, naming the field."""
     cfg = TrainConfig(lr=3e-3, warmup_steps=3, max_steps=12, max_minutes=None, ckpt_every=4, eval_every=4,
                       keep_best=True, label_smoothing=0.1)
-    dev = {"dev": lambda: toy_batches(n=2)(99, 0)}
+    dev = DevEvaluation({"dev": lambda: toy_batches(n=2)(99, 0)})
     m1 = fresh_model(k=1, identity_p1=True, dropout=0.1)
-    full = train(m1, toy_batches(n=5), cfg, tmp_path / "full.pt", dev_sets=dev, progress=False)
+    full = train(m1, toy_batches(n=5), cfg, quiet(tmp_path / "full.pt"), dev=dev)
     m2 = fresh_model(k=1, identity_p1=True, dropout=0.1)
-    train(m2, toy_batches(n=5), dataclasses.replace(cfg, max_steps=6), tmp_path / "short.pt", dev_sets=dev,
-          progress=False)
+    train(m2, toy_batches(n=5), dataclasses.replace(cfg, max_steps=6), quiet(tmp_path / "short.pt"), dev=dev)
     # It kept step 4's weights (its one evaluation); its state holds step 6's, where it stopped (6 is no
     # multiple of ckpt_every), and that is where the longer run goes on from.
     assert load_checkpoint(tmp_path / "short.pt")["best_step"] == 4
     assert load_checkpoint(tmp_path / "short.state.pt")["step"] == 6
     m3 = fresh_model(k=1, identity_p1=True, dropout=0.1, seed=5)  # other initial weights: the state's win
     longer = dataclasses.replace(cfg, continue_from=str(tmp_path / "short.pt"), ckpt_every=5)
-    out = train(m3, toy_batches(n=5), longer, tmp_path / "long.pt", dev_sets=dev, progress=False)
+    out = train(m3, toy_batches(n=5), longer, quiet(tmp_path / "long.pt"), dev=dev)
     assert out["step"] == 12 and [r["step"] for r in out["history"]] == [r["step"] for r in full["history"]]
     for (n, p), q in zip(m1.state_dict().items(), m3.state_dict().values()):
         torch.testing.assert_close(p, q, rtol=1e-6, atol=1e-7, msg=f"{n} differs after continuing")
 
     with pytest.raises(ValueError, match="lr=0.003, this one 0.001"):
         train(fresh_model(k=1, identity_p1=True, dropout=0.1), toy_batches(n=5),
-              dataclasses.replace(longer, lr=1e-3), tmp_path / "other.pt", dev_sets=dev, progress=False)
+              dataclasses.replace(longer, lr=1e-3), quiet(tmp_path / "other.pt"), dev=dev)
     with pytest.raises(ValueError, match="raise max_steps above it"):
         train(fresh_model(k=1, identity_p1=True, dropout=0.1), toy_batches(n=5),
-              dataclasses.replace(longer, max_steps=4), tmp_path / "fewer.pt", dev_sets=dev, progress=False)
+              dataclasses.replace(longer, max_steps=4), quiet(tmp_path / "fewer.pt"), dev=dev)
     with pytest.raises(ValueError, match="model_config differs"):
-        train(fresh_model(k=1, identity_p1=True, dropout=0.2), toy_batches(n=5), longer, tmp_path / "m.pt",
-              dev_sets=dev, progress=False)
+        train(fresh_model(k=1, identity_p1=True, dropout=0.2), toy_batches(n=5), longer, quiet(tmp_path / "m.pt"),
+              dev=dev)
     with pytest.raises(ValueError, match=r"train\.continue_from: no resume state"):
         train(fresh_model(k=1, identity_p1=True, dropout=0.1), toy_batches(n=5),
-              dataclasses.replace(cfg, continue_from=str(tmp_path / "nope.pt")), tmp_path / "nope-run.pt",
-              dev_sets=dev, progress=False)
+              dataclasses.replace(cfg, continue_from=str(tmp_path / "nope.pt")), quiet(tmp_path / "nope-run.pt"),
+              dev=dev)
     assert not (tmp_path / "nope-run.pt").exists()  # refused before any step
     assert "continue_from" not in cfg.product()  # the same model either way: cache keys leave it out
     # A state from before a config field existed trained with its default, and continues only under it.
@@ -187,8 +193,8 @@ def test_continuing_a_shorter_run_is_the_longer_run(tmp_path):
     old["model"] = load_checkpoint(tmp_path / "short.pt")["model"]
     save_checkpoint(tmp_path / "short.state.pt", old)
     with pytest.raises(ValueError, match="weights of step 4 .the best kept., not of step 6"):
-        train(fresh_model(k=1, identity_p1=True, dropout=0.1), toy_batches(n=5), longer, tmp_path / "again.pt",
-              dev_sets=dev, progress=False)
+        train(fresh_model(k=1, identity_p1=True, dropout=0.1), toy_batches(n=5), longer, quiet(tmp_path / "again.pt"),
+              dev=dev)
 
 
 def test_heads_trained_among_a_proposal_vocabulary():
@@ -273,7 +279,7 @@ def test_keep_best_and_patience(tmp_path):
         keep_best=True,
         patience=3,
     )
-    out = train(model, toy_batches(), cfg, tmp_path / "m.pt", dev_sets={"dev": dev}, progress=False)
+    out = train(model, toy_batches(), cfg, quiet(tmp_path / "m.pt"), dev=DevEvaluation({"dev": dev}))
     losses = [r["dev/loss_head1"] for r in out["history"]]
     best_i = min(range(len(losses)), key=losses.__getitem__)
     ck = load_checkpoint(tmp_path / "m.pt")
@@ -384,8 +390,7 @@ def test_tied_slots_share_one_set_of_weights(tmp_path, arch):
     assert torch.allclose(tied.heads.step(h, tok, 1, source), tied.heads.step(h, tok, 3, source))
     before = {n: p.detach().clone() for n, p in tied.heads.named_parameters()}
     cfg = TrainConfig(lr=3e-3, warmup_steps=2, max_steps=4, ckpt_every=100)
-    train(tied, toy_batches(), cfg, tmp_path / "h.pt", heads=HeadsConfig(k=4, arch=arch, tie_slots=True),
-          progress=False)
+    train(tied, toy_batches(), cfg, quiet(tmp_path / "h.pt"), heads=HeadsConfig(k=4, arch=arch, tie_slots=True))
     assert all(not torch.equal(p, before[n]) for n, p in tied.heads.named_parameters())
     reloaded = load_model(tmp_path / "h.pt", "cpu")[0]
     assert reloaded.heads.tie_slots and reloaded.heads.w_r_in.shape[0] == 1
@@ -492,9 +497,9 @@ def test_input_noise_swaps_only_real_inputs_for_batch_tokens():
 def test_training_with_input_noise_runs_its_steps_and_differs(tmp_path):
     cfg = TrainConfig(lr=1e-2, warmup_steps=5, max_steps=40, max_minutes=None, label_smoothing=0.0,
                       ckpt_every=1000, eval_every=1000, log_every=1000, input_noise=0.2)
-    a = train(fresh_model(k=1, identity_p1=True), toy_batches(), cfg, tmp_path / "a.pt", progress=False)
+    a = train(fresh_model(k=1, identity_p1=True), toy_batches(), cfg, quiet(tmp_path / "a.pt"))
     b = train(fresh_model(k=1, identity_p1=True), toy_batches(), dataclasses.replace(cfg, input_noise=0.0),
-              tmp_path / "b.pt", progress=False)
+              quiet(tmp_path / "b.pt"))
     assert a["step"] == b["step"] == 40 and a["last_loss"] != b["last_loss"]
 
 
@@ -513,16 +518,15 @@ def test_ctrl_c_names_the_step_and_the_checkpoint_to_resume_from(tmp_path):
             yield b
 
     with pytest.raises(TrainingInterrupted) as e:
-        train(fresh_model(k=1, identity_p1=True), stopping, cfg, tmp_path / "m.pt", progress=False)
+        train(fresh_model(k=1, identity_p1=True), stopping, cfg, quiet(tmp_path / "m.pt"))
     msg = str(e.value)
     assert msg.startswith("stopped base training at step 7 of 12;") and "\n" not in msg
     assert f"last checkpoint {tmp_path / 'm.state.pt'} (step 4)" in msg
     assert msg.endswith("run the same command to resume.")
     assert isinstance(e.value, KeyboardInterrupt)  # code that stops on Ctrl-C still does
-    assert train(fresh_model(k=1, identity_p1=True), make, cfg, tmp_path / "m.pt", progress=False)["step"] == 12
+    assert train(fresh_model(k=1, identity_p1=True), make, cfg, quiet(tmp_path / "m.pt"))["step"] == 12
     with pytest.raises(TrainingInterrupted, match="at step 0 of 12; no checkpoint yet"):
-        train(fresh_model(k=1, identity_p1=True), _interrupt_now, cfg, tmp_path / "n.pt",
-              progress=False)
+        train(fresh_model(k=1, identity_p1=True), _interrupt_now, cfg, quiet(tmp_path / "n.pt"))
 
 
 @pytest.mark.skipif(not hasattr(__import__("signal"), "SIGUSR1"), reason="no SIGUSR1 on this system")
@@ -549,15 +553,15 @@ def test_sigusr1_writes_the_resume_state_at_the_next_step_and_training_goes_on(t
 
     previous = signal.getsignal(signal.SIGUSR1)
     with pytest.raises(TrainingInterrupted) as e:
-        train(fresh_model(k=1, identity_p1=True), asked_then_stopped, cfg, tmp_path / "m.pt", progress=False)
+        train(fresh_model(k=1, identity_p1=True), asked_then_stopped, cfg, quiet(tmp_path / "m.pt"))
     assert f"last checkpoint {tmp_path / 'm.state.pt'} (step 7)" in str(e.value)
     assert signal.getsignal(signal.SIGUSR1) == previous  # the handler lives as long as training
     assert "step 7: resume state written on request (SIGUSR1)" in capsys.readouterr().out
     assert load_checkpoint(tmp_path / "m.state.pt")["step"] == 7
     resumed = fresh_model(k=1, identity_p1=True)
-    assert train(resumed, make, cfg, tmp_path / "m.pt", progress=False)["step"] == 12
+    assert train(resumed, make, cfg, quiet(tmp_path / "m.pt"))["step"] == 12
     straight = fresh_model(k=1, identity_p1=True)
-    train(straight, make, cfg, tmp_path / "s.pt", progress=False)
+    train(straight, make, cfg, quiet(tmp_path / "s.pt"))
     for (name, a), b in zip(resumed.state_dict().items(), straight.state_dict().values(), strict=True):
         assert torch.equal(a, b), name
 

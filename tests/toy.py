@@ -106,10 +106,11 @@ def tweak(cfg: ExperimentConfig, **over) -> ExperimentConfig:
 
 
 def staged(fn, cfg: ExperimentConfig, *args, **kw):
-    """A ``bpd.stages`` function called as an entry point calls it: with the runtime built from ``cfg``."""
+    """A ``bpd.stages`` function called as an entry point calls it: with the runtime and recipe of ``cfg``."""
     from bpd.runtime import Runtime
+    from bpd.stages import Recipe
 
-    return fn(Runtime.build(cfg), cfg, *args, **kw)
+    return fn(Runtime.build(cfg), Recipe.of(cfg), *args, **kw)
 
 
 def toy_task(cfg: ExperimentConfig):
@@ -122,9 +123,15 @@ def toy_task(cfg: ExperimentConfig):
 
 def evaluate_toy(cfg: ExperimentConfig, task, model_path: Path, draft_path: Path | None = None) -> list[dict]:
     """``bpd.evaluate.evaluate`` called as experiments/evaluate.py calls it: the runtime, decode section and
-    provenance of ``cfg``."""
-    from bpd.evaluate import evaluate, provenance
-    from bpd.runtime import Runtime
+    provenance of ``cfg`` (the entry points' ``provenance``)."""
+    import sys
+
+    from bpd.evaluate import evaluate
+    from bpd.runtime import Runtime, resolve_path
+
+    if str(resolve_path("experiments")) not in sys.path:
+        sys.path.insert(0, str(resolve_path("experiments")))
+    from _common import provenance
 
     return evaluate(Runtime.build(cfg), task, model_path, cfg.decode, provenance(cfg, draft_path), draft_path)
 

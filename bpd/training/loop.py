@@ -20,19 +20,44 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from bpd.config import HeadsConfig, TrainConfig
-from bpd.training.evaluation import DevEvaluation, DevScore, DevSets, kept_best
+from bpd.training.evaluation import DevEvaluation, kept_best
 from bpd.training.on_request import CheckpointRequests
 from bpd.training.ranks import Ranks
 from bpd.training.report import Reporter
 from bpd.training.resume import resumed_state, save
 from bpd.training.run import Run, RunState, config_section, stopped_by
 from bpd.training.step import Batch, StepLosses, optimizer_step
+
+
+@dataclass(frozen=True)
+class TrainOutput:
+    """What a stage's training leaves and reports: its final checkpoint at ``path`` (the resume state beside it,
+    which a run resumes from unless ``resume`` is false) with ``meta`` recorded in it, its rows sent to ``log``
+    (e.g. a W&B run's), and a progress bar unless ``progress`` is false."""
+
+    path: str | Path
+    resume: bool = True
+    meta: dict[str, Any] | None = None
+    log: Callable[[dict[str, Any]], None] | None = None
+    progress: bool = True
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a stage trains: its device and, under DDP, ``ddp_model`` (``bpd.training.distributed.wrap_ddp``:
+    DDP around ``LossModule(model)``) and whether this process is rank 0 (``is_main``), which alone writes
+    checkpoints, logs and runs dev evaluation."""
+
+    device: str | torch.device = "cpu"
+    ddp_model: torch.nn.Module | None = None
+    is_main: bool = True
 
 
 class TrainingInterrupted(KeyboardInterrupt):
@@ -68,23 +93,13 @@ def configure_params(model, cfg: TrainConfig, heads: HeadsConfig | None) -> list
     return groups
 
 
-def _prepare(
-    model,
-    cfg: TrainConfig,
-    ckpt_path: str | Path,
-    heads: HeadsConfig | None,
-    seed: int,
-    device,
-    meta: dict[str, Any] | None,
-    ddp_model: torch.nn.Module | None,
-    is_main: bool,
-    dev: DevEvaluation,
-) -> Run:
+def _prepare(model, cfg: TrainConfig, heads: HeadsConfig | None, seed: int, out: TrainOutput, dev: DevEvaluation,
+             place: Placement) -> Run:
     """Check the options, put the model on its device in training mode, freeze what the stage freezes and
     build the optimizer."""
     cfg.validate(config_section(heads))
-    model.to(device).train()
-    ranks = Ranks.of(ddp_model)
+    model.to(place.device).train()
+    ranks = Ranks.of(place.ddp_model)
     groups = configure_params(model, cfg, heads)
     opt = torch.optim.Adam(groups, lr=cfg.lr, betas=tuple(cfg.betas), eps=1e-9, weight_decay=cfg.weight_decay)
     return Run(
@@ -92,10 +107,10 @@ def _prepare(
         cfg=cfg,
         heads=heads,
         seed=seed,
-        meta=meta,
-        ckpt_path=Path(ckpt_path),
-        device=device,
-        is_main=is_main,
+        meta=out.meta,
+        ckpt_path=Path(out.path),
+        device=place.device,
+        is_main=place.is_main,
         ranks=ranks,
         loss_module=ranks.loss_module(model),
         groups=groups,
@@ -109,41 +124,37 @@ def train(
     model,
     batches: Callable[[int, int], Iterator[Batch]],
     cfg: TrainConfig,
-    ckpt_path: str | Path,
+    out: TrainOutput | str | Path,
     heads: HeadsConfig | None = None,
     seed: int = 0,
-    resume: bool = True,
-    dev_sets: DevSets | None = None,
-    dev_score: DevScore | None = None,
-    log: Callable[[dict[str, Any]], None] | None = None,
-    device: str | torch.device = "cpu",
-    meta: dict[str, Any] | None = None,
-    progress: bool = True,
-    ddp_model: torch.nn.Module | None = None,
-    is_main: bool = True,
+    dev: DevEvaluation | None = None,
+    place: Placement | None = None,
 ) -> dict[str, Any]:
-    """Train ``model`` in place; checkpoints atomically to ``ckpt_path`` and resumes from it.
+    """Train ``model`` in place; checkpoints atomically to ``out`` (a ``TrainOutput``, or its path alone) and
+    resumes from it.
 
     ``heads`` None trains the base model (p_1 alone); a ``HeadsConfig`` trains the proposal heads, frozen or
     fine-tuned with the base, with its loss (mean or sampled) and p_1 weight. ``seed`` fixes initial RNG state.
 
-    ``dev_score(model)`` (e.g. greedy dev BLEU: ``Task.dev_score``) is called every ``cfg.score_every``
-    steps; its first value is "the score" that ``cfg.best_on = "score"`` keeps the best weights by (higher is
-    better). Its values join the history as ``dev/<name>``: the learning curve the checkpoint keeps.
+    ``dev`` says what to evaluate on dev (none by default). Its ``score(model)`` (e.g. greedy dev BLEU:
+    ``Task.dev_score``) is called every ``cfg.score_every`` steps; its first value is "the score" that
+    ``cfg.best_on = "score"`` keeps the best weights by (higher is better). Its values join the history as
+    ``dev/<name>``: the learning curve the checkpoint keeps.
 
-    ``ddp_model`` (``bpd.training.distributed.wrap_ddp(model, info)``: DDP around ``LossModule(model)``)
-    computes the losses when given; then each rank weights its micro-batches by their share of the global
-    token count times the world size (DDP averages over ranks), so N ranks x M micro-batches make exactly
-    the step one process makes over the same N*M batches. Micro-batches before the last skip DDP's
-    gradient all-reduce (``no_sync``). Only ``is_main`` writes checkpoints, logs and runs dev evaluation.
+    ``place`` is the device and the processes (the CPU, one process by default). Its ``ddp_model`` computes the
+    losses when given; then each rank weights its micro-batches by their share of the global token count times
+    the world size (DDP averages over ranks), so N ranks x M micro-batches make exactly the step one process
+    makes over the same N*M batches. Micro-batches before the last skip DDP's gradient all-reduce (``no_sync``).
+    Only ``is_main`` writes checkpoints, logs and runs dev evaluation.
     """
-    dev = DevEvaluation(dev_sets, dev_score)
-    run = _prepare(model, cfg, ckpt_path, heads, seed, device, meta, ddp_model, is_main, dev)
+    out = out if isinstance(out, TrainOutput) else TrainOutput(out)
+    dev = dev if dev is not None else DevEvaluation()  # none: no dev rows, no dev score
+    run = _prepare(model, cfg, heads, seed, out, dev, place if place is not None else Placement())
     torch.manual_seed(seed)
     random.seed(seed)
-    state = resumed_state(run, resume)
+    state = resumed_state(run, out.resume)
     run.ranks.seed_dropout(seed, state.step)
-    reporter = Reporter(cfg, run.stage, state.step, log, is_main, progress)
+    reporter = Reporter(cfg, run.stage, state.step, out.log, run.is_main, out.progress)
     try:  # Ctrl-C: one line saying where training stopped and how to resume, not a traceback
         with CheckpointRequests() as requests:
             while stopped_by(run, state) is None:
