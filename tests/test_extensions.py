@@ -168,12 +168,12 @@ def test_the_toy_head_trains_and_decodes(tmp_path):
     from bpd.config import HeadsConfig, TrainConfig
     from bpd.decoding import blockwise_decode, greedy_decode
     from bpd.training.checkpoint import load_model
-    from bpd.training.loop import train
+    from bpd.training.loop import TrainOutput, train
 
     model = fresh_model(k=3, heads_arch="toy_shared", identity_p1=True)
     base = {n: p.detach().clone() for n, p in model.named_parameters() if not n.startswith("heads.")}
-    train(model, toy_batches(), TrainConfig(lr=3e-3, warmup_steps=2, max_steps=8, ckpt_every=100), tmp_path / "h.pt",
-          heads=HeadsConfig(k=3, arch="toy_shared", training="frozen"), progress=False)
+    train(model, toy_batches(), TrainConfig(lr=3e-3, warmup_steps=2, max_steps=8, ckpt_every=100),
+          TrainOutput(tmp_path / "h.pt", progress=False), heads=HeadsConfig(k=3, arch="toy_shared", training="frozen"))
     assert all(torch.equal(p, base[n]) for n, p in model.named_parameters() if n in base)
     assert model.heads.offset.abs().sum() > 0  # trained: it starts at zero
     loaded, _ = load_model(tmp_path / "h.pt")
