@@ -84,12 +84,14 @@ def _given(v) -> bool:
 def label(row: pd.Series) -> str:
     """What a reader calls the row's decoder, from the columns that say what it is."""
     role = role_of(row.get("method"))
+    # our decoders on the compiled path say so: the table holds each decoder on both paths
+    path = f" ({row['engine']})" if _given(row.get("engine")) and row.get("engine") != "eager" else ""
     if role is Role.REFERENCE:
-        return "ours: greedy"
+        return f"ours: greedy{path}"
     if role is Role.CHAIN:
-        return f"ours: blockwise k={int(row['k'])} {row['criterion_label']}"
+        return f"ours: blockwise k={int(row['k'])} {row['criterion_label']}{path}"
     if role is not None:
-        return f"ours: {row['decoder']}"
+        return f"ours: {row['decoder']}{path}"
     name = PEER_LABELS.get((row.get("library"), row.get("peer_mode")))
     if name is None:
         return str(row["decoder"])

@@ -150,7 +150,9 @@ def main() -> None:
     if a.quick:
         a.presets, a.batch_sizes, a.dtypes, a.ks, a.budget_s = ["tiny", "small"], [1], ["float32"], [2, 4], 0.05
     torch.set_num_threads(a.threads)
-    common = {"device": device_name(device), "threads": torch.get_num_threads(), "git_sha": git_sha(),
+    # engine: round_costs times the model's own (eager) calls, as every row of this file always has.
+    common = {"engine": "eager", "device": device_name(device), "threads": torch.get_num_threads(),
+              "git_sha": git_sha(),
               "command": " ".join(["bench/bench_scale.py", *sys.argv[1:]]), "python": platform.python_version(),
               "torch": torch.__version__, "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
     rows: list[dict] = []

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from bpd.config.common import SCHEMA
 from bpd.locks import FileLock
 from bpd.runtime import REPO_ROOT, Runtime, resolve_path
 
@@ -73,10 +74,11 @@ def append_rows(path: str | Path, rows: list[dict[str, Any]]) -> None:
     """Append rows to a JSON-lines file (one flush per call, so a crash loses at most this call), under the
     file's lock (two jobs appending at once) and always on a fresh line: a damaged line (a partial last
     line after a crash) is first moved to ``<file>.damaged`` and reported. An append the disk refuses is
-    undone: the file is as before and the error raised."""
+    undone: the file is as before and the error raised. Each row says the cache schema its ids were made under
+    (``schema``), so ``experiments/migrate.py`` leaves it alone until the schema changes again."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    blob = "".join(json.dumps(r, default=_jsonable) + "\n" for r in rows)
+    blob = "".join(json.dumps({**r, "schema": r.get("schema", SCHEMA)}, default=_jsonable) + "\n" for r in rows)
     with FileLock(path.with_name(path.name + ".lock")):
         repair_rows(path)
         size = path.stat().st_size if path.exists() else 0

@@ -155,6 +155,8 @@ def test_labels_and_order_come_from_columns_not_names() -> None:
     lookup = pd.Series({"decoder": "renamed", "method": None, "library": "transformers", "peer_mode": "prompt_lookup",
                         "peer_quantization": None, "prompt_lookup_num_tokens": 3})
     assert peers.label(ours) == "ours: blockwise k=6 topk 2"
+    compiled = pd.Series({"decoder": "greedy", "method": "greedy", "engine": "compiled"})
+    assert peers.label(compiled) == "ours: greedy (compiled)"  # both paths of a decoder share a table
     assert peers.label(peer) == "CTranslate2 greedy int8" and peers.label(lookup) == "HF prompt lookup (3)"
     assert peers._order(ours) < peers._order(lookup) < peers._order(peer)
     hf_k2, hf_k4 = (pd.Series({"decoder": "renamed", "method": None, "library": "transformers",

@@ -61,3 +61,16 @@ def test_cache_files_are_renamed_by_their_stem_once_and_never_over_a_file(tmp_pa
     (models / f"{old}.pt").write_text("an older copy")
     with pytest.raises(SystemExit, match="already exists"):
         migrate.migrate_cache(tmp_path, [DEMO], dry_run=False)
+
+
+def test_rows_written_now_are_left_alone(tmp_path):
+    """``append_rows`` stamps the schema a row's ids were made under, so a later migration does not take a row
+    written after the last one for a schema-1 row (and rename its run id)."""
+    from bpd.tracking import append_rows
+
+    folder = tmp_path / "results" / "demo"
+    append_rows(folder / "rows.jsonl", [{"run_id": "abcdef0123", "model": "heads_x.pt", "command": DEMO,
+                                         "decoder": "greedy"}])
+    before = (folder / "rows.jsonl").read_text()
+    migrate.migrate_rows(tmp_path / "results", None, dry_run=False)
+    assert (folder / "rows.jsonl").read_text() == before and json.loads(before)["schema"] == 2

@@ -31,6 +31,7 @@ def test_an_append_the_disk_refuses_leaves_the_rows_file_as_it_was(tmp_path, mon
 
     import pytest
 
+    from bpd.config import SCHEMA
     from bpd.tracking import append_rows, read_rows
 
     rows = tmp_path / "rows.jsonl"
@@ -43,4 +44,4 @@ def test_an_append_the_disk_refuses_leaves_the_rows_file_as_it_was(tmp_path, mon
     monkeypatch.setattr("bpd.tracking.os.fsync", full)
     with pytest.raises(OSError, match="No space left"):
         append_rows(rows, [{"b": 2}, {"c": 3}])
-    assert rows.read_bytes() == before and read_rows(rows) == [{"a": 1}]
+    assert rows.read_bytes() == before and read_rows(rows) == [{"a": 1, "schema": SCHEMA}]
