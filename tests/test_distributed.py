@@ -241,7 +241,12 @@ def test_two_gloo_ranks_equal_one_process_and_resume_across_world_sizes(tmp_path
     assert (state["step"], state["world_size"]) == (2, 1)
     random.seed(0)  # train() seeds the python RNG that samples heads with its seed (0)
     assert 0 in [random.choice([0, 1, 2]) for _ in range(5)], "the sampled case should draw p_1 at least once"
-    single_rows = {bs: _eval_rows(tmp_path, f"results_single_b{bs}", bs) for bs in (1, 4)}
+    for bs in (1, 4):
+        _eval_rows(tmp_path, f"results_single_b{bs}", bs)
+    from bpd.tracking import read_rows
+
+    # both sides as written to rows.jsonl (what a reader sees, the schema column included)
+    single_rows = {bs: read_rows(tmp_path / f"results_single_b{bs}" / "rows.jsonl") for bs in (1, 4)}
     (tmp_path / "eval_cfg.json").write_text("{}")
 
     mp.spawn(_ddp_worker, args=(2, free_port(), str(tmp_path)), nprocs=2, join=True)
@@ -253,8 +258,6 @@ def test_two_gloo_ranks_equal_one_process_and_resume_across_world_sizes(tmp_path
     run_ranked("base", tmp_path / "ddp_then_single.pt", 1, 0)  # resumes the 2-rank state on one process
     assert_same_model(tmp_path / "ddp_then_single.pt", tmp_path / "single_base.pt")
     assert_same_model(tmp_path / "single_then_ddp.pt", tmp_path / "single_base.pt")
-
-    from bpd.tracking import read_rows
 
     for bs in (1, 4):
         ddp_rows = read_rows(tmp_path / f"results_ddp_b{bs}" / "rows.jsonl")
