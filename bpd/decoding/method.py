@@ -198,6 +198,14 @@ class Method(ABC):
         model. None by default."""
         return None
 
+    def built(self, run: Prepared, o: Options, needs: str) -> Any:
+        """What ``prepare`` built for this run (``run.built``), refused with one sentence when it is missing:
+        ``needs`` says what the decoder needs and how to get it."""
+        built = run.built.get(self.name)
+        if built is None:
+            raise ValueError(f"{self.decoder_name(o)} needs {needs}")
+        return built
+
     @abstractmethod
     def decode(self, model, src: torch.Tensor, max_len: int | None, o: Options, run: Prepared = NOTHING
                ) -> DecodeResult:

@@ -79,10 +79,7 @@ class BigramChain(Method):
 
     def decode(self, model, src: torch.Tensor, max_len: int | None, o: BigramOptions, run: Prepared = NOTHING
                ) -> DecodeResult:
-        bigram = run.built.get(self.name)
-        if bigram is None:
-            raise ValueError(f"{self.decoder_name(o)} needs the bigram table of the training targets "
-                             "(BigramChain.prepare builds it).")
+        bigram = self.built(run, o, "the bigram table of the training targets (BigramChain.prepare builds it).")
         table = bigram.table(o.bigram_min_count)
 
         def draft(model, h_last: torch.Tensor, first: torch.Tensor, k: int, prev: torch.Tensor, enc=None

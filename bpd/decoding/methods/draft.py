@@ -137,7 +137,5 @@ class Draft(Method):
 
     def decode(self, model, src: torch.Tensor, max_len: int | None, o: RoundOptions, run: Prepared = NOTHING
                ) -> DecodeResult:
-        draft = run.built.get(self.name)
-        if draft is None:
-            raise ValueError(f"{self.decoder_name(o)} needs a draft model; set draft.model (e.g. draft=tiny).")
+        draft = self.built(run, o, "a draft model; set draft.model (e.g. draft=tiny).")
         return draft_decode(model, draft, src, k=o.k, criterion=o.criterion_for(run.criterion_kwargs), max_len=max_len)

@@ -153,9 +153,7 @@ class Rescored(Method):
 
     def decode(self, model, src: torch.Tensor, max_len: int | None, o: RescoredOptions, run: Prepared = NOTHING
                ) -> DecodeResult:
-        lm = run.built.get(self.name)
-        if lm is None:
-            raise ValueError(f"{self.decoder_name(o)} needs an n-gram model of the training targets "
-                             "(bpd.decoding.methods.rescore: Rescored.prepare fits it).")
+        lm = self.built(run, o, "an n-gram model of the training targets (bpd.decoding.methods.rescore: "
+                                   "Rescored.prepare fits it).")
         return blockwise_decode(model, src, k=o.k, criterion=o.criterion_for(run.criterion_kwargs), max_len=max_len,
                                 proposer=Rescorer(lm, o.rescore_beam, o.rescore_weight))
