@@ -52,6 +52,17 @@ def test_compiled_engine_decodes_as_the_static_one():
     assert engine_for(model, "compiled").compile_seconds > 0
 
 
+def test_compiled_engine_takes_products_the_gemm_template_does_not():
+    """A product of integers is not one inductor's CPU GEMM template takes: the function compiles again with
+    ATen's kernels beside the template (``StaticEngine.call``) instead of failing."""
+    model = random_model(30, 2, seed=8, arch="attend")
+    e = engine_for(model, "compiled")
+    a, b = torch.randint(0, 5, (4, 64)), torch.randint(0, 5, (64, 32))
+    out = e.call(("int mm",), lambda: lambda x, y: x @ y, a, b)
+    assert torch.equal(out, a @ b)
+    assert e.compile_seconds > 0
+
+
 @pytest.mark.parametrize("dynamic", [True, False])
 def test_compiled_graphs_per_source_bucket(dynamic):
     """On a CPU one compiled greedy graph serves every source bucket (evaluations), or one graph per bucket

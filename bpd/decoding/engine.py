@@ -192,8 +192,14 @@ class StaticEngine:
             with torch.compiler.set_stance("default", skip_guard_eval_unsafe=True):
                 return self._run(fn, args)
         t0 = time.perf_counter()
-        with compile_options(self.model):  # (compilation happens in a shape's first call)
-            out = self._run(fn, args)
+        try:
+            with compile_options(self.model):  # (compilation happens in a shape's first call)
+                out = self._run(fn, args)
+        except Exception as e:  # a product the GEMM template does not take: compiled again with ATen's kernels
+            if "NoValidChoicesError" not in repr(e):
+                raise
+            with compile_options(self.model, aten=True):
+                out = self._run(fn, args)
         if self.compiled:
             self.compile_seconds += time.perf_counter() - t0
         self.shapes.add(shape)
@@ -351,18 +357,22 @@ def compile_fn(fn: Callable, model) -> Callable:
     return torch.compile(fn, fullgraph=True, dynamic=None if DYNAMIC_BUCKETS else False)
 
 
-def compile_options(model):
+def compile_options(model, aten: bool = False):
     """Inductor's settings while a CPU graph compiles: weight freezing (the weights become constants, and each
     matrix product's weight is prepacked once: passed as ``torch.compile(options=...)`` instead, the prepacking
-    pass does not run), the C++ wrapper, and each matrix product timed once against inductor's own CPU GEMM
-    template (``max_autotune``): on some CPUs MKL's kernels for a few rows (a k-token verify, a small batch) cost
-    several times one row's where the template's do not (measured in results/bench/ENGINES.md)."""
+    pass does not run), the C++ wrapper, and every matrix product on inductor's own CPU GEMM template
+    (``max_autotune`` with the template as the only backend). At decoding's sizes the template beats MKL's
+    kernels on every product measured (several times over for a few rows: a k-token verify, a small batch;
+    results/bench/ENGINES.md), and taking it outright instead of timing both at compile time keeps a compile
+    on a busy machine from keeping MKL's where a moment's noise favoured it. ``aten=True`` (``StaticEngine.call``
+    retries with it when a graph holds a product the template cannot take) lets ATen's kernels compete."""
     import torch._inductor.config as inductor
 
     if model.tgt_embed.weight.device.type == "cuda":
         return contextlib.nullcontext()
     # (the choices' timings stay out of the log: one table per matrix product and shape)
-    return inductor.patch(freezing=True, cpp_wrapper=True, max_autotune=True, max_autotune_gemm_backends="CPP,ATEN",
+    return inductor.patch(freezing=True, cpp_wrapper=True, max_autotune=True,
+                          max_autotune_gemm_backends="CPP,ATEN" if aten else "CPP",
                           autotune_num_choices_displayed=0, max_autotune_report_choices_stats=False)
 
 

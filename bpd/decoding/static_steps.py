@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+from torch import nn
 
 from bpd.decoding.criteria import Criterion
 from bpd.models import fastpath
@@ -26,41 +27,79 @@ from bpd.models.transformer import EncoderState
 
 
 def propose_block(model, h: torch.Tensor, first: torch.Tensor, k: int, source: tuple | None,
-                  tables: tuple | None = None) -> torch.Tensor:
+                  tables: DecodingTables | None = None) -> torch.Tensor:
     """The block (B, k): p_1's ``first`` (B, 1) and slots 1..k-1 at ``h`` (B, d); ``source``: what attend heads read
-    (``(k, v, mask)``), ``tables``: a recurrent chain's decoding tables (``decoding_tables``)."""
+    (``(k, v, mask)``), ``tables``: the heads' frozen decoding tables (``decoding_tables``; None: the heads' own
+    ``propose``)."""
     if k == 1:
         return first
     src = None if source is None else Source(*source)
-    rest = table_chain(tables, h, first, k, src) if tables is not None else model.heads.propose(h, first, k, src)
+    if tables is None:
+        rest = model.heads.propose(h, first, k, src)
+    elif tables.n_slots:
+        rest = table_chain(tables, h, first, k, src)
+    else:  # slots that guess from h alone: their states, then one product for all of them
+        rest = tables.proposals(model.heads.states(h, k, start=1))
     return torch.cat([first, rest], dim=-1)
 
 
-def decoding_tables(model) -> tuple | None:
-    """A recurrent or attend chain's decoding tables (``fastpath.recurrent_slots``: per-vocabulary tables of each
-    slot's token half, biases folded in) and its proposal projection, made once outside the traced function, so
-    the compiled chain looks a token's row up as the eager one does instead of multiplying its embedding; None for
-    heads without such a chain."""
+class DecodingTables(nn.Module):
+    """What the compiled proposals read besides the model's parameters, as buffers of a module the traced
+    functions close over: the proposal projection (transposed, restricted to the proposal vocabulary) and, for a
+    recurrent or attend chain, each slot's decoding tables.
+
+    Tensors a compiled function reads from a closure or a plain attribute are graph inputs, gathered and
+    multiplied by ATen's generic kernels at every call; a module's buffers are, like the model's own weights,
+    frozen into the graph as constants, so each product gets inductor's prepacked GEMM (as the verify pass's
+    products do)."""
+
+    def __init__(self, slots: list[tuple], wt: torch.Tensor, bias: torch.Tensor | None,
+                 ids: torch.Tensor | None) -> None:
+        super().__init__()
+        self.n_slots, self.width = len(slots), len(slots[0]) if slots else 0
+        for i, slot in enumerate(slots):
+            for j, t in enumerate(slot):
+                if t is not None:
+                    self.register_buffer(f"s{i}_{j}", t, persistent=False)
+        for name, t in (("wt", wt), ("bias", bias), ("ids", ids)):
+            self.register_buffer(name, t, persistent=False)
+
+    def slot(self, i: int) -> tuple:
+        """Slot ``i``'s tables (0-based), ``fastpath.recurrent_tables``' tuple."""
+        return tuple(getattr(self, f"s{i}_{j}", None) for j in range(self.width))
+
+    def proposals(self, states: torch.Tensor) -> torch.Tensor:
+        """Proposed token ids at slot states (..., d): the argmax over the proposal vocabulary."""
+        idx = top1(states @ self.wt if self.bias is None else states @ self.wt + self.bias)
+        return idx if self.ids is None else self.ids[idx]
+
+
+def decoding_tables(model) -> DecodingTables | None:
+    """The heads' decoding tables, made once outside the traced functions: the proposal projection, and for a
+    recurrent or attend chain ``fastpath.recurrent_slots`` (per-vocabulary tables of each slot's token half,
+    biases folded in), so that the compiled chain looks a token's row up as the eager one does instead of
+    multiplying its embedding. None without learned slots, or with int8 chains (their own path)."""
     heads = model.heads
-    if not (heads.path_dependent and heads.n_learned and heads.proposal_precision == "float32"):
+    if not heads.n_learned or heads.proposal_precision != "float32":
         return None
     with torch.inference_mode():
-        return fastpath.recurrent_slots(heads), *fastpath.proposal_projection(heads), heads.proposal_ids
+        slots = fastpath.recurrent_slots(heads) if heads.path_dependent else []
+        return DecodingTables(slots, *fastpath.proposal_projection(heads), heads.proposal_ids)
 
 
-def table_chain(tables: tuple, h: torch.Tensor, first: torch.Tensor, k: int, source: Source | None) -> torch.Tensor:
+def table_chain(tables: DecodingTables, h: torch.Tensor, first: torch.Tensor, k: int, source: Source | None
+                ) -> torch.Tensor:
     """``fastpath.TableStep``'s float chain as plain tensor code: the proposals (B, k - 1) of slots 1..k-1."""
-    slots, wt, bias, ids = tables
     s, tok, chosen = h, first[:, 0], []
     for i in range(1, k):
-        slot = slots[i - 1]
+        slot = tables.slot(i - 1)
         lookup = slot[1 if i > 1 else 0][tok]  # slot 1 reads a token id, later slots a proposal index
         hidden = fastpath.slot_hidden(lookup, s, slot, source, s.shape[0])
         s = torch.addmm(s, hidden, slot[3])
-        tok = top1(s @ wt if bias is None else torch.addmm(bias, s, wt))
+        tok = top1(s @ tables.wt if tables.bias is None else torch.addmm(tables.bias, s, tables.wt))
         chosen.append(tok)
     idx = torch.stack(chosen, dim=-1)
-    return idx if ids is None else ids[idx]
+    return idx if tables.ids is None else tables.ids[idx]
 
 
 def greedy_step(model) -> Callable:

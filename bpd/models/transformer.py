@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bpd.config import HeadsConfig, ModelConfig
+from bpd.models.attention import attention
 from bpd.models.heads import Source, build_heads
 from bpd.models.kv_cache import KVCache
 
@@ -89,8 +90,7 @@ class Attention(nn.Module):
 
     def attend(self, x: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         q = self.split(self.q(x))
-        p = self.dropout if self.training else 0.0
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+        y = attention(q, k, v, mask, self.dropout if self.training else 0.0)
         return self.o(y.transpose(1, 2).flatten(-2))
 
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
+
+from bpd.models.attention import attention
 
 #: What a call that reads the source without one is told.
 MISSING = ("heads.arch=attend reads the source: pass source=model.head_source(enc) (the encoder state of the "
@@ -45,5 +46,5 @@ class Source:
             full = q.new_zeros(b * self.per_row, q.shape[-1]).index_copy(0, rows, q)
             return self.read(full)[rows]
         x = q.reshape(b, -1, n_heads, dh).transpose(1, 2)  # (B, H, L, dh)
-        y = F.scaled_dot_product_attention(x, self.k.to(x.dtype), self.v.to(x.dtype), attn_mask=self.mask)
+        y = attention(x, self.k.to(x.dtype), self.v.to(x.dtype), self.mask)
         return y.transpose(1, 2).reshape(q.shape)
