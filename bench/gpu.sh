@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The wall-clock benchmark on one CUDA GPU: greedy vs blockwise (exact, top-2; k = 2..6) at batch 1, 8
 # and 32, in float32 and bfloat16, and trees against the chain (k = 4, batch 1 and 8), on the Debian demo's
-# recipe with tied attend slots (EXPERIMENT, RECIPE: the model results/bench/ENGINES.md times on CPUs)
+# model: Table 1's Both model, shipped in checkpoints/ and installed, so a lease trains nothing (EXPERIMENT;
+# RECIPE: overrides that pick another model, e.g. RECIPE='experiment=demo_debian_train heads.tie_slots=true',
+# whose heads train there first, 300 steps on the shipped Debian base)
 # (100 / 256 / 512 test sentences; 3 to 14 repeats at batch 1 until each speedup's 95% interval is within
 # +-3%, 3 at batch 8 and 32; per dtype; SHORT=1 for a lease of minutes: docs/benchmark.md), each on the eager and
-# the compiled decode path (compiled = CUDA graphs there, not yet run on a GPU). Without the model at hand its
-# heads are trained there first (300 steps on the shipped Debian base).
+# the compiled decode path (compiled = CUDA graphs there, not yet run on a GPU).
 #
 #   bash bench/gpu.sh                        # on a CUDA machine
 #   ARCHS=1 bash bench/gpu.sh                # also Medusa / block-diagonal / paper / attend heads (300-step trainings)
@@ -22,7 +23,7 @@ cd "$(dirname "$0")/.."
 DEVICE=${DEVICE:-cuda}
 RESULTS=${RESULTS:-results/bench-gpu}
 EXPERIMENT=${EXPERIMENT:-demo_debian}
-read -r -a RECIPE <<< "${RECIPE-heads.tie_slots=true}"
+read -r -a RECIPE <<< "${RECIPE-}"
 read -r -a EXTRA <<< "${BENCH_EXTRA:-}"
 export WANDB_MODE=${WANDB_MODE:-offline} PYTHONUNBUFFERED=1
 

@@ -1,5 +1,6 @@
-"""Shipped base models: checkpoints trained once by ``make pretrain`` and committed under ``checkpoints/``,
-so that the demo and the small reproductions start from the same good base on every machine.
+"""Shipped models: checkpoints trained once by ``make pretrain`` (base models) or ``experiments/pretrain.py
+models=[heads]`` (a Table 1 setting's heads model, base and heads together) and committed under ``checkpoints/``,
+so that the demo and the small reproductions start from the same good models on every machine.
 
 A shipped checkpoint is a cached stage product that travels: ``checkpoints/<name>.pt`` holds the weights
 (fp16: half the bytes; the training run's fp32 weights rounded once) and ``checkpoints/<name>.json`` its
@@ -56,17 +57,18 @@ def install(path: Path, fingerprint: str, shipped_dir: str | Path) -> bool:
     m = manifests(shipped_dir).get(path.name)
     if m is None:
         return False
+    what = "heads model" if m.get("role") == "heads" else "base model"
     if m["fingerprint"] != fingerprint:
         raise CheckpointError(
-            f"the shipped base {m['manifest'].name} was trained on other data or another tokenizer than this run "
+            f"the shipped {what} {m['manifest'].name} was trained on other data or another tokenizer than this run "
             f"has (fingerprint {m['fingerprint']} vs {fingerprint}); run with shipped=false (make ... "
-            "FROM_SCRATCH=1) to train a base model on your data."
+            f"FROM_SCRATCH=1) to train a {what} on your data."
         )
     payload = load_checkpoint(m["manifest"].with_suffix(".pt"))
     payload["model"] = _widened(payload["model"])
     payload["shipped"] = repo_relative(m["manifest"].with_suffix(".pt"))
     save_checkpoint(path, payload)
-    print(f"base model: the shipped {payload['shipped']} ({m['steps']} steps, dev {m['dev']})")
+    print(f"{what}: the shipped {payload['shipped']} ({m['steps']} steps, dev {m['dev']})")
     return True
 
 
@@ -158,13 +160,20 @@ def load_shipped(manifest: str | Path):
 
 def golden_sample(manifest: str | Path, sources: list[list[int]], max_len: int | None) -> dict[str, Any]:
     """Greedy outputs of the shipped (fp16-stored) weights on a few sources: the test of every shipped
-    checkpoint decodes them again and must get the same tokens, with no data set needed."""
+    checkpoint decodes them again and must get the same tokens, with no data set needed. A heads model's sample
+    also holds each source's rounds of exact blockwise decoding at its trained k (``blockwise_k``), which pins
+    its proposal heads as greedy's tokens pin the base."""
     from bpd.data.batches import pad_rows
-    from bpd.decoding import greedy_decode
+    from bpd.decoding import blockwise_decode, greedy_decode
 
     model = load_shipped(manifest)
-    outs = [greedy_decode(model, pad_rows([s], model.pad_id, min_width=1), max_len=max_len).tokens[0] for s in sources]
-    return {"sources": sources, "max_len": max_len, "greedy": outs}
+    padded = [pad_rows([s], model.pad_id, min_width=1) for s in sources]
+    out = {"sources": sources, "max_len": max_len,
+           "greedy": [greedy_decode(model, src, max_len=max_len).tokens[0] for src in padded]}
+    if model.k > 1:
+        out["blockwise_k"] = model.k
+        out["blockwise_iterations"] = [blockwise_decode(model, src, max_len=max_len).iterations[0] for src in padded]
+    return out
 
 
 def export_greedy_targets(manifest: str | Path, outputs: tuple[np.ndarray, np.ndarray, np.ndarray], train) -> None:

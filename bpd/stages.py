@@ -30,7 +30,7 @@ from bpd.config import (
 )
 from bpd.locks import exclusive
 from bpd.runtime import Runtime
-from bpd.shipped import install
+from bpd.shipped import install, manifests
 from bpd.targets import base_outputs, distilled_pairs, self_pairs
 from bpd.tasks import Pairs, Task
 from bpd.tracking import Tracker, command_line, git_sha, make_tracker
@@ -183,6 +183,12 @@ def ensure_heads(runtime: Runtime, recipe: Recipe, task: Task) -> Path:
     # A finished heads model is all decoding needs: neither its base nor its training targets are rebuilt.
     if finished(path):
         return path
+    if recipe.shipped and path.name in manifests(runtime.shipped_dir):
+        # A shipped heads model of exactly this recipe (a Table 1 setting's): installed, with nothing under it built.
+        with exclusive(lock_for(path), lambda: finished(path)) as done:
+            if done or dist.main_first(lambda: finished(path) or install(path, task.fingerprint(),
+                                                                          runtime.shipped_dir)):
+                return path
     base_path = ensure_base(runtime, recipe, task, recipe.base_targets)
     if path == base_path:
         return base_path

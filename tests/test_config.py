@@ -70,10 +70,13 @@ def test_files_set_what_they_say():
     assert cont.train.continue_from == "base.state.pt" and cont.heads_train_config.continue_from is None
     cont, _ = composed(["experiment=demo", "train.continue_from=a.pt", "heads_train.continue_from=b.pt"])
     assert (cont.train.continue_from, cont.heads_train_config.continue_from) == ("a.pt", "b.pt")
-    debian, _ = composed(["experiment=demo_debian"])
+    debian, _ = composed(["experiment=demo_debian_train"])
     assert (debian.task.name, debian.heads.arch, debian.heads.k, debian.heads.targets, debian.distill.max_sources) == (
         "debian_en_de", "attend", 6, "self", 50000)
     assert debian.heads_train_config.base_lr_scale == demo.heads_train_config.base_lr_scale  # the same heads recipe
+    main, _ = composed(["experiment=demo_debian"])  # Table 1's Both model, shipped, on the compiled path
+    assert (main.setting, main.heads.k, main.decode.engine, main.decode.ks, main.decode.n_examples) == (
+        "both", 10, "compiled", [2, 4, 6], 200)
     assert [(c.name, c.param) for c in demo.decode.criteria] == [("exact", None), ("topk", 2.0)]
     sr, _ = composed(["experiment=demo_sr"])
     assert (sr.task.kind, sr.model.name, sr.heads.arch, sr.heads_train.base_lr_scale) == ("image", "image_tiny",
@@ -105,6 +108,30 @@ def test_small_reproductions_start_from_the_shipped_base():
     sr = [composed([f"experiment={e}"] + extra)[0] for e, extra in
           (("pretrain_sr", []), ("demo_sr", []), ("table2_small", ["setting=finetune"]))]
     assert len({staged(base_path_for, c, task).name for c in sr}) == 1 and all(c.train.max_minutes is None for c in sr)
+
+
+def test_the_demo_installs_the_shipped_both_model():
+    """`make demo`'s recipe is Table 1's Both setting exactly (as `experiment=table1_debian setting=both` composes
+    it, and with `setting=both` repeated on the command line): its heads model's cache name is the one the shipped
+    Both manifest names, so the demo installs it instead of training for hours."""
+    import json
+    from types import SimpleNamespace
+
+    from toy import staged
+
+    from bpd.stages import heads_path_for
+    from bpd.tasks.base import task_key
+    from corpora.debian.build import REFERENCE_MANIFEST
+
+    shipped = json.loads((REPO / "checkpoints" / "debian_en_de_both.json").read_text())
+    corpus = json.loads(REFERENCE_MANIFEST.read_text())["corpus_hash"]  # what a build of the pinned packages hashes
+    recipes = [["experiment=demo_debian"], ["experiment=demo_debian", "setting=both"],
+               ["experiment=table1_debian", "setting=both"]]
+    names = set()
+    for r in recipes:
+        cfg = composed(r)[0]
+        names.add(staged(heads_path_for, cfg, SimpleNamespace(key=task_key(cfg.task, corpus))).name)
+    assert names == {shipped["cache_name"]}
 
 
 def test_settings_override_the_experiment():

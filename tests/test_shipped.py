@@ -1,5 +1,6 @@
-"""Every shipped base model (checkpoints/*.json, made by `make pretrain`) loads, matches its manifest and
-decodes its golden sample to the recorded tokens; the toy export is held to the same checks."""
+"""Every shipped model (checkpoints/*.json: base models made by `make pretrain`, heads models by
+`experiments/pretrain.py models=[heads]`) loads, matches its manifest and decodes its golden sample to the recorded
+tokens (and a heads model to the recorded blockwise rounds); the toy export is held to the same checks."""
 
 from __future__ import annotations
 
@@ -11,27 +12,38 @@ import numpy as np
 import pytest
 
 from bpd.data.batches import pad_rows
-from bpd.decoding import greedy_decode
+from bpd.decoding import blockwise_decode, greedy_decode
 from bpd.shipped import load_shipped, sample_agrees
 from bpd.targets import sampled_sources
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = sorted((REPO / "checkpoints").glob("*.json"))
 MAX_BYTES = 30 * 2**20  # what the repository ships per checkpoint (the 8k-vocabulary Debian bases outgrow 20)
+# A heads model is its (fine-tuned) base and its k slots together: the Debian Both model's 10 slots add 12 MB.
+MAX_HEADS_BYTES = 40 * 2**20
 
 
 def check_shipped(manifest_path: Path) -> None:
     m = json.loads(manifest_path.read_text())
     weights = manifest_path.with_suffix(".pt")
-    assert weights.stat().st_size == m["bytes"] <= MAX_BYTES
+    heads = m.get("role") == "heads"
+    assert weights.stat().st_size == m["bytes"] <= (MAX_HEADS_BYTES if heads else MAX_BYTES)
     model = load_shipped(manifest_path)
     assert sum(p.numel() for p in model.state_dict().values()) == m["parameters"]
-    assert model.cfg.vocab_size == m["model_config"]["vocab_size"] and model.k == 1
+    assert model.cfg.vocab_size == m["model_config"]["vocab_size"]
+    assert model.k == (m["model_config"]["k"] if heads else 1) and (model.k > 1) == heads
     assert m["steps"] == m["train_config"]["max_steps"] or m["stopped_by"] == "patience", "a budget in steps"
     sample = m["golden_sample"]
     for src, expected in zip(sample["sources"], sample["greedy"], strict=True):
         out = greedy_decode(model, pad_rows([src], model.pad_id, min_width=1), max_len=sample["max_len"]).tokens[0]
         assert out == expected
+    if heads:  # the proposal heads, pinned by how many rounds exact decoding takes at the trained k
+        assert sample["blockwise_k"] == model.k and any(n < len(g) for n, g in
+                                                        zip(sample["blockwise_iterations"], sample["greedy"]))
+        for src, expected, rounds in zip(sample["sources"], sample["greedy"], sample["blockwise_iterations"],
+                                         strict=True):
+            out = blockwise_decode(model, pad_rows([src], model.pad_id, min_width=1), max_len=sample["max_len"])
+            assert (out.tokens[0], out.iterations[0]) == (expected, rounds)
     if "greedy_train" in m:  # its greedy outputs on the training sources (the demo's self-distillation targets)
         g = m["greedy_train"]
         path = manifest_path.with_name(g["file"])

@@ -456,6 +456,49 @@ def test_a_shipped_base_is_installed_instead_of_trained(toy, tmp_path, monkeypat
         pretrain.run(cfg, PretrainEntry(models=["base"]))
 
 
+def test_a_shipped_heads_model_is_installed_with_nothing_under_it_built(toy, tmp_path, monkeypatch):
+    """experiments/pretrain.py models=[heads] ships a setting's heads model (base and heads together) with its
+    test k-hat and a golden sample that pins its heads; a run of that recipe installs it (fp16 on disk, fp32 in
+    the cache) without building its base or its training targets; without a setting the export is refused."""
+    import sys
+
+    from bpd.shipped import manifests
+    from bpd.training.checkpoint import load_model
+
+    sys.path.insert(0, str(resolve_path("experiments")))
+    import pretrain
+    from _common import PretrainEntry
+
+    _, cfg, _ = toy
+    cfg = tweak(cfg, setting="finetune", paths={"cache_dir": str(tmp_path / "cache"),
+                                                 "shipped_dir": str(tmp_path / "shipped")})
+    task = toy_task(cfg)
+    with pytest.raises(ValueError, match="add setting=both"):
+        pretrain.run(tweak(cfg, setting=None), PretrainEntry(models=["heads"]))
+    pretrain.run(cfg, PretrainEntry(models=["heads"]))
+    (m,) = [m for m in manifests(tmp_path / "shipped").values() if m.get("role") == "heads"]
+    from test_shipped import check_shipped
+
+    check_shipped(m["manifest"])  # golden greedy tokens and blockwise rounds included
+    path = staged(stages.heads_path_for, cfg, task)
+    assert (m["cache_name"], m["manifest"].stem, m["setting"]) == (path.name, f"{task.name}_finetune", "finetune")
+    assert set(m["test_block_size"]) == {str(k) for k in cfg.decode.ks if k > 1}
+    assert all(1.0 <= v <= int(k) for k, v in m["test_block_size"].items())
+    trained, _ = load_model(path)
+    for f in (tmp_path / "cache" / "models").glob("*.pt"):
+        f.unlink()  # nothing cached: neither the heads model nor its base
+    monkeypatch.setattr(stages, "_train_stage", lambda *a, **k: pytest.fail("a shipped heads model was trained"))
+    monkeypatch.setattr(stages, "ensure_base", lambda *a, **k: pytest.fail("a shipped heads model's base was built"))
+    assert staged(stages.ensure_heads, cfg, task) == path
+    installed, payload = load_model(path)
+    for (name, a), b in zip(trained.state_dict().items(), installed.state_dict().values()):
+        assert b.dtype == a.dtype and torch.equal(b, a.half().to(a.dtype)), name
+    assert payload["shipped"].endswith("_finetune.pt")
+    path.unlink()  # shipped=false trains it anew (here: stopped by the patched stage, which is the point)
+    with pytest.raises(pytest.fail.Exception, match="base was built"):
+        staged(stages.ensure_heads, tweak(cfg, shipped=False), task)
+
+
 def test_the_distilled_base_is_made_from_the_shipped_teacher(toy, tmp_path, monkeypatch):
     """make pretrain models=[distilled] after the teacher shipped: the teacher is installed for the beam
     targets, not trained again (a GPU lease or a later sitting makes the distilled base alone)."""
