@@ -99,7 +99,7 @@ def decode_and_time(
     out = {s.key: RunOutput([[]] * n, [0] * n, [[]] * n, example_wall_s=[0.0] * n, example_batch_size=[0] * n)
            for s in specs}
     compiled = precompile(model, [pad_rows([sources[i] for i in idx], model.pad_id, min_width=1).to(device)
-                                  for idx in batches], specs, max_len, prepared)
+                                  for idx in batches], specs, max_len, prepared, passes.progress)
     for key, seconds in compiled.items():
         out[key].compile_s = seconds
     for idx in batches[: min(warmup, len(batches))]:  # warm-up: allocator, kernels, caches
@@ -127,29 +127,34 @@ def decode_and_time(
     return out
 
 
-def precompile(model, batches: list[torch.Tensor], specs: list[DecodeSpec], max_len, prepared: Prepared = NOTHING
-               ) -> dict[str, float]:
+def precompile(model, batches: list[torch.Tensor], specs: list[DecodeSpec], max_len, prepared: Prepared = NOTHING,
+               progress: bool = False) -> dict[str, float]:
     """Decode one batch of every shape the static path will see (batch size, padded source length, capacity)
     with every spec on that path, so that no timed call compiles; returns the seconds each spec's compilation
-    took (only for specs it compiled anything for)."""
+    took (only for specs it compiled anything for). ``progress``: a bar over the (spec, shape) pairs, since
+    compiling takes minutes on a CPU and prints nothing of its own."""
     from bpd.decoding.engine import engine_for
 
-    seconds: dict[str, float] = {}
+    todo: list[tuple[DecodeSpec, torch.Tensor, int]] = []
     for spec in specs:
         if spec.path == "eager":
             continue
-        engine = engine_for(model, spec.path)
-        seen: set[tuple] = set()
+        engine, seen = engine_for(model, spec.path), set()
         for src in batches:
             limit = max_len(src)
-            shape = engine.shape_key(src, limit)
-            if shape in seen:
-                continue
-            seen.add(shape)
-            before = engine.compile_seconds
-            spec.entry.decode(model, src, limit, spec.options, prepared)
-            engine = engine_for(model, spec.path)  # (the same engine unless the call replaced it)
-            seconds[spec.key] = seconds.get(spec.key, 0.0) + engine.compile_seconds - before
+            if (shape := engine.shape_key(src, limit)) not in seen:
+                seen.add(shape)
+                todo.append((spec, src, limit))
+    seconds: dict[str, float] = {}
+    bar = tqdm(todo, desc="compile", unit="shape", disable=not (progress and todo), leave=False,
+               mininterval=progress_interval())
+    for spec, src, limit in bar:
+        bar.set_postfix_str(spec.key, refresh=False)
+        engine = engine_for(model, spec.path)
+        before = engine.compile_seconds
+        spec.entry.decode(model, src, limit, spec.options, prepared)
+        engine = engine_for(model, spec.path)  # (the same engine unless the call replaced it)
+        seconds[spec.key] = seconds.get(spec.key, 0.0) + engine.compile_seconds - before
     return seconds
 
 
