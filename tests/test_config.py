@@ -179,6 +179,9 @@ def test_hydra_refuses_misspelt_or_mistyped_options(override):
                                              ("decode.max_len_a=-1", "max_len_a"), ("threads=0", "threads"),
                                              ("seed=-1", "seed"), ("heads_train.base_lr_scale=-1", "base_lr_scale"),
                                              ("train.label_smoothing=1.0", "label_smoothing"),
+                                             ("train.ordinal_sigma=-1", "ordinal_sigma must be"),
+                                             ("train.ordinal_sigma=2", "set it to 0 for translation"),
+                                             ("heads_train.ordinal_sigma=2", "set it to 0 for translation"),
                                              ("decode.proposal_vocab=100000", "above task.vocab_size")])
 def test_bad_values_are_refused_before_any_work(override, match):
     with pytest.raises(ValueError, match=match):
@@ -393,4 +396,4 @@ def test_defaults_are_pinned_to_the_schema():
         "a config default changed: see this test's docstring (bump SCHEMA if the field is keyed)"
 
 
-PINNED_DEFAULTS = "aaefd01fae"
+PINNED_DEFAULTS = "2b0015f57d"

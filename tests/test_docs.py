@@ -182,10 +182,12 @@ def test_benchmark_example_is_the_rows():
     """docs/benchmark.md's printout: each decoder's k̂, tokens/s and paired speedup are what its rows hold."""
     text = (REPO / "docs" / "benchmark.md").read_text(encoding="utf-8")
     rows = [r for r in _rows("results/bench/rows.jsonl")
-            if r.get("command") == "python experiments/bench.py experiment=demo_debian" and r["batch_size"] == 1]
-    lines = re.findall(r"^attend\s+1 (\w+)\s+([\d.]+)\s+(\d+)\s+([\d.]+)x \[([\d.]+),([\d.]+)\]", text, re.M)
-    assert len(lines) == 8
-    for decoder, khat, toks, sp, lo, hi in lines:
-        (r,) = [r for r in rows if r["decoder"] == decoder]
+            if r.get("command") == "python experiments/bench.py experiment=demo_debian bench.ks=[2,4,6]"
+            and r["batch_size"] == 1 and r.get("time", "").startswith("2026-12-06")]
+    lines = re.findall(r"^attend\s+(eager|compiled)\s+1 (\w+)\s+([\d.]+)\s+(\d+)\s+([\d.]+)x \[([\d.]+),([\d.]+)\]",
+                       text, re.M)
+    assert len(lines) == 15
+    for engine, decoder, khat, toks, sp, lo, hi in lines:
+        (r,) = [r for r in rows if r["decoder"] == decoder and r["engine"] == engine]
         assert (f"{r['mean_block_size']:.2f}", f"{r['tokens_per_s']:.0f}", f"{r['speedup']:.2f}",
                 f"{r['speedup_ci_low']:.2f}", f"{r['speedup_ci_high']:.2f}") == (khat, toks, sp, lo, hi), decoder

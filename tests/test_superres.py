@@ -12,6 +12,7 @@ from toy import evaluate_toy, staged, toy_config, toy_task, tweak
 
 from bpd import stages
 from bpd.config import BeamConfig, CriterionConfig, HeadsConfig, ImageTaskConfig, MethodsConfig, TrainConfig
+from bpd.data import images as im
 from bpd.decoding import blockwise_decode, criteria, greedy_decode
 from bpd.decoding.methods.draft import draft_decode
 from bpd.decoding.methods.tree import tree_decode
@@ -182,6 +183,55 @@ def test_sr_training_lowers_loss(tmp_path):
     out = train(model, task.train_batches(task.pairs("train"), 400, 0), tcfg,
                 TrainOutput(tmp_path / "m.pt", progress=False), dev=DevEvaluation({"dev": dev}))
     assert out["history"][-1]["dev/loss_head1"] < before - 0.3
+
+
+def test_ordinal_targets_spread_over_near_intensities_and_are_the_plain_loss_at_sigma_0():
+    """``train.ordinal_sigma``: an intensity's target row is a Gaussian over its neighbours (other tokens keep
+    their one-hot row), so a confident near miss costs less than a far one; at sigma 0 it is cross-entropy with
+    uniform smoothing, token for token."""
+    import torch.nn.functional as F
+
+    from bpd.training.losses import IGNORE, ordinal_table, slot_loss
+
+    vocab, n = im.VOCAB_SIZE, im.N_INTENSITIES
+    table = ordinal_table(vocab, 0, n, 2.0, 0.1)
+    torch.testing.assert_close(table.sum(1), torch.ones(vocab))
+    row = table[100, :n]
+    assert int(row.argmax()) == 100 and row[101] < row[100] and row[103] < row[101] and row[101] == row[99]
+    assert row[110] < 1e-3 < row[102]
+    assert table[im.BOS_ID, im.BOS_ID] > 0.9 and table[im.BOS_ID, :n].max() < 1e-3  # BOS is no intensity
+    logits, tgt = torch.randn(7, vocab), torch.tensor([0, 5, 100, 255, im.BOS_ID, IGNORE, 30])
+    plain = F.cross_entropy(logits, tgt, ignore_index=IGNORE, label_smoothing=0.1)
+    torch.testing.assert_close(slot_loss(logits, tgt, ordinal_table(vocab, 0, n, 0.0, 0.1)), plain)
+    torch.testing.assert_close(slot_loss(logits, tgt, 0.1), plain)
+
+    def confident(at: int) -> torch.Tensor:
+        return F.one_hot(torch.tensor([at]), vocab).float() * 10
+
+    target = torch.tensor([100])
+    assert slot_loss(confident(101), target, table) < slot_loss(confident(150), target, table) - 1
+    one_hot = ordinal_table(vocab, 0, n, 0.0, 0.1)
+    torch.testing.assert_close(slot_loss(confident(101), target, one_hot), slot_loss(confident(150), target, one_hot))
+
+
+def test_ordinal_training_needs_an_ordered_vocabulary(tmp_path):
+    """The loop builds the table from the model's ordered values (an image model's intensities), and refuses the
+    option on a model without them."""
+    from bpd.models import Transformer, TransformerConfig
+    from bpd.training.loop import TrainOutput, train
+
+    cfg = sr_config(tmp_path)
+    task = toy_task(cfg)
+    tcfg = TrainConfig(lr=1e-2, warmup_steps=5, max_steps=3, max_minutes=None, ordinal_sigma=1.5,
+                       ckpt_every=1000, eval_every=100)
+    batches = task.train_batches(task.pairs("train"), 400, 0)
+    with pytest.raises(ValueError, match="ordinal_sigma spreads targets over ordered token values"):
+        train(Transformer(TransformerConfig(vocab_size=im.VOCAB_SIZE, d_model=16, n_heads=2, d_ff=32,
+                                            n_enc_layers=1, n_dec_layers=1)), batches, tcfg,
+              TrainOutput(tmp_path / "a.pt", progress=False))
+    out = train(task.build_model(cfg.model, HeadsConfig(k=1), 1, 0), batches, tcfg,
+                TrainOutput(tmp_path / "b.pt", progress=False))
+    assert out["step"] == 3 and out["last_loss"] == out["last_loss"]
 
 
 def test_missing_celeba_is_a_clear_error(tmp_path):

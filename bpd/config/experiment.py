@@ -157,6 +157,8 @@ class ExperimentConfig:
                "heads.targets=self needs heads to train (heads.k > 1).")
         check(not self.model.aligned_input or self.task.kind == "image",
                "model.aligned_input aligns output pixels with input pixels: set it to false for translation.")
+        check(self.task.kind == "image" or not (self.train.ordinal_sigma or self.heads_train.ordinal_sigma),
+               "train.ordinal_sigma spreads targets over neighbouring intensities: set it to 0 for translation.")
         return self
 
 

@@ -117,6 +117,10 @@ class TrainConfig:
     weight_decay: float = 0.0
     grad_clip: float = 1.0  # 0 = off
     label_smoothing: float = 0.1
+    # Image tasks: each target's (1 - label_smoothing) share spread over neighbouring intensities as a Gaussian of
+    # this standard deviation in levels (ordinal soft labels), so that the model learns that near intensities are
+    # alike; 0 = the one-hot target.
+    ordinal_sigma: float = 0.0
     input_noise: float = 0.0  # share of decoder input tokens swapped for other batch tokens (bpd.training.noise)
     # A step budget, so the same command trains the same model on any machine (the tiny model's 1,500 steps
     # take about 5 min on 2 CPU cores); the minutes are a safety cap, recorded in the rows when it binds.
@@ -162,6 +166,7 @@ class TrainConfig:
         check(self.weight_decay >= 0 and self.grad_clip >= 0 and 0.0 <= self.label_smoothing < 1.0,
                f"{where}.weight_decay and grad_clip must be >= 0 and label_smoothing in [0, 1) (got "
                f"{self.weight_decay}, {self.grad_clip} and {self.label_smoothing}).")
+        check(self.ordinal_sigma >= 0, f"{where}.ordinal_sigma must be >= 0 (0 = off; got {self.ordinal_sigma}).")
         check(min(self.eval_every, self.ckpt_every, self.log_every) >= 1,
                f"{where}.eval_every, ckpt_every and log_every must be >= 1.")
         check(self.score_every >= 0, f"{where}.score_every must be >= 0 (0 = never; got {self.score_every}).")

@@ -38,6 +38,8 @@ class ImageTransformer(Transformer):
     #: Its inputs have one fixed length (the low-resolution image, whose positions are grid cells): the static
     #: decode path does not pad them to a bucket (``bpd.decoding.engine``).
     source_buckets = False
+    #: Token ids 0..255 are intensities.
+    ordinal_values = (0, N_INTENSITIES)
 
     def __init__(self, cfg: ImageTransformerConfig) -> None:
         cfg.positions = "learned"  # replaced below by row/column/channel tables

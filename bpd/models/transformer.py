@@ -170,6 +170,9 @@ class EncoderState:
 class Transformer(nn.Module):
     #: The static decode path may pad sources to a bucket length (padding is masked).
     source_buckets = True
+    #: Token ids that are ordered values, as (first id, count) (none for words): what ``train.ordinal_sigma``
+    #: spreads training targets over.
+    ordinal_values: tuple[int, int] | None = None
 
     def __init__(self, cfg: TransformerConfig) -> None:
         super().__init__()

@@ -28,6 +28,7 @@ import torch
 
 from bpd.config import HeadsConfig, TrainConfig
 from bpd.training.evaluation import DevEvaluation, kept_best
+from bpd.training.losses import Smoothing, ordinal_table
 from bpd.training.on_request import CheckpointRequests
 from bpd.training.ranks import Ranks
 from bpd.training.report import Reporter
@@ -98,6 +99,14 @@ def _prepare(model, cfg: TrainConfig, heads: HeadsConfig | None, seed: int, out:
     """Check the options, put the model on its device in training mode, freeze what the stage freezes and
     build the optimizer."""
     cfg.validate(config_section(heads))
+    smoothing: Smoothing = cfg.label_smoothing
+    if cfg.ordinal_sigma > 0:
+        ordinal = getattr(model, "ordinal_values", None)
+        if ordinal is None or model.heads.loss_ids is not None:
+            raise ValueError(f"{config_section(heads)}.ordinal_sigma spreads targets over ordered token values (an "
+                             "image model's intensities, every slot over the whole vocabulary); set it to 0 here.")
+        smoothing = ordinal_table(model.heads.output.weight.shape[0], *ordinal, cfg.ordinal_sigma,
+                                  cfg.label_smoothing).to(place.device)
     model.to(place.device).train()
     ranks = Ranks.of(place.ddp_model)
     groups = configure_params(model, cfg, heads)
@@ -117,6 +126,7 @@ def _prepare(model, cfg: TrainConfig, heads: HeadsConfig | None, seed: int, out:
         opt=opt,
         slots=trained_heads(model, heads),
         dev=dev,
+        smoothing=smoothing,
     )
 
 

@@ -13,6 +13,8 @@ import torch
 import torch.nn.functional as F
 
 IGNORE = -100  # cross_entropy's ignore_index for targets outside a restricted slot vocabulary
+# What smooths a hard target: uniform label smoothing's share, or each token's target row (``ordinal_table``).
+Smoothing = float | torch.Tensor
 
 
 def shifted_targets(tgt_out: torch.Tensor, i: int, pad_id: int) -> torch.Tensor:
@@ -86,7 +88,7 @@ def head_losses(
     h: torch.Tensor,
     tgt_out: torch.Tensor,
     heads: list[int],
-    label_smoothing: float = 0.0,
+    label_smoothing: Smoothing = 0.0,
     every_position: bool = False,
     source=None,
     soft: bool = False,
@@ -98,16 +100,34 @@ def head_losses(
             for i, logits, tgt in slot_scores(model, h, tgt_out, heads, every_position, source, soft)}
 
 
-def slot_loss(logits: torch.Tensor, tgt: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:
+def slot_loss(logits: torch.Tensor, tgt: torch.Tensor, label_smoothing: Smoothing = 0.0) -> torch.Tensor:
     """Mean cross-entropy of one head's ``slot_scores`` over its targets other than ``IGNORE`` (token
-    indices), or against soft targets (rows of probabilities, ``soft_targets``; all-zero rows left out)."""
+    indices), or against soft targets (rows of probabilities, ``soft_targets``; all-zero rows left out).
+    ``label_smoothing``: uniform smoothing's share, or a table of each token's target row (``ordinal_table``)."""
     # Sum, then divide by the count: a batch of short sentences has no target i positions ahead for a far
     # head, and the plain mean would then log NaN (its gradient is zero either way).
+    if isinstance(label_smoothing, torch.Tensor) and not tgt.is_floating_point():
+        keep = tgt != IGNORE
+        tgt, logits = label_smoothing[tgt[keep]], logits[keep]
     if tgt.is_floating_point():
         ce = -(tgt * F.log_softmax(logits.float(), dim=-1)).sum()
         return ce / (tgt.sum(-1) > 0).sum().clamp(min=1)
     ce = F.cross_entropy(logits.float(), tgt, ignore_index=IGNORE, label_smoothing=label_smoothing, reduction="sum")
     return ce / (tgt != IGNORE).sum().clamp(min=1)
+
+
+def ordinal_table(vocab: int, offset: int, n_values: int, sigma: float, label_smoothing: float) -> torch.Tensor:
+    """(vocab, vocab): row t is the training target of token t when tokens ``offset .. offset + n_values - 1``
+    are ordered values (an image's intensities): a Gaussian of standard deviation ``sigma`` (in values) around
+    t's value, cut to the value range and renormalised, instead of the one-hot row, so that a near miss costs
+    less than a far one; other tokens keep their one-hot row. Uniform ``label_smoothing`` is mixed in as
+    ``F.cross_entropy`` does it (``(1 - eps) * row + eps / vocab``), so ``sigma`` 0 is the plain smoothed loss."""
+    table = torch.eye(vocab)
+    if sigma > 0:
+        v = torch.arange(n_values, dtype=torch.float64)
+        g = torch.exp(-0.5 * ((v[:, None] - v[None, :]) / sigma) ** 2)
+        table[offset:offset + n_values, offset:offset + n_values] = (g / g.sum(1, keepdim=True)).float()
+    return (1 - label_smoothing) * table + label_smoothing / vocab
 
 
 def loss_index(ids: torch.Tensor | None, vocab: int, pad: int) -> torch.Tensor | None:
@@ -145,8 +165,8 @@ class LossModule(torch.nn.Module):
         self.model = model
 
     def forward(
-        self, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor, heads: list[int], label_smoothing: float,
-        soft: bool = False,
+        self, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor, heads: list[int],
+        label_smoothing: Smoothing, soft: bool = False,
     ) -> dict[int, torch.Tensor]:
         h, source = self.model.teacher_forced(src, tgt_in)
         return head_losses(self.model, h, tgt_out, heads, label_smoothing, source=source, soft=soft)

@@ -12,6 +12,7 @@ import torch
 from bpd.config import HeadsConfig, TrainConfig
 from bpd.training.checkpoint import state_file
 from bpd.training.evaluation import DevEvaluation
+from bpd.training.losses import Smoothing
 from bpd.training.ranks import Ranks
 
 
@@ -39,6 +40,7 @@ class Run:
     opt: torch.optim.Optimizer
     slots: list[int]
     dev: DevEvaluation
+    smoothing: Smoothing = 0.0  # what the losses smooth hard targets with (``bpd.training.losses.slot_loss``)
 
     @property
     def stage(self) -> str:

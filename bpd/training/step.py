@@ -42,7 +42,7 @@ def _backward(
     tgt_in = noisy_inputs(tgt_in, cfg.input_noise, model.pad_id)
     with run.ranks.accumulating(last):
         with torch.autocast(device_type=torch.device(run.device).type, dtype=torch.bfloat16, enabled=cfg.bf16):
-            losses = run.loss_module(src, tgt_in, tgt_out, chosen, cfg.label_smoothing, run.soft_targets)
+            losses = run.loss_module(src, tgt_in, tgt_out, chosen, run.smoothing, run.soft_targets)
             w = int((tgt_out != model.pad_id).sum()) / max(1, n_tok)
             loss = combine(losses, run.p1_weight) * (w * world)
         loss.backward()
