@@ -24,6 +24,7 @@ from bpd.data.store import ArrayPairs
 from bpd.decoding.spec import DecodeSpec
 from bpd.decoding.timed import RunOutput
 from bpd.models import build_image_model
+from bpd.models.image_transformer import ImageTransformer
 from bpd.runtime import repo_relative
 from bpd.tasks.base import Corpus, Pairs, Task, heads_options, task_key
 from bpd.tracking import Tracker
@@ -121,8 +122,9 @@ class ImageTask(Task):
     quality = "psnr"
     # Images decode 768+ tokens each: a small sample is enough to track per-head agreement with the base.
     dev_outputs_sample = 16
-    # Token ids are intensities: the distance criterion compares them as ordinals.
-    criterion_kwargs = {"offset": 0, "n_values": im.N_INTENSITIES}
+    # Token ids are intensities: the distance criterion compares them as ordinals (the ids the model declares
+    # ordered, which train.ordinal_sigma spreads targets over).
+    criterion_kwargs = dict(zip(("offset", "n_values"), ImageTransformer.ordinal_values, strict=True))
 
     def __init__(self, cfg: ImageTaskConfig, data_cache: Path, shipped_dir: str | Path | None = None) -> None:
         """``shipped_dir``: unused (shipped files are tokenizers, which images do not have)."""
