@@ -52,6 +52,31 @@ def test_compiled_engine_decodes_as_the_static_one():
     assert engine_for(model, "compiled").compile_seconds > 0
 
 
+@pytest.mark.parametrize("arch", ["attend", "recurrent", "paper", "blockdiag", "medusa"])
+def test_compiled_proposals_are_the_static_ones(arch, monkeypatch):
+    """Every round's proposals, not only the accepted tokens: a compiled slot that multiplies by another slot's
+    weights still decodes exactly (verification catches every wrong guess) and only accepts shorter blocks.
+    Slots whose weights are slices of one parameter (untied attend slots, the paper's layer) are the case
+    that needs it: inductor's CPU GEMM template prepacks a frozen slice from its storage's start."""
+    from bpd.decoding.engine import StaticEngine
+
+    model = random_model(40, 4, seed=6, arch=arch, head_noise=0.5, dtype=torch.float32)
+    src = random_src(3, 6, 40, seed=7)
+    seen: dict[bool, list] = {False: [], True: []}
+    round_ = StaticEngine.round
+
+    def spy(self, b, k, criterion, floor, props):
+        seen[self.compiled].append(props.clone())
+        return round_(self, b, k, criterion, floor, props)
+
+    monkeypatch.setattr(StaticEngine, "round", spy)
+    for engine in ("static", "compiled"):
+        blockwise_decode(model, src, k=4, criterion=criteria.Exact(), max_len=12, engine=engine)
+    assert len(seen[True]) == len(seen[False]) > 1
+    for i, (a, b) in enumerate(zip(seen[False], seen[True], strict=True)):
+        assert torch.equal(a, b), (arch, i, a.tolist(), b.tolist())
+
+
 def test_compiled_engine_takes_products_the_gemm_template_does_not():
     """A product of integers is not one inductor's CPU GEMM template takes: the function compiles again with
     ATen's kernels beside the template (``StaticEngine.call``) instead of failing."""

@@ -60,9 +60,9 @@ class DecodingTables(nn.Module):
         for i, slot in enumerate(slots):
             for j, t in enumerate(slot):
                 if t is not None:
-                    self.register_buffer(f"s{i}_{j}", t, persistent=False)
+                    self.register_buffer(f"s{i}_{j}", own_storage(t), persistent=False)
         for name, t in (("wt", wt), ("bias", bias), ("ids", ids)):
-            self.register_buffer(name, t, persistent=False)
+            self.register_buffer(name, None if t is None else own_storage(t), persistent=False)
 
     def slot(self, i: int) -> tuple:
         """Slot ``i``'s tables (0-based), ``fastpath.recurrent_tables``' tuple."""
@@ -72,6 +72,15 @@ class DecodingTables(nn.Module):
         """Proposed token ids at slot states (..., d): the argmax over the proposal vocabulary."""
         idx = top1(states @ self.wt if self.bias is None else states @ self.wt + self.bias)
         return idx if self.ids is None else self.ids[idx]
+
+
+def own_storage(t: torch.Tensor) -> torch.Tensor:
+    """``t``, copied when it is a slice of a larger tensor (a slot's query projection ``heads.w_q[j]``).
+
+    With weight freezing, inductor's CPU GEMM template prepacks a frozen weight from the start of its storage and
+    ignores a view's storage offset: every slot after the first would multiply by the first slot's weight
+    (proposals still well-formed, blocks accepted less often; exactness is unaffected)."""
+    return t.clone() if t.storage_offset() else t
 
 
 def decoding_tables(model) -> DecodingTables | None:

@@ -25,5 +25,11 @@ class PaperHeads(ProposalHeads):
         hidden = F.relu(self.w_in(h))
         # Only the output rows of the wanted slots: the layer is block-structured on its output side.
         rows = slice(lo * self.d_model, hi * self.d_model)
-        out = F.linear(hidden, self.w_out.weight[rows], self.w_out.bias[rows])
+        weight, bias = self.w_out.weight[rows], self.w_out.bias[rows]
+        if lo and torch.compiler.is_compiling():
+            # Rows of their own: inductor's CPU GEMM template prepacks a frozen weight's slice from the start of
+            # its storage, which would give slot lo the rows of slot 0. Freezing folds the product into a new
+            # constant (it drops a clone).
+            weight, bias = weight.mul(1), bias.mul(1)
+        out = F.linear(hidden, weight, bias)
         return h.unsqueeze(-2) + out.unflatten(-1, (hi - lo, self.d_model))
