@@ -64,18 +64,17 @@ def test_compiled_proposals_are_the_static_ones(arch):
     model = random_model(40, 4, seed=6, arch=arch, head_noise=0.5, dtype=torch.float32)
     e = engine_for(model, "compiled")
     b = e.begin(random_src(3, 6, 40, seed=7), 12)
-    tables = decoding_tables(model) if model.heads.n_learned else None
+    tables = decoding_tables(model)
     g = torch.Generator().manual_seed(8)
     h = torch.randn(3, model.heads.d_model, generator=g) * 3
     first = torch.randint(0, 40, (3, 1), generator=g)
-    source = b.source
 
     def propose(h, first, source):
         return propose_block(model, h, first, 4, source, tables)
 
     with torch.inference_mode():
-        want = propose(h, first, source)
-        got = e.call(("propose", arch), lambda: propose, h, first, source)
+        want = propose(h, first, b.source)
+        got = e.call(("propose", arch), lambda: propose, h, first, b.source)
     assert torch.equal(got, want), (arch, want.tolist(), got.tolist())
     assert len({tuple(r) for r in want[:, 1:].tolist()}) > 1  # proposals that depend on the state
 

@@ -101,7 +101,7 @@ def _prepare(model, cfg: TrainConfig, heads: HeadsConfig | None, seed: int, out:
     cfg.validate(config_section(heads))
     smoothing: Smoothing = cfg.label_smoothing
     if cfg.ordinal_sigma > 0:
-        ordinal = getattr(model, "ordinal_values", None)
+        ordinal = model.ordinal_values
         if ordinal is None or model.heads.loss_ids is not None:
             raise ValueError(f"{config_section(heads)}.ordinal_sigma spreads targets over ordered token values (an "
                              "image model's intensities, every slot over the whole vocabulary); set it to 0 here.")

@@ -27,9 +27,8 @@ class PaperHeads(ProposalHeads):
         rows = slice(lo * self.d_model, hi * self.d_model)
         weight, bias = self.w_out.weight[rows], self.w_out.bias[rows]
         if lo and torch.compiler.is_compiling():
-            # Rows of their own: inductor's CPU GEMM template prepacks a frozen weight's slice from the start of
-            # its storage, which would give slot lo the rows of slot 0. Freezing folds the product into a new
-            # constant (it drops a clone).
+            # Rows of their own, as ``static_steps.own_storage`` gives the chain's tables (slot lo would get slot
+            # 0's rows): in the graph, freezing folds the product into a new constant (it drops a clone).
             weight, bias = weight.mul(1), bias.mul(1)
         out = F.linear(hidden, weight, bias)
         return h.unsqueeze(-2) + out.unflatten(-1, (hi - lo, self.d_model))
