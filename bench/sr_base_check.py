@@ -3,7 +3,10 @@ predicts when it is shown the true pixels.
 
 For the first ``--n`` dev patches of the photo corpus it prints, in dB PSNR against the true 32x32 patch:
 
-* ``bicubic``: the upsampled intensity the model reads under each output (``model.upsample``);
+* ``bicubic (Pillow)``: the evaluation rows' bicubic reference (``bpd.data.images.bicubic_upsample``);
+* ``bicubic (torch)``: torch's bicubic interpolation (another kernel: what ``aligned_upsample=bicubic`` reads);
+* ``model's guess``: the upsampled intensity the model reads under each output (``model.upsample``: with
+  ``model.aligned_upsample=learned``, bicubic plus the fitted upsampler's correction; otherwise bicubic again);
 * ``teacher-forced argmax``: each sub-pixel's most likely intensity given the true pixels before it (what the
   training loss sees), and its exact-match rate beside bicubic's;
 * ``teacher-forced mean``: each sub-pixel's expected intensity under the same distributions, rounded (what
@@ -23,8 +26,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
-from bpd.data.images import BOS_ID, N_INTENSITIES, mean_psnr
+from bpd.data.images import BOS_ID, N_INTENSITIES, bicubic_upsample, mean_psnr
 from bpd.decoding import greedy_decode
 from bpd.models import model_from_config
 
@@ -35,6 +39,7 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=None, help="the photo corpus folder (default: the only "
                     "outputs/cache/data/photos_sr_* folder)")
     ap.add_argument("--n", type=int, default=16)
+    ap.add_argument("--split", default="dev", choices=("dev", "test", "faces"), help="which patches (default dev)")
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -43,13 +48,19 @@ def main() -> None:
     model = model_from_config(payload["model_config"])
     model.load_state_dict(payload["model"])
     model.eval()
-    lr = np.load(data / "dev_lr.npy", mmap_mode="r")[: args.n]
-    hr = np.load(data / "dev_hr.npy", mmap_mode="r")[: args.n]
+    lr = np.load(data / f"{args.split}_lr.npy", mmap_mode="r")[: args.n]
+    hr = np.load(data / f"{args.split}_hr.npy", mmap_mode="r")[: args.n]
     n = len(lr)
     src = torch.from_numpy(lr.reshape(n, -1).astype(np.int64))
     tgt = torch.from_numpy(hr.reshape(n, -1).astype(np.int64))
     with torch.inference_mode():
         up = model.upsample(src)
+        side = hr.shape[1]
+        img = torch.from_numpy(np.ascontiguousarray(lr)).permute(0, 3, 1, 2).float()
+        bicubic = F.interpolate(img, size=(side, side), mode="bicubic", align_corners=False)
+        bicubic = bicubic.round().clamp(0, N_INTENSITIES - 1).long().permute(0, 2, 3, 1).reshape(n, -1)
+        pillow = torch.from_numpy(bicubic_upsample(np.asarray(lr), hr.shape[1] // lr.shape[1]).reshape(n, -1)
+                                  .astype(np.int64))
         tin = torch.cat([torch.full((n, 1), BOS_ID), tgt[:, :-1]], 1)
         logits = model.heads.base_logits(model.teacher_forced(src, tin)[0])
         am = logits.argmax(-1)
@@ -63,9 +74,10 @@ def main() -> None:
     def thirds(x: torch.Tensor) -> str:
         return " / ".join(f"{t.mean():.2f}" for t in (x - tgt).abs().double().chunk(3, dim=1))
 
-    print(f"{args.checkpoint.name} (step {payload.get('step')}), {n} dev patches")
-    print(f"bicubic                {psnr(up):6.2f} dB  exact match {(up == tgt).double().mean():.3f}  "
-          f"mean |error| per third of the raster {thirds(up)}")
+    print(f"{args.checkpoint.name} (step {payload.get('step')}), {n} {args.split} patches")
+    for name, x in (("bicubic (Pillow)", pillow), ("bicubic (torch)", bicubic), ("model's guess", up)):
+        print(f"{name:22s} {psnr(x):6.2f} dB  exact match {(x == tgt).double().mean():.3f}  "
+              f"mean |error| per third of the raster {thirds(x)}")
     print(f"teacher-forced argmax  {psnr(am):6.2f} dB  exact match {(am == tgt).double().mean():.3f}")
     print(f"teacher-forced mean    {psnr(mean):6.2f} dB  exact match {(mean == tgt).double().mean():.3f}")
     print(f"greedy                 {psnr(g):6.2f} dB  {'':17s}  mean |error| per third of the raster {thirds(g)}")

@@ -35,7 +35,7 @@ from bpd.targets import base_outputs, distilled_pairs, self_pairs
 from bpd.tasks import Pairs, Task
 from bpd.tracking import Tracker, command_line, git_sha, make_tracker
 from bpd.training import distributed as dist
-from bpd.training.checkpoint import CheckpointError, load_checkpoint, load_model
+from bpd.training.checkpoint import CheckpointError, load_checkpoint, load_model, state_file
 from bpd.training.evaluation import DevEvaluation
 from bpd.training.loop import Placement, TrainOutput, configure_params, train
 
@@ -136,6 +136,8 @@ def ensure_base(runtime: Runtime, recipe: Recipe, task: Task, targets: str = "go
         pairs = (task.pairs("train") if targets == "gold"
                  else distillation_targets(runtime, recipe, task, recipe.distill.base_sources))
         model = task.build_model(recipe.model, BASE, 1, seed)
+        if not state_file(path).exists():  # a resumed run's state holds what was fitted
+            task.fit_before_base(model, recipe.train, seed)
         dev = {"dev": task.eval_batches(task.pairs("dev"), recipe.train.max_tokens)}
         described = {"model": dataclasses.asdict(recipe.model), "train": dataclasses.asdict(recipe.train),
                      "targets": targets}

@@ -80,7 +80,11 @@ def run(cfg: ExperimentConfig, entry: PretrainEntry) -> None:
             print(f"{name}: already shipped as {manifest.stem} (delete its manifest to export it again)")
         else:
             model, _ = load_model(path)
-            scores = {split: task.dev_score(model, cfg.decode, None, split) for split in ("dev", "test")}
+            # decode.n_examples: the first N of each split (a photo corpus's splits take hours to decode whole).
+            n = cfg.decode.n_examples
+            scores = {split: task.dev_score(model, cfg.decode, n, split) for split in ("dev", "test")}
+            if n is not None:
+                scores["scored_examples"] = n
             if name == "heads":
                 scores["test_block_size"] = block_sizes(task, model, cfg.decode)
             # A few dev sources, decoded by the shipped weights: tests/test_shipped.py decodes them again.

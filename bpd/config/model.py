@@ -31,8 +31,12 @@ class ModelConfig:
     aligned_input: bool = False
     # How that intensity is upsampled: nearest (the LR pixel the output pixel lies in) | bicubic (the
     # bicubic interpolation of the LR image at the output pixel, a better first guess than its nearest
-    # neighbour, so the model starts from the bicubic baseline and learns the correction).
+    # neighbour, so the model starts from the bicubic baseline and learns the correction) | learned (bicubic plus a
+    # small convolutional network's correction, fitted to the training patches before the base trains:
+    # ``train.upsampler_steps``, bpd/models/upsampler.py), so that a base which copies its guess can beat bicubic.
     aligned_upsample: str = "nearest"
+    upsampler_channels: int = 64  # the learned upsampler's width and depth (convolutions over the LR image)
+    upsampler_layers: int = 5
     # The table that embeds that intensity is the output layer's own rows (scaled as token embeddings are), so
     # a freshly built model already scores the upsampled intensity highest: it starts from bicubic's answer
     # instead of learning to copy it through 256 separate embeddings.
@@ -50,8 +54,11 @@ class ModelConfig:
                f"model.d_model ({self.d_model}) must be divisible by model.n_heads ({self.n_heads}).")
         check(self.positions in ("sinusoidal", "learned"),
                f"unknown model.positions {self.positions!r}; use sinusoidal or learned.")
-        check(self.aligned_upsample in ("nearest", "bicubic"),
-               f"unknown model.aligned_upsample {self.aligned_upsample!r}; use nearest or bicubic.")
+        check(self.aligned_upsample in ("nearest", "bicubic", "learned"),
+               f"unknown model.aligned_upsample {self.aligned_upsample!r}; use nearest, bicubic or learned.")
+        check(self.upsampler_channels >= 1 and self.upsampler_layers >= 2,
+               f"model.upsampler_channels must be >= 1 and upsampler_layers >= 2 (got {self.upsampler_channels} "
+               f"and {self.upsampler_layers}).")
         check(self.aligned_input or not self.aligned_tied, "model.aligned_tied ties the aligned input's table: set "
                "model.aligned_input=true too.")
 
@@ -122,6 +129,12 @@ class TrainConfig:
     # alike; 0 = the one-hot target.
     ordinal_sigma: float = 0.0
     input_noise: float = 0.0  # share of decoder input tokens swapped for other batch tokens (bpd.training.noise)
+    # Image models with model.aligned_upsample=learned: the upsampler's own fit before the base stage's first step
+    # (Adam steps of upsampler_batch training patches, squared error, cosine-decayed from upsampler_lr); 0 = none
+    # (the upsampler stays bicubic). The heads stages ignore it (their base brings its fitted upsampler).
+    upsampler_steps: int = 0
+    upsampler_batch: int = 64
+    upsampler_lr: float = 1.0e-3
     # A step budget, so the same command trains the same model on any machine (the tiny model's 1,500 steps
     # take about 5 min on 2 CPU cores); the minutes are a safety cap, recorded in the rows when it binds.
     max_steps: int = 1_500
@@ -170,6 +183,9 @@ class TrainConfig:
         check(min(self.eval_every, self.ckpt_every, self.log_every) >= 1,
                f"{where}.eval_every, ckpt_every and log_every must be >= 1.")
         check(self.score_every >= 0, f"{where}.score_every must be >= 0 (0 = never; got {self.score_every}).")
+        check(self.upsampler_steps >= 0 and self.upsampler_batch >= 1 and self.upsampler_lr > 0,
+               f"{where}.upsampler_steps must be >= 0, upsampler_batch >= 1 and upsampler_lr > 0 (got "
+               f"{self.upsampler_steps}, {self.upsampler_batch} and {self.upsampler_lr}).")
         check(0.0 <= self.input_noise < 1.0, f"{where}.input_noise must be in [0, 1) (got {self.input_noise}).")
         check(self.best_on in ("loss", "score"), f"{where}.best_on must be loss or score (got {self.best_on!r}).")
         check(self.best_on == "loss" or self.score_every > 0,

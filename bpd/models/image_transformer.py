@@ -26,6 +26,7 @@ from torch import nn
 from bpd.config import ModelConfig
 from bpd.data.images import BOS_ID, EOS_ID, N_INTENSITIES, PAD_ID, VOCAB_SIZE
 from bpd.models.transformer import EncoderState, Transformer, TransformerConfig, model_sizes
+from bpd.models.upsampler import Upsampler
 
 
 @dataclass
@@ -60,6 +61,14 @@ class ImageTransformer(Transformer):
                 self.aligned.weight = self.output.weight  # (256, d) both: intensity v's output row embeds v
             else:
                 nn.init.normal_(self.aligned.weight, std=0.02)
+        if cfg.aligned_input and cfg.aligned_upsample == "learned":
+            # Fitted before the base trains (bpd.models.upsampler.fit_upsampler), then frozen: not a base parameter.
+            self.upsampler = Upsampler(cfg.hr_size // cfg.lr_size, cfg.upsampler_channels, cfg.upsampler_layers)
+            self.upsampler.requires_grad_(False)
+
+    def base_parameters(self) -> list[nn.Parameter]:
+        frozen = {id(p) for p in self.upsampler.parameters()} if hasattr(self, "upsampler") else set()
+        return [p for p in super().base_parameters() if id(p) not in frozen]
 
     @property
     def seq_len(self) -> int:
@@ -98,11 +107,14 @@ class ImageTransformer(Transformer):
     def upsample(self, src: torch.Tensor) -> torch.Tensor:
         """(B, lr*lr*3) source intensities -> (B, hr*hr*3): the upsampled intensity under each output token,
         computed once per input (``model.aligned_upsample``: nearest, the LR pixel an output pixel lies in,
-        or bicubic)."""
+        bicubic, or learned: bicubic plus the fitted upsampler's correction)."""
         lr, hr = self.cfg.lr_size, self.cfg.hr_size
         img = src.view(-1, lr, lr, 3).permute(0, 3, 1, 2).float()
-        bicubic = self.cfg.aligned_upsample == "bicubic"
-        up = F.interpolate(img, size=(hr, hr), mode=self.cfg.aligned_upsample, align_corners=False if bicubic else None)
+        mode = self.cfg.aligned_upsample
+        if mode == "learned":
+            up = self.upsampler(img)
+        else:
+            up = F.interpolate(img, size=(hr, hr), mode=mode, align_corners=False if mode == "bicubic" else None)
         return up.round().clamp(0, N_INTENSITIES - 1).long().permute(0, 2, 3, 1).reshape(src.shape[0], -1)
 
 

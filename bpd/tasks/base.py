@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Protocol
 
 import torch
 
-from bpd.config import SPLITS, DecodeConfig, HeadsConfig, ModelConfig, cache_key, keyed
+from bpd.config import SPLITS, DecodeConfig, HeadsConfig, ModelConfig, TrainConfig, cache_key, keyed
 from bpd.data.batches import batch_iterator, make_batches
 from bpd.data.store import ArrayPairs, ListPairs, PairStore
 from bpd.decoding.spec import DecodeSpec
@@ -82,6 +82,9 @@ class Task:
     def build_model(self, model: ModelConfig, heads: HeadsConfig, k: int, seed: int):
         """A fresh model with ``k`` slots (k = 1: the base model) of ``heads``' architecture."""
         raise NotImplementedError
+
+    def fit_before_base(self, model, train: TrainConfig, seed: int) -> None:
+        """What a fresh base model fits before its first training step (none here; images: a learned upsampler)."""
 
     def check_model(self, model, path: Path) -> None:
         """A checkpoint trained with another vocabulary would decode garbage: refuse it with the fix."""

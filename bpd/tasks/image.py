@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from bpd.config import SPLITS, DecodeConfig, HeadsConfig, ImageTaskConfig, ModelConfig, split_parts
+from bpd.config import SPLITS, DecodeConfig, HeadsConfig, ImageTaskConfig, ModelConfig, TrainConfig, split_parts
 from bpd.config.methods import Role
 from bpd.config.registry import implementations
 from bpd.config.task import corpora as kind_corpora
@@ -25,6 +25,7 @@ from bpd.decoding.spec import DecodeSpec
 from bpd.decoding.timed import RunOutput
 from bpd.models import build_image_model
 from bpd.models.image_transformer import ImageTransformer
+from bpd.models.upsampler import fit_upsampler
 from bpd.runtime import repo_relative
 from bpd.tasks.base import Corpus, Pairs, Task, heads_options, task_key
 from bpd.tracking import Tracker
@@ -151,6 +152,14 @@ class ImageTask(Task):
 
     def build_model(self, model: ModelConfig, heads: HeadsConfig, k: int, seed: int):
         return build_image_model(k, model, self.cfg.lr_size, self.cfg.hr_size, seed=seed, **heads_options(heads))
+
+    def fit_before_base(self, model, train: TrainConfig, seed: int) -> None:
+        """A learned upsampler (``model.aligned_upsample=learned``) is fitted to the training patches for
+        ``train.upsampler_steps`` steps, then frozen, before the base trains on its guesses."""
+        if getattr(model, "upsampler", None) is not None and train.upsampler_steps:
+            lr, hr = self.images["train"]
+            fit_upsampler(model.upsampler, lr, hr, train.upsampler_steps, train.upsampler_batch, train.upsampler_lr,
+                          seed)
 
     def max_len(self, decode: DecodeConfig) -> Callable[[torch.Tensor], int]:
         seq = self.cfg.hr_size * self.cfg.hr_size * 3  # a whole image, no EOS

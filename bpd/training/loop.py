@@ -86,7 +86,7 @@ def configure_params(model, cfg: TrainConfig, heads: HeadsConfig | None) -> list
         for p in base:
             p.requires_grad_(False)
         return [{"params": head_params, "lr_scale": 1.0}]
-    for p in model.parameters():
+    for p in base + head_params:  # not what the model keeps frozen for good (an image model's fitted upsampler)
         p.requires_grad_(True)
     groups = [{"params": head_params, "lr_scale": 1.0}]
     if base:
