@@ -1,0 +1,73 @@
+"""Where the static path's greedy time goes, sentence by sentence: which sources cost more per token than the rest.
+
+Loads an experiment's heads model as ``make bench`` does, decodes the first ``--n`` test sentences one at a time
+with compiled greedy (every source bucket compiled first, untimed; one graph per bucket, as the benchmarks run
+it), then times a second pass per sentence. Prints tokens/s over the first ``--split`` sentences and over the
+rest, and the slowest sentences with their source length, bucket and milliseconds per output token.
+
+    python bench/static_greedy_per_sentence.py --experiment demo_debian --n 100 --split 60
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "experiments"))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--experiment", default="demo_debian")
+    ap.add_argument("--n", type=int, default=100, help="the first N test sentences (make bench's batch 1: 100)")
+    ap.add_argument("--split", type=int, default=60, help="report sentences 1..split and split+1..n apart")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--top", type=int, default=6)
+    args = ap.parse_args()
+
+    import _common
+    from hydra import compose, initialize_config_dir
+
+    from bpd.decoding.engine import bucket, engine_for, graph_per_bucket
+    from bpd.runtime import Runtime
+    from bpd.stages import Recipe, ensure_heads
+    from bpd.tasks import load_task
+    from bpd.training.checkpoint import load_model
+
+    _common.register()
+    with initialize_config_dir(config_dir=os.fspath(REPO / "conf"), version_base="1.3"):
+        cfg, _ = _common.to_configs(compose(config_name="bench", overrides=[f"experiment={args.experiment}"]))
+    torch.set_num_threads(args.threads)
+    runtime = Runtime.build(cfg)
+    task = load_task(runtime, cfg.task, cfg.shipped)
+    model, _ = load_model(ensure_heads(runtime, Recipe.of(cfg), task))
+    model.eval()
+    model.heads.set_proposal_vocab(task.proposal_vocab(cfg.decode.proposal_vocab))
+    engine, limit = engine_for(model, "compiled"), task.max_len(cfg.decode)
+    sources = task.pairs("test").sources(range(args.n))
+    rows = []
+    with graph_per_bucket(), torch.inference_mode():
+        for timed in (False, True):  # the first pass compiles every bucket
+            for i, s in enumerate(sources):
+                x = torch.tensor([s])
+                t0 = time.perf_counter()
+                out = engine.greedy(x, limit(x))
+                if timed:
+                    rows.append((time.perf_counter() - t0, i, len(s), bucket(len(s)), len(out.tokens[0])))
+    for lo, hi in ((0, args.split), (args.split, args.n)):
+        part = rows[lo:hi]
+        seconds, tokens = sum(r[0] for r in part), sum(r[4] for r in part)
+        print(f"sentences {lo + 1}-{hi}: {seconds:.3f} s, {tokens} tokens, {tokens / seconds:.0f} tok/s")
+    for seconds, i, n_src, b, n_out in sorted(rows, reverse=True)[: args.top]:
+        print(f"sentence {i + 1}: {seconds * 1e3:.1f} ms, source {n_src} tokens (bucket {b}), output {n_out} tokens, "
+              f"{seconds * 1e3 / max(n_out, 1):.2f} ms/token")
+
+
+if __name__ == "__main__":
+    main()
