@@ -6,6 +6,9 @@ it), then times a second pass per sentence. Prints tokens/s over the first ``--s
 rest, and the slowest sentences with their source length, bucket and milliseconds per output token.
 
     python bench/static_greedy_per_sentence.py --experiment demo_debian --n 100 --split 60
+
+``--sequence 22,85,85`` instead times those sentences (1-based) in that order after one untimed call each in
+order of first appearance, so whose shape a fresh engine compiles first is the caller's choice.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ def main() -> None:
     ap.add_argument("--split", type=int, default=60, help="report sentences 1..split and split+1..n apart")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--top", type=int, default=6)
+    ap.add_argument("--sequence", default=None, help="comma-separated 1-based sentence numbers to time in order")
     args = ap.parse_args()
 
     import _common
@@ -51,6 +55,19 @@ def main() -> None:
     model.heads.set_proposal_vocab(task.proposal_vocab(cfg.decode.proposal_vocab))
     engine, limit = engine_for(model, "compiled"), task.max_len(cfg.decode)
     sources = task.pairs("test").sources(range(args.n))
+    if args.sequence:
+        order = [int(i) - 1 for i in args.sequence.split(",")]
+        with graph_per_bucket(), torch.inference_mode():
+            for i in dict.fromkeys(order):  # compile in order of first appearance
+                engine.greedy(torch.tensor([sources[i]]), limit(torch.tensor([sources[i]])))
+            for i in order:
+                x = torch.tensor([sources[i]])
+                t0 = time.perf_counter()
+                out = engine.greedy(x, limit(x))
+                ms = (time.perf_counter() - t0) * 1e3
+                print(f"sentence {i + 1} (source {x.shape[1]} tokens, bucket {bucket(x.shape[1])}): {ms:.1f} ms, "
+                      f"{ms / max(len(out.tokens[0]), 1):.2f} ms/token")
+        return
     rows = []
     with graph_per_bucket(), torch.inference_mode():
         for timed in (False, True):  # the first pass compiles every bucket
