@@ -134,6 +134,23 @@ def test_compiled_graphs_per_source_bucket(dynamic):
     assert engine.DYNAMIC_BUCKETS  # the evaluations' setting again
 
 
+def test_the_positions_cover_a_shape_before_its_first_step():
+    """A step compiled while the sinusoidal table was shorter than its cache rebuilt the whole table at every call
+    (a 512-token source bucket's greedy step: ~9 ms against ~1): the engine grows the table before a shape's
+    first step, eagerly, so a traced step only looks it up."""
+    model = random_model(30, 3, seed=2)
+    model.cover_positions(1)
+    model.pos_table = model.pos_table[:20].clone()  # as short as a fresh small model's
+    engine = engine_for(model, "static")
+    src = random_src(1, 40, 30, seed=3)
+    b = engine.begin(src, 30)
+    capacity = b.cache.k[0].shape[2]
+    assert capacity >= 80 and model.pos_table.shape[0] >= capacity
+    grown = model.pos_table
+    step = engine.greedy(src, 30)  # decoding the same shape leaves the table as it is
+    assert model.pos_table is grown and step.tokens == greedy_decode(model, src, max_len=30).tokens
+
+
 def test_new_weights_make_a_new_engine():
     """The compiled graphs hold the weights as constants: after an in-place change the next decode builds them
     anew instead of decoding with the old weights."""

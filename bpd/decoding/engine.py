@@ -137,6 +137,7 @@ class StaticEngine:
         shape = (src.shape[0], padded.shape[1], self.capacity(max_len, padded.shape[1]))
         buf = self.buffers.get(shape)
         if buf is None:
+            model.cover_positions(shape[2])  # here, eagerly: never inside a compiled step
             buf = self.buffers[shape] = self.new_buffers(enc, shape)
         held, cache, alive = buf
         held.src_mask.copy_(enc.src_mask)

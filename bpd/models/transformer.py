@@ -241,9 +241,15 @@ class Transformer(nn.Module):
                     "positions; lower max_len or build the model with a larger max_positions."
                 )
             return self.pos(pos)
-        if upper > self.pos_table.shape[0]:
-            self.pos_table = sinusoidal_table(2 * upper, self.cfg.d_model).to(self.pos_table)
+        self.cover_positions(upper)
         return self.pos_table[pos]
+
+    def cover_positions(self, upper: int) -> None:
+        """Grow the sinusoidal table to cover positions below ``upper`` (learned positions: nothing to do). The
+        static decode path calls it before a shape's first step: a step traced while the table is shorter than its
+        cache would rebuild the whole table at every call."""
+        if self.cfg.positions != "learned" and upper > self.pos_table.shape[0]:
+            self.pos_table = sinusoidal_table(2 * upper, self.cfg.d_model).to(self.pos_table)
 
     def embed_src(self, src: torch.Tensor) -> torch.Tensor:
         pos = torch.arange(src.shape[1], device=src.device).expand_as(src)
