@@ -55,28 +55,26 @@ def main() -> None:
     model.heads.set_proposal_vocab(task.proposal_vocab(cfg.decode.proposal_vocab))
     engine, limit = engine_for(model, "compiled"), task.max_len(cfg.decode)
     sources = task.pairs("test").sources(range(args.n))
-    if args.sequence:
-        order = [int(i) - 1 for i in args.sequence.split(",")]
-        with graph_per_bucket(), torch.inference_mode():
-            for i in dict.fromkeys(order):  # compile in order of first appearance
-                engine.greedy(torch.tensor([sources[i]]), limit(torch.tensor([sources[i]])))
-            for i in order:
-                x = torch.tensor([sources[i]])
-                t0 = time.perf_counter()
-                out = engine.greedy(x, limit(x))
-                ms = (time.perf_counter() - t0) * 1e3
-                print(f"sentence {i + 1} (source {x.shape[1]} tokens, bucket {bucket(x.shape[1])}): {ms:.1f} ms, "
-                      f"{ms / max(len(out.tokens[0]), 1):.2f} ms/token")
-        return
-    rows = []
+
+    def decode(i: int) -> tuple[float, int]:
+        """Sentence ``i`` decoded once: its seconds and output tokens."""
+        x = torch.tensor([sources[i]])
+        t0 = time.perf_counter()
+        out = engine.greedy(x, limit(x))
+        return time.perf_counter() - t0, len(out.tokens[0])
+
+    order = [int(i) - 1 for i in args.sequence.split(",")] if args.sequence else list(range(len(sources)))
     with graph_per_bucket(), torch.inference_mode():
-        for timed in (False, True):  # the first pass compiles every bucket
-            for i, s in enumerate(sources):
-                x = torch.tensor([s])
-                t0 = time.perf_counter()
-                out = engine.greedy(x, limit(x))
-                if timed:
-                    rows.append((time.perf_counter() - t0, i, len(s), bucket(len(s)), len(out.tokens[0])))
+        for i in dict.fromkeys(order):  # untimed: every shape compiles, in order of first appearance
+            decode(i)
+        timed = [(*decode(i), i) for i in order]
+    if args.sequence:
+        for seconds, n_out, i in timed:
+            n_src = len(sources[i])
+            print(f"sentence {i + 1} (source {n_src} tokens, bucket {bucket(n_src)}): {seconds * 1e3:.1f} ms, "
+                  f"{seconds * 1e3 / max(n_out, 1):.2f} ms/token")
+        return
+    rows = [(seconds, i, len(sources[i]), bucket(len(sources[i])), n_out) for seconds, n_out, i in timed]
     for lo, hi in ((0, args.split), (args.split, args.n)):
         part = rows[lo:hi]
         seconds, tokens = sum(r[0] for r in part), sum(r[4] for r in part)

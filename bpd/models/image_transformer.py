@@ -61,13 +61,14 @@ class ImageTransformer(Transformer):
                 self.aligned.weight = self.output.weight  # (256, d) both: intensity v's output row embeds v
             else:
                 nn.init.normal_(self.aligned.weight, std=0.02)
+        self.upsampler: Upsampler | None = None
         if cfg.aligned_input and cfg.aligned_upsample == "learned":
             # Fitted before the base trains (bpd.models.upsampler.fit_upsampler), then frozen: not a base parameter.
             self.upsampler = Upsampler(cfg.hr_size // cfg.lr_size, cfg.upsampler_channels, cfg.upsampler_layers)
             self.upsampler.requires_grad_(False)
 
     def base_parameters(self) -> list[nn.Parameter]:
-        frozen = {id(p) for p in self.upsampler.parameters()} if hasattr(self, "upsampler") else set()
+        frozen = set() if self.upsampler is None else {id(p) for p in self.upsampler.parameters()}
         return [p for p in super().base_parameters() if id(p) not in frozen]
 
     @property

@@ -18,9 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bpd.data.images import N_INTENSITIES
 from bpd.progress import progress_interval
-
-N_LEVELS = 256
 
 
 class Upsampler(nn.Module):
@@ -48,7 +47,7 @@ class Upsampler(nn.Module):
 
     def forward(self, img: torch.Tensor) -> torch.Tensor:
         img = img.to(self.body[0].weight.dtype)  # a model cast to half precision casts its upsampler too
-        out = self.bicubic(img) + (N_LEVELS - 1) * self.shuffle(self.body(img / (N_LEVELS - 1) - 0.5))
+        out = self.bicubic(img) + (N_INTENSITIES - 1) * self.shuffle(self.body(img / (N_INTENSITIES - 1) - 0.5))
         return out.float()
 
 

@@ -156,7 +156,7 @@ class ImageTask(Task):
     def fit_before_base(self, model, train: TrainConfig, seed: int) -> None:
         """A learned upsampler (``model.aligned_upsample=learned``) is fitted to the training patches for
         ``train.upsampler_steps`` steps, then frozen, before the base trains on its guesses."""
-        if getattr(model, "upsampler", None) is not None and train.upsampler_steps:
+        if model.upsampler is not None and train.upsampler_steps:
             lr, hr = self.images["train"]
             fit_upsampler(model.upsampler, lr, hr, train.upsampler_steps, train.upsampler_batch, train.upsampler_lr,
                           seed)
