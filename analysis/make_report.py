@@ -120,7 +120,7 @@ SPECS: dict[str, list[tuple[str, str, str]]] = {
         ("block_ours", "k̂ ours", "f2"), ("block_paper", "k̂ paper", "f2"), ("block_diff", "Δk̂", "+f2"),
         ("psnr", "PSNR (dB)", "f2"), ("psnr_vs_greedy", "PSNR vs greedy (dB)", "f2"),
         ("pixel_agreement_with_greedy", "pixels = greedy", "pct"), ("speedup", "speedup", "x"),
-        ("n_examples", "n", "d"),
+        ("n_examples", "n", "d"), ("block_small", "k̂ five photos", "f2"), ("psnr_small", "PSNR five photos", "f2"),
     ],
     "sr_reference": [("decoder", "Decoder", "s"), ("psnr", "PSNR (dB)", "f2"), ("n_examples", "n", "d")],
     "figure4": [

@@ -109,13 +109,18 @@ def iteration_lines(t: dict[str, Table], paper: pd.DataFrame) -> list[str]:
 
 
 def _device_of(points: pd.DataFrame, row: pd.Series) -> str:
-    """The hardware of the Figure 4 point a row of that table came from (same task, setting, k; not a bench point)."""
+    """The hardware of the Figure 4 point a row of that table came from (same task, setting, k; not a bench point),
+    and its batch size when it is not 1."""
     if points.empty or "device" not in points:
         return "device not recorded"
     m = points[points["task"].eq(row["task"]) & points["table_setting"].eq(row["setting_ours"])
                & points["k"].eq(row["k_ours"]) & ~points["series"].astype(str).str.startswith("bench")]
     m = m[m["speedup"].eq(row["speedup_ours"])] if m["speedup"].eq(row["speedup_ours"]).any() else m
-    return hardware(m["device"].iloc[0]) if not m.empty else "device not recorded"
+    if m.empty:
+        return "device not recorded"
+    # Figure 4 falls back to larger batches where a sweep has no batch-1 rows: say so beside the figure.
+    batch = m["batch_size"].iloc[0] if "batch_size" in m else 1
+    return hardware(m["device"].iloc[0]) + ("" if pd.isna(batch) or int(batch) == 1 else f", batch {int(batch)}")
 
 
 def wallclock_lines(t: dict[str, Table]) -> list[str]:

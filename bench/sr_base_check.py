@@ -26,11 +26,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from bpd.data.images import BOS_ID, N_INTENSITIES, bicubic_upsample, mean_psnr
 from bpd.decoding import greedy_decode
 from bpd.models import model_from_config
+from bpd.models.image_transformer import upsampled_ids
 
 
 def main() -> None:
@@ -55,10 +55,7 @@ def main() -> None:
     tgt = torch.from_numpy(hr.reshape(n, -1).astype(np.int64))
     with torch.inference_mode():
         up = model.upsample(src)
-        side = hr.shape[1]
-        img = torch.from_numpy(np.ascontiguousarray(lr)).permute(0, 3, 1, 2).float()
-        bicubic = F.interpolate(img, size=(side, side), mode="bicubic", align_corners=False)
-        bicubic = bicubic.round().clamp(0, N_INTENSITIES - 1).long().permute(0, 2, 3, 1).reshape(n, -1)
+        bicubic = upsampled_ids(src, lr.shape[1], hr.shape[1], "bicubic")
         pillow = torch.from_numpy(bicubic_upsample(np.asarray(lr), hr.shape[1] // lr.shape[1]).reshape(n, -1)
                                   .astype(np.int64))
         tin = torch.cat([torch.full((n, 1), BOS_ID), tgt[:, :-1]], 1)

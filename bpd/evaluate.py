@@ -215,6 +215,7 @@ def row_provenance(about: Provenance, d: DecodeConfig, task: Task, model_path: P
         "trained_k": mc["k"],
         "heads_arch": mc.get("heads_arch"),
         "heads_tied": mc.get("heads_tied", False),  # one set of weights for every proposal slot
+        "heads_ahead": mc.get("heads_ahead", False),  # slots read the input's guess at the position they guess
         "identity_p1": mc.get("identity_p1"),
         "heads_training": ex["heads_training"],
         "heads_targets": ex["heads_targets"],

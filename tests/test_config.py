@@ -134,6 +134,29 @@ def test_the_demo_installs_the_shipped_both_model():
     assert names == {shipped["cache_name"]}
 
 
+def test_the_photo_demo_installs_the_shipped_finetuned_model():
+    """`make demo-sr`'s recipe is Table 2's fine-tuning setting on the photo corpus exactly: its heads model's cache
+    name is the one the shipped photos_sr_finetune manifest names, so the demo installs it instead of training."""
+    import json
+    from types import SimpleNamespace
+
+    from toy import staged
+
+    from bpd.stages import heads_path_for
+    from bpd.tasks.base import task_key
+    from corpora.photos.build import REFERENCE_MANIFEST
+
+    shipped = json.loads((REPO / "checkpoints" / "photos_sr_finetune.json").read_text())
+    corpus = json.loads(REFERENCE_MANIFEST.read_text())["corpus_hash"]
+    recipes = [["experiment=demo_photos_sr"], ["experiment=demo_photos_sr", "setting=finetune"],
+               ["experiment=table2_photos", "setting=finetune"]]
+    names = set()
+    for r in recipes:
+        cfg = composed(r)[0]
+        names.add(staged(heads_path_for, cfg, SimpleNamespace(key=task_key(cfg.task, corpus))).name)
+    assert names == {shipped["cache_name"]}
+
+
 def test_settings_override_the_experiment():
     """setting=... comes after the experiment: the paper's fine-tuning recipe (p_1 weighted like any head,
     the base at the heads' rate) replaces the CPU recipe's gentle one, which stays as *_gentle."""
@@ -396,4 +419,4 @@ def test_defaults_are_pinned_to_the_schema():
         "a config default changed: see this test's docstring (bump SCHEMA if the field is keyed)"
 
 
-PINNED_DEFAULTS = "7cf833f6bc"
+PINNED_DEFAULTS = "f6962c8a82"  # heads.ahead added (default false: no key changes)

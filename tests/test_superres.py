@@ -30,12 +30,16 @@ def sr_config(tmp, **over):
 
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("aligned", [False, True, "tied", "learned"])
-@pytest.mark.parametrize("arch", ["paper", "attend"])  # attend: slots read the low-resolution image's keys
+# attend: slots read the low-resolution image's keys; ahead: medusa slots read the guess under the token they guess
+@pytest.mark.parametrize("arch", ["paper", "attend", "ahead"])
 def test_image_model_exact_blockwise_equals_greedy(seed, aligned, arch):
+    if arch == "ahead" and not aligned:
+        pytest.skip("heads.ahead reads the aligned input")
     sizes = dataclasses.replace(IMAGE_MICRO, aligned_input=bool(aligned), aligned_tied=aligned in ("tied", "learned"),
                                 aligned_upsample="learned" if aligned == "learned" else "nearest",
                                 upsampler_channels=4, upsampler_layers=2)
-    model = build_image_model(4, sizes, lr_size=2, hr_size=4, seed=seed, heads_arch=arch).double().eval()
+    heads = {"heads_arch": "medusa", "heads_ahead": True} if arch == "ahead" else {"heads_arch": arch}
+    model = build_image_model(4, sizes, lr_size=2, hr_size=4, seed=seed, **heads).double().eval()
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         moved = [*model.heads.parameters(), *(model.upsampler.parameters() if aligned == "learned" else ())]
@@ -45,6 +49,8 @@ def test_image_model_exact_blockwise_equals_greedy(seed, aligned, arch):
     gr = greedy_decode(model, src, max_len=48)
     bw = blockwise_decode(model, src, k=4, max_len=48)
     assert bw.tokens == gr.tokens
+    if arch == "ahead":  # slots that read ahead take each row's position from the static cache too
+        assert blockwise_decode(model, src, k=4, max_len=48, engine="static").tokens == gr.tokens
     assert all(len(t) == 48 for t in bw.tokens)  # fixed length, no EOS
     assert all(0 <= x < 256 for t in bw.tokens for x in t)  # only intensities are ever produced
     d = blockwise_decode(model, src, k=4, criterion=criteria.Distance(eps=255), max_len=48)
@@ -55,6 +61,88 @@ def test_image_model_exact_blockwise_equals_greedy(seed, aligned, arch):
         assert tree_decode(model, src, shape, k=4, max_len=48).tokens == gr.tokens
     draft = build_image_model(1, sizes, lr_size=2, hr_size=4, seed=seed + 1).double().eval()
     assert draft_decode(model, draft, src, k=4, max_len=48).tokens == gr.tokens
+
+
+def ahead_model(seed: int = 0, k: int = 4):
+    """A micro image model whose medusa slots read ahead, their ahead weights random (they start at zero)."""
+    sizes = dataclasses.replace(IMAGE_MICRO, aligned_input=True, aligned_tied=True)
+    model = build_image_model(k, sizes, lr_size=2, hr_size=4, seed=seed, heads_arch="medusa",
+                              heads_ahead=True).double().eval()
+    assert not model.heads.w_ahead.any()
+    with torch.no_grad():
+        model.heads.w_ahead.normal_(0, 0.1, generator=torch.Generator().manual_seed(seed))
+    return model
+
+
+def test_ahead_slots_read_the_guess_under_the_token_they_guess():
+    """heads.ahead: at the state of position p, slot i adds the aligned input of position p + i (the token it
+    guesses) through its own weights; the three layouts that compute slots agree on it: every position at once
+    (the forward pass and dev evaluation), a loss's flattened positions at the rows it scores, and decoding's one
+    state per row at that row's position."""
+    from bpd.training.losses import slot_scores
+
+    model = ahead_model()
+    heads = model.heads
+    src = torch.randint(0, 256, (2, 12), generator=torch.Generator().manual_seed(1))
+    tgt_out = torch.randint(0, 256, (2, 48), generator=torch.Generator().manual_seed(2))
+    tgt = torch.cat([torch.full((2, 1), model.bos_id), tgt_out[:, :-1]], dim=1)
+    with torch.no_grad():
+        h, source = model.teacher_forced(src, tgt)
+        enc = model.encode(src)
+        grid = heads.states(h, 4, source=source)  # (B, T, 4, d)
+        plain = heads.learned_states(h, 1, 4)
+        e = model.aligned(enc.aligned) * model.cfg.d_model**0.5  # what the decoder adds at each position
+        for i in (1, 2, 3):
+            p = torch.arange(48 - i)
+            expect = plain[:, p, i - 1] + e[:, p + i] @ heads.w_ahead[i - 1]
+            torch.testing.assert_close(grid[:, p, i], expect)
+        # decoding: one state per row, each at its own position
+        at = torch.tensor([5, 30])
+        one = heads.states(h[[0, 1], at], 4, start=1, source=model.head_source(enc, at))
+        torch.testing.assert_close(one, grid[[0, 1], at, 1:])
+        # a loss: flattened positions, the slot computed at those its target is in the image only
+        scored = dict((i, x) for i, x, _ in slot_scores(model, h, tgt_out, [0, 2], source=source))
+        assert scored[2].shape[0] == 2 * (48 - 2)  # positions whose target two tokens on exists
+        logits = heads.project(grid[:, : 48 - 2, 2]).flatten(0, 1)
+        torch.testing.assert_close(scored[2], logits)
+        with pytest.raises(ValueError, match="heads.ahead"):
+            heads.states(h[:, 0], 3, start=1)  # no source: the position's guess is unknown
+        with pytest.raises(ValueError, match="heads.ahead"):
+            heads.states(h[:, 0], 3, start=1, source=model.head_source(enc))  # one state per row, no position
+
+
+def test_ahead_heads_propose_on_every_engine_as_their_states_say():
+    """Decoding's proposals from slots that read ahead are their states' argmaxes at each row's position, on the
+    eager loop and on the static path (which compiles the same functions)."""
+    from bpd.decoding.methods.blockwise import propose, start
+    from bpd.decoding.static_steps import propose_block
+
+    model = ahead_model(seed=3)
+    src = torch.randint(0, 256, (3, 12), generator=torch.Generator().manual_seed(4))
+    with torch.inference_mode():
+        enc = model.encode(src)
+        cache = model.new_cache(3, 60)
+        props = start(model, torch.full((3, 1), model.bos_id), enc, cache, 4)
+        h = model.decode(props, enc, cache)  # positions 1..4
+        at = cache.lengths - 1
+        want = model.heads.proposal_top1(model.heads.states(h[:, -1], 4, start=1, source=model.head_source(enc, at)))
+        first = props[:, :1]
+        assert torch.equal(propose(model, h[:, -1], first, 4, enc, cache)[:, 1:], want)
+        assert torch.equal(propose_block(model, h[:, -1], first, 4, None, None, model.head_ahead(enc, at))[:, 1:], want)
+
+
+def test_ahead_heads_are_refused_where_they_read_nothing(tmp_path):
+    sizes = dataclasses.replace(IMAGE_MICRO, aligned_input=True)
+    with pytest.raises(ValueError, match="aligned_input"):
+        build_image_model(3, IMAGE_MICRO, lr_size=2, hr_size=4, heads_arch="medusa", heads_ahead=True)
+    with pytest.raises(ValueError, match="decoder state alone"):
+        build_image_model(3, sizes, lr_size=2, hr_size=4, heads_arch="recurrent", heads_ahead=True)
+    with pytest.raises(ValueError, match="identity_p1"):
+        build_image_model(3, sizes, lr_size=2, hr_size=4, heads_arch="medusa", heads_ahead=True, identity_p1=False)
+    with pytest.raises(ValueError, match="heads.ahead"):
+        HeadsConfig(arch="attend", ahead=True).validate()
+    with pytest.raises(ValueError, match="aligned_input"):  # translation: nothing is known of an output position
+        toy_config(tmp_path, heads={"arch": "medusa", "ahead": True}).validate()
 
 
 def test_image_model_teacher_forced_shapes_and_positions():

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from bpd.config.methods import Role
-from bpd.decoding.common import top1
+from bpd.decoding.common import last_position, top1
 from bpd.decoding.criteria import Criterion, make_criterion
 from bpd.decoding.methods.blockwise import propose, run_round, start
 from bpd.decoding.methods.tree import TreeShape, build_tree, verify_tree
@@ -173,7 +173,7 @@ def step_functions(model, src: torch.Tensor, p: Prefilled, ks: list[int], crit,
 
         def round_k(k: int = k, props: torch.Tensor = props) -> None:
             r = run_round(model, props, enc, cache, crit, k, 1)
-            propose(model, r.h_last, r.first, k, enc)
+            propose(model, r.h_last, r.first, k, enc, cache)
             cache.rewind(mark)
 
         def start_k(k: int = k) -> None:  # blockwise_decode's first call, before any round
@@ -182,10 +182,10 @@ def step_functions(model, src: torch.Tensor, p: Prefilled, ks: list[int], crit,
 
         fns[f"t{k}"], fns[f"s{k}"] = round_k, start_k
         parts[f"t{k}"], parts[f"d{k}"] = round_k, lambda props=props: decoder_only(props)
-        parts[f"p{k}"] = lambda k=k: propose(model, h_one, tok, k, enc)
+        parts[f"p{k}"] = lambda k=k: propose(model, h_one, tok, k, enc, cache)
     for k, shape in trees:
         def tree_round(shape: TreeShape = shape) -> None:
-            verify_tree(model, build_tree(model, h_one, tok, shape, enc), enc, cache, crit)
+            verify_tree(model, build_tree(model, h_one, tok, shape, enc, last_position(cache)), enc, cache, crit)
             cache.rewind(mark)
 
         fns[f"tree{k}_{shape.name}"] = tree_round

@@ -159,6 +159,9 @@ class ExperimentConfig:
                "model.aligned_input aligns output pixels with input pixels: set it to false for translation.")
         check(self.task.kind == "image" or not (self.train.ordinal_sigma or self.heads_train.ordinal_sigma),
                "train.ordinal_sigma spreads targets over neighbouring intensities: set it to 0 for translation.")
+        check(not self.heads.ahead or self.model.aligned_input,
+               "heads.ahead=true reads the upsampled guess under each output position of an image model: set "
+               "model.aligned_input=true (super-resolution), or heads.ahead=false.")
         learned = self.model.aligned_input and self.model.aligned_upsample == "learned"
         check(learned or not self.train.upsampler_steps,
                "train.upsampler_steps fits the learned upsampler of an image model: set model.aligned_input=true and "

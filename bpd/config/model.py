@@ -74,6 +74,9 @@ class HeadsConfig:
     # recurrent / attend: every proposal slot uses the same weights (its own first-layer bias tells it its
     # depth), so the proposal chain streams one slot's weights instead of k - 1 (docs/beyond.md).
     tie_slots: bool = False
+    # paper / blockdiag / medusa on an image model with model.aligned_input: each proposal slot also reads the
+    # upsampled guess under the token it guesses (the decoder state read its own position's only).
+    ahead: bool = False
     training: str = "frozen"  # frozen | finetune (the base trains jointly with the heads)
     loss: str = "mean"  # mean over heads | sampled (the paper: one random head per batch)
     p1_weight: float = 1.0  # mean loss: p_1 counts this many times one proposal head (1 = plain mean)
@@ -102,6 +105,10 @@ class HeadsConfig:
         check(not self.tie_slots or chained,
                f"heads.tie_slots=true needs slots that run one after another ({', '.join(chained_archs())}), not "
                f"heads.arch={self.arch}.")
+        check(not self.ahead or not chained,
+               f"heads.ahead=true adds to slots that guess from the decoder state alone (paper, blockdiag, medusa), "
+               f"not heads.arch={self.arch}.")
+        check(not self.ahead or self.identity_p1, "heads.ahead=true needs heads.identity_p1=true.")
         check(self.training in ("frozen", "finetune"),
                f"unknown heads.training {self.training!r}; use frozen or finetune.")
         check(self.loss in ("mean", "sampled"), f"unknown heads.loss {self.loss!r}; use mean or sampled.")

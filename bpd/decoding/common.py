@@ -8,7 +8,7 @@ from bpd.config import output_limit
 from bpd.decoding.result import DecodeResult
 from bpd.models.fastpath import top1
 
-__all__ = ["RowTracker", "checked_max_len", "count_positions", "default_max_len", "top1"]
+__all__ = ["RowTracker", "checked_max_len", "count_positions", "default_max_len", "last_position", "top1"]
 
 
 class RowTracker:
@@ -90,3 +90,9 @@ def checked_max_len(model, src: torch.Tensor, max_len: int | None) -> int:
     if max_len is not None and (isinstance(max_len, bool) or int(max_len) != max_len or max_len < 0):
         raise ValueError(f"max_len must be a whole number >= 0 (got {max_len!r}).")
     return default_max_len(src, max_len)
+
+
+def last_position(cache) -> torch.Tensor | None:
+    """Each row's last cached position (B,), that of the decoder state the next proposals are read at (heads that
+    read ahead need it); None without a cache."""
+    return None if cache is None else cache.lengths - 1

@@ -251,7 +251,7 @@ class StaticEngine:
         compiled part stops at the state and p_1's argmax, and the chain runs eagerly after it."""
         traced = self.model.heads.proposal_precision != "int8"
         out = self.call(("start", k, traced), lambda: chain_start(self.model, k, traced), bos, *self.batch_args(b))
-        return out if traced else propose_block(self.model, *out, k, b.source)
+        return out if traced else propose_block(self.model, *out, k, b.source, ahead=self.ahead(b))
 
     def round(self, b: StaticBatch, k: int, criterion: Criterion, floor: int, props: torch.Tensor
               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -259,7 +259,12 @@ class StaticEngine:
         traced = self.model.heads.proposal_precision != "int8"
         out = self.call(("round", k, criterion, floor, traced),
                         lambda: chain_round(self.model, k, criterion, floor, traced), props, *self.batch_args(b))
-        return out if traced else (out[0], out[1], propose_block(self.model, out[2], out[3], k, b.source))
+        return out if traced else (out[0], out[1], propose_block(self.model, out[2], out[3], k, b.source,
+                                                                  ahead=self.ahead(b)))
+
+    def ahead(self, b: StaticBatch):
+        """What heads that read ahead read at each row's last position (None for the others)."""
+        return self.model.head_ahead(b.enc, b.cache.lengths - 1)
 
     def blockwise(self, src: torch.Tensor, k: int, criterion: Criterion, floor: int,
                   max_len: int | None = None) -> DecodeResult:

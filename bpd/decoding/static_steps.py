@@ -21,25 +21,26 @@ from torch import nn
 from bpd.decoding.criteria import Criterion
 from bpd.models import fastpath
 from bpd.models.fastpath import top1
-from bpd.models.heads.source import Source
+from bpd.models.heads.source import Ahead, Source
 from bpd.models.static_cache import decode_static
 from bpd.models.transformer import EncoderState
 
 
 def propose_block(model, h: torch.Tensor, first: torch.Tensor, k: int, source: tuple | None,
-                  tables: DecodingTables | None = None) -> torch.Tensor:
+                  tables: DecodingTables | None = None, ahead: Ahead | None = None) -> torch.Tensor:
     """The block (B, k): p_1's ``first`` (B, 1) and slots 1..k-1 at ``h`` (B, d); ``source``: what attend heads read
     (``(k, v, mask)``), ``tables``: the heads' frozen decoding tables (``decoding_tables``; None: the heads' own
-    ``propose``)."""
+    ``propose``), ``ahead``: what heads that read ahead read (``model.head_ahead`` at ``h``'s positions)."""
     if k == 1:
         return first
-    src = None if source is None else Source(*source)
+    src = Source(*source, ahead=ahead) if source is not None else \
+        None if ahead is None else Source(None, None, None, ahead=ahead)
     if tables is None:
         rest = model.heads.propose(h, first, k, src)
     elif tables.n_slots:
         rest = table_chain(tables, h, first, k, src)
     else:  # slots that guess from h alone: their states, then one product for all of them
-        rest = tables.proposals(model.heads.states(h, k, start=1))
+        rest = tables.proposals(model.heads.states(h, k, start=1, source=src))
     return torch.cat([first, rest], dim=-1)
 
 
@@ -133,7 +134,9 @@ def chain_start(model, k: int, traced: bool) -> Callable:
         h = decode_static(model, bos, enc, k_cache, v_cache, lengths)[:, 0]
         lengths.add_(alive.long())
         first = top1(model.heads.base_logits(h))[:, None]
-        return propose_block(model, h, first, k, source, tables) if traced else (h, first)
+        if not traced:
+            return h, first
+        return propose_block(model, h, first, k, source, tables, model.head_ahead(enc, lengths - 1))
 
     return start
 
@@ -160,7 +163,8 @@ def chain_round(model, k: int, criterion: Criterion, floor: int, traced: bool) -
         h_last = h.gather(1, last[:, None, None].expand(-1, 1, h.shape[-1]))[:, 0]
         first = best.gather(1, last[:, None])
         if traced:
-            return khat, runs, propose_block(model, h_last, first, k, source, tables)
+            ahead = model.head_ahead(enc, lengths - 1)
+            return khat, runs, propose_block(model, h_last, first, k, source, tables, ahead)
         return khat, runs, h_last, first
 
     return round_

@@ -141,12 +141,14 @@ def _shared_plan(shape: TreeShape, dev: torch.device) -> tuple[int, torch.Tensor
     return need, torch.tensor([(len(p) - 1) * need + p[-1] for p in shape.paths], device=dev)
 
 
-def build_tree(model, h: torch.Tensor, first: torch.Tensor, shape: TreeShape, enc=None) -> Tree:
+def build_tree(model, h: torch.Tensor, first: torch.Tensor, shape: TreeShape, enc=None,
+               at: torch.Tensor | None = None) -> Tree:
     """The candidate tree at one position: root = p_1's argmax ``first`` (B, 1), decoder state ``h`` (B, d),
-    encoder state ``enc`` (heads that attend to the input read it). A budgeted shape also returns each
-    path's log-probability (``Tree.logp``); a fixed one needs none."""
+    encoder state ``enc`` (heads that read the input read it), ``at``: each row's position of ``h`` (heads that read
+    ahead need it). A budgeted shape also returns each path's log-probability (``Tree.logp``); a fixed one needs
+    none."""
     heads = model.heads
-    source = None if enc is None else model.head_source(enc)
+    source = None if enc is None else model.head_source(enc, at)
     b, dev = h.shape[0], h.device
     fixed = _fixed_structure(shape, b, dev) if shape.paths else None
     if fixed is not None and isinstance(heads, RecurrentHeads) and heads.n_learned >= shape.depth and \
@@ -155,14 +157,14 @@ def build_tree(model, h: torch.Tensor, first: torch.Tensor, shape: TreeShape, en
         return _fixed_tree(torch.cat([first, fastpath.recurrent_tree(heads, h, first, plan, source)], dim=1), fixed)
     if fixed is not None and not heads.path_dependent:  # shared candidates: one top-n over every slot at once
         need, pick = _shared_plan(shape, dev)
-        scores = heads.proposal_logits(heads.states(h, shape.depth + 1, start=1))  # (B, depth, P)
+        scores = heads.proposal_logits(heads.states(h, shape.depth + 1, start=1, source=source))  # (B, depth, P)
         top_i = scores.topk(need, dim=-1).indices.flatten(1)[:, pick]
         ids = heads.proposal_ids
         return _fixed_tree(torch.cat([first, top_i if ids is None else ids[top_i]], dim=1), fixed)
     logp = fixed is None
     slot_scores = None
     if not heads.path_dependent:  # a budgeted tree (fixed shapes of these heads took the shared path above)
-        states = heads.states(h, shape.depth + 1, start=1)  # (B, depth, d): every slot at once
+        states = heads.states(h, shape.depth + 1, start=1, source=source)  # (B, depth, d): every slot at once
         slot_scores = torch.log_softmax(heads.proposal_logits(states).float(), dim=-1)
     toks = [first]
     if fixed is None:  # a budgeted tree's parents and path scores are chosen as it grows

@@ -25,6 +25,7 @@ from torch import nn
 
 from bpd.config import ModelConfig
 from bpd.data.images import BOS_ID, EOS_ID, N_INTENSITIES, PAD_ID, VOCAB_SIZE
+from bpd.models.heads import Ahead
 from bpd.models.transformer import EncoderState, Transformer, TransformerConfig, model_sizes
 from bpd.models.upsampler import Upsampler
 
@@ -99,6 +100,16 @@ class ImageTransformer(Transformer):
             x = x + (a * math.sqrt(self.cfg.d_model) if self.cfg.aligned_tied else a).to(x.dtype)
         return self.drop(x)
 
+    def head_ahead(self, enc: EncoderState, at: torch.Tensor | None = None) -> Ahead | None:
+        """Slots that read ahead (``heads.ahead``) read the upsampled guess under the token each guesses, embedded
+        as the decoder embeds the one under its own (``embed_tgt``)."""
+        if not self.heads.ahead:
+            return None
+        if enc.aligned is None:
+            raise ValueError("heads.ahead=true needs the source image: decode with the model's encode().")
+        scale = math.sqrt(self.cfg.d_model) if self.cfg.aligned_tied else 1.0
+        return Ahead(enc.aligned, self.aligned.weight, scale, at)
+
     def encode(self, src: torch.Tensor) -> EncoderState:
         state = super().encode(src)
         if self.cfg.aligned_input:
@@ -109,14 +120,19 @@ class ImageTransformer(Transformer):
         """(B, lr*lr*3) source intensities -> (B, hr*hr*3): the upsampled intensity under each output token,
         computed once per input (``model.aligned_upsample``: nearest, the LR pixel an output pixel lies in,
         bicubic, or learned: bicubic plus the fitted upsampler's correction)."""
-        lr, hr = self.cfg.lr_size, self.cfg.hr_size
-        img = src.view(-1, lr, lr, 3).permute(0, 3, 1, 2).float()
         mode = self.cfg.aligned_upsample
-        if mode == "learned":
-            up = self.upsampler(img)
-        else:
-            up = F.interpolate(img, size=(hr, hr), mode=mode, align_corners=False if mode == "bicubic" else None)
-        return up.round().clamp(0, N_INTENSITIES - 1).long().permute(0, 2, 3, 1).reshape(src.shape[0], -1)
+        return upsampled_ids(src, self.cfg.lr_size, self.cfg.hr_size, self.upsampler if mode == "learned" else mode)
+
+
+def upsampled_ids(src: torch.Tensor, lr: int, hr: int, how: str | Upsampler) -> torch.Tensor:
+    """(B, lr*lr*3) source intensities -> (B, hr*hr*3) upsampled ones, rounded to intensity ids in raster order:
+    torch's ``nearest`` or ``bicubic`` interpolation, or a learned ``Upsampler``."""
+    img = src.view(-1, lr, lr, 3).permute(0, 3, 1, 2).float()
+    if isinstance(how, Upsampler):
+        up = how(img)
+    else:
+        up = F.interpolate(img, size=(hr, hr), mode=how, align_corners=False if how == "bicubic" else None)
+    return up.round().clamp(0, N_INTENSITIES - 1).long().permute(0, 2, 3, 1).reshape(src.shape[0], -1)
 
 
 def build_image_model(

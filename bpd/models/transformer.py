@@ -24,7 +24,7 @@ from torch import nn
 
 from bpd.config import HeadsConfig, ModelConfig
 from bpd.models.attention import attention
-from bpd.models.heads import Source, build_heads
+from bpd.models.heads import Ahead, Source, build_heads
 from bpd.models.kv_cache import KVCache
 
 
@@ -40,6 +40,7 @@ class TransformerConfig(ModelConfig):
     heads_d_ff: int | None = None  # per-slot hidden size of the heads (paper: d_ff)
     identity_p1: bool = HeadsConfig.identity_p1
     heads_tied: bool = HeadsConfig.tie_slots  # one set of weights for every proposal slot
+    heads_ahead: bool = HeadsConfig.ahead  # slots also read what the input says of the position they guess
     n_output: int | None = None  # output classes when smaller than the input vocabulary (images: 256)
     pad_id: int = 0
     bos_id: int = 1
@@ -200,7 +201,10 @@ class Transformer(nn.Module):
         if c.share_embeddings and (c.n_output or c.vocab_size) == c.vocab_size:
             self.output.weight = self.tgt_embed.weight
         self.heads = build_heads(c.heads_arch, c.d_model, c.heads_d_ff or c.d_ff, c.k, self.output, c.identity_p1,
-                                 c.heads_tied)
+                                 c.heads_tied, c.heads_ahead)
+        if c.heads_ahead and not c.aligned_input:
+            raise ValueError("heads.ahead=true reads the upsampled guess under each output position of an image model: "
+                             "set model.aligned_input=true (super-resolution), or heads.ahead=false.")
         if self.heads.reads_source and not c.n_dec_layers:
             raise ValueError(f"heads.arch={c.heads_arch} reads the last decoder layer's cross-attention keys; the "
                              "model needs n_dec_layers >= 1.")
@@ -214,16 +218,25 @@ class Transformer(nn.Module):
     def n_dec_layers(self) -> int:
         return len(self.dec_layers)
 
-    def head_source(self, enc: EncoderState) -> Source | None:
-        """What proposal slots that attend to the input read (``heads.arch=attend``): the last decoder layer's
-        cross-attention keys and values of this input; None for heads that do not read it."""
+    def head_source(self, enc: EncoderState, at: torch.Tensor | None = None) -> Source | None:
+        """What proposal slots read of the input: the last decoder layer's cross-attention keys and values of it
+        (slots that attend to it, ``heads.arch=attend``) and what it says of the positions they guess
+        (``heads.ahead``: ``head_ahead``; ``at``: each row's one state's position, when decoding); None for heads
+        that read neither."""
+        ahead = self.head_ahead(enc, at)
         if not self.heads.reads_source:
-            return None
+            return None if ahead is None else Source(None, None, None, ahead=ahead)
         k, v = enc.cross_kv[-1]
         # Decoding without padding needs no mask: one query's attention then costs about half as much on a
         # CPU. Training keeps the mask rather than synchronise with the host every batch to ask.
         unmasked = torch.is_inference_mode_enabled() and not enc.padded
-        return Source(k, v, None if unmasked else enc.src_mask)
+        return Source(k, v, None if unmasked else enc.src_mask, ahead=ahead)
+
+    def head_ahead(self, enc: EncoderState, at: torch.Tensor | None = None) -> Ahead | None:
+        """What slots that read ahead (``heads.ahead``) read of this input (``bpd.models.heads.source.Ahead``); None
+        for heads that do not. A translation model knows nothing of its output positions before decoding: only
+        image models with an aligned input define it."""
+        return None
 
     def base_parameters(self) -> list[nn.Parameter]:
         head_ids = {id(p) for p in self.heads.parameters()}

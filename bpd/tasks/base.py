@@ -171,6 +171,8 @@ def heads_options(heads: HeadsConfig) -> dict[str, Any]:
         opts["heads_d_ff"] = heads.d_ff
     if heads.tie_slots:
         opts["heads_tied"] = True
+    if heads.ahead:
+        opts["heads_ahead"] = True
     return opts
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from bpd.config.decode import ENGINES
-from bpd.decoding.common import top1
+from bpd.decoding.common import last_position, top1
 from bpd.decoding.criteria import Criterion, Verdict
 from bpd.decoding.engine import checked_engine, engine_for
 from bpd.decoding.loop import Accepted, Batch, Rounds, RowState, block_floor, checked_criterion, decode_rounds
@@ -35,20 +35,21 @@ from bpd.decoding.result import DecodeResult
 Proposer = Callable[..., torch.Tensor]
 
 
-def propose(model, h_last: torch.Tensor, first: torch.Tensor, k: int, enc=None) -> torch.Tensor:
+def propose(model, h_last: torch.Tensor, first: torch.Tensor, k: int, enc=None, cache=None) -> torch.Tensor:
     """Proposals (B, k) at the last accepted position: slot 0 is p_1's argmax ``first`` (B, 1), already
     known from verification; slots 1..k-1 come from the proposal heads at this one position only (heads that
-    attend to the input read it from ``enc``, the rows' encoder state)."""
+    read the input read it from ``enc``, the rows' encoder state; heads that read ahead also need the rows'
+    ``cache``, whose last entry is ``h_last``'s position)."""
     if k == 1:
         return first
-    source = None if enc is None else model.head_source(enc)
+    source = None if enc is None else model.head_source(enc, last_position(cache))
     return torch.cat([first, model.heads.propose(h_last, first, k, source)], dim=-1)
 
 
 def start(model, bos: torch.Tensor, enc, cache, k: int) -> torch.Tensor:
     """The propose-only first call: decode ``bos`` (B, 1) and read the first block's k proposals there."""
     h = model.decode(bos, enc, cache)[:, 0]
-    return propose(model, h, top1(model.heads.base_logits(h))[:, None], k, enc)
+    return propose(model, h, top1(model.heads.base_logits(h))[:, None], k, enc, cache)
 
 
 @dataclass
@@ -131,13 +132,13 @@ class ChainRounds(Rounds):
         first = top1(model.heads.base_logits(h0))[:, None]
         return ChainState(props=self.proposer(model, h0, first, self.k, batch.bos, batch.enc))
 
-    def propose(self, model, state: ChainState, enc) -> torch.Tensor:
+    def propose(self, model, state: ChainState, batch: Batch) -> torch.Tensor:
         if self.proposer is None:
-            return propose(model, state.h_last, state.first, self.k, enc)
-        return self.proposer(model, state.h_last, state.first, self.k, state.prev, enc)
+            return propose(model, state.h_last, state.first, self.k, batch.enc, batch.cache)
+        return self.proposer(model, state.h_last, state.first, self.k, state.prev, batch.enc)
 
     def round(self, model, batch: Batch, state: ChainState) -> tuple[ChainState, Accepted]:
-        props = state.props if state.props is not None else self.propose(model, state, batch.enc)
+        props = state.props if state.props is not None else self.propose(model, state, batch)
         r = run_round(model, props, batch.enc, batch.cache, self.criterion, self.k, self.floor)
         # A custom proposer also reads the last accepted token: the context of the next block's first token.
         prev = None if self.proposer is None else \

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from bpd.decoding.common import top1
+from bpd.decoding.common import last_position, top1
 from bpd.decoding.criteria import Criterion, Exact
 from bpd.decoding.loop import Accepted, Batch, Rounds, RowState, checked_criterion, decode_rounds
 from bpd.decoding.method import NOTHING, Method, Options, Plan, Prepared, RoundOptions
@@ -109,7 +109,7 @@ class TreeRounds(Rounds):
         return TreeState(h_last, top1(model.heads.base_logits(h_last))[:, None])
 
     def round(self, model, batch: Batch, state: TreeState) -> tuple[TreeState, Accepted]:
-        tree = build_tree(model, state.h_last, state.first, self.shape, batch.enc)
+        tree = build_tree(model, state.h_last, state.first, self.shape, batch.enc, last_position(batch.cache))
         r = verify_tree(model, tree, batch.enc, batch.cache, self.criterion)
         return TreeState(r.h_last, r.first), (r.blocks, [len(b) - 1 for b in r.blocks])
 

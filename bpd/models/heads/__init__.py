@@ -25,18 +25,19 @@ from bpd.models.heads.blockdiag import BlockDiagHeads
 from bpd.models.heads.medusa import MedusaHeads
 from bpd.models.heads.paper import PaperHeads
 from bpd.models.heads.recurrent import RecurrentHeads
-from bpd.models.heads.source import Source
+from bpd.models.heads.source import Ahead, Source
 
 HEADS: dict[str, type[ProposalHeads]] = implementations("head", __name__, ProposalHeads, "arch")
 
 
 def build_heads(
-    arch: str, d_model: int, d_ff: int, k: int, output: nn.Linear, identity_p1: bool = True, tie_slots: bool = False
+    arch: str, d_model: int, d_ff: int, k: int, output: nn.Linear, identity_p1: bool = True, tie_slots: bool = False,
+    ahead: bool = False,
 ) -> ProposalHeads:
     if arch not in HEADS:
         raise ValueError(f"unknown head architecture {arch!r}; choose one of {', '.join(HEADS)}.")
-    return HEADS[arch](d_model, d_ff, k, output, identity_p1, tie_slots)
+    return HEADS[arch](d_model, d_ff, k, output, identity_p1, tie_slots, ahead)
 
 
-__all__ = ["HEADS", "AttendHeads", "BlockDiagHeads", "MedusaHeads", "PaperHeads", "ProposalHeads",
+__all__ = ["HEADS", "Ahead", "AttendHeads", "BlockDiagHeads", "MedusaHeads", "PaperHeads", "ProposalHeads",
            "RecurrentHeads", "Source", "build_heads"]

@@ -21,6 +21,11 @@ it (``reads_source``); the other architectures ignore it. The model builds it (`
 weights but its own first-layer bias, a depth signal (EAGLE's single draft layer, Li et al. 2024): the chain
 then streams one slot's weights however long it is.
 
+``ahead=True`` (slots that guess from ``h`` alone) adds to each learned slot's state a product of what the input
+says about the position it guesses (``Source.ahead``: an image model's upsampled guess of the intensity there,
+which the decoder state at ``h`` has not read: it reads its own position's only), through a (d, d) weight per
+slot that starts at zero.
+
 ``identity_p1=True`` makes slot 0 exactly ``h`` so that p_1 equals the base model bit for bit; otherwise p_1
 also passes through the new layer (the paper's variant, which is why its BLEU moves with k even with a
 frozen base). ``tokens`` (..., >= k-1) are teacher tokens for architectures whose slots read the previous
@@ -38,7 +43,7 @@ from bpd.config.decode import PROPOSAL_PRECISIONS
 from bpd.config.registry import lookup
 from bpd.models import fastpath
 from bpd.models.fastpath import top1
-from bpd.models.heads.source import Source
+from bpd.models.heads.source import MISSING_AHEAD, Source
 
 
 class ProposalHeads(nn.Module):
@@ -58,15 +63,21 @@ class ProposalHeads(nn.Module):
             cls.path_dependent = cls.can_tie = lookup("head", cls.arch, "head architecture").info.chained
 
     def __init__(self, d_model: int, d_ff: int, k: int, output: nn.Linear, identity_p1: bool = True,
-                 tie_slots: bool = False) -> None:
+                 tie_slots: bool = False, ahead: bool = False) -> None:
         super().__init__()
         if k < 1:
             raise ValueError(f"k must be >= 1 (got {k}); use k=1 for a plain base model.")
         if tie_slots and not self.can_tie:
             raise ValueError(f"heads.tie_slots=true needs slots that run one after another (recurrent, attend), "
                              f"not heads.arch={self.arch}.")
+        if ahead and self.path_dependent:
+            raise ValueError(f"heads.ahead=true adds to the states of slots that guess from the decoder state alone "
+                             f"(paper, blockdiag, medusa), not heads.arch={self.arch}.")
+        if ahead and not identity_p1:
+            raise ValueError("heads.ahead=true reads ahead for the proposal slots: it needs heads.identity_p1=true "
+                             "(p_1 reads its own position's, as the base does).")
         self.d_model, self.d_ff, self.k, self.identity_p1 = d_model, d_ff, k, identity_p1
-        self.tie_slots = tie_slots
+        self.tie_slots, self.ahead = tie_slots, ahead
         # Kept as an attribute, not a submodule: its parameters belong to the model (tied embeddings).
         self._output = [output]
         self.derived = fastpath.DerivedCache()
@@ -81,6 +92,8 @@ class ProposalHeads(nn.Module):
         self.shift = 1 if identity_p1 else 0  # slot s is learned slot s - shift
         if self.n_learned:
             self.create_parameters(self.n_learned)
+            if ahead:  # zero: the slots start as the architecture's own
+                self.w_ahead = nn.Parameter(torch.zeros(self.n_learned, d_model, d_model))
 
     @property
     def output(self) -> nn.Linear:
@@ -108,8 +121,20 @@ class ProposalHeads(nn.Module):
             parts.append(h.unsqueeze(-2))
         lo = max(start, self.shift)
         if stop > lo:
-            parts.append(self.learned_states(h, lo, stop))
+            parts.append(self.slot_vectors(h, lo, stop, source))
         return torch.cat(parts, dim=-2) if len(parts) > 1 else parts[0]
+
+    def slot_vectors(self, h: torch.Tensor, lo: int, hi: int, source: Source | None = None,
+                     rows: torch.Tensor | None = None) -> torch.Tensor:
+        """Hidden vectors (..., hi - lo, d) of the learned slots ``lo .. hi-1`` at ``h``: ``learned_states``, plus
+        with ``ahead`` what the input says about each slot's position (``rows``: the flat positions ``h`` holds)."""
+        s = self.learned_states(h, lo, hi)
+        if not self.ahead:
+            return s
+        if source is None:
+            raise ValueError(MISSING_AHEAD)
+        e = source.ahead_vectors(h.shape[:-1], lo, hi, rows).to(s.dtype)
+        return s + torch.einsum("...nd,nde->...ne", e, self.w_ahead[lo - self.shift : hi - self.shift])
 
     def project(self, x: torch.Tensor) -> torch.Tensor:
         """The shared vocabulary projection (``fastpath.project`` under CPU inference)."""
@@ -143,7 +168,7 @@ class ProposalHeads(nn.Module):
         for i in slots:
             rows = None if alive is None else alive[:, i].nonzero()[:, 0]
             x = h if rows is None else h[rows]
-            yield i, self.states(x, i + 1, start=i)[..., 0, :], rows
+            yield i, x if i < self.shift else self.slot_vectors(x, i, i + 1, source, rows)[..., 0, :], rows
 
     def slot_output(self, i: int, x: torch.Tensor) -> torch.Tensor:
         """Slot ``i``'s logits from its hidden vectors: p_1 over the whole vocabulary, a proposal slot through
@@ -211,4 +236,4 @@ class ProposalHeads(nn.Module):
     def propose(self, h: torch.Tensor, first: torch.Tensor, k: int, source: Source | None = None) -> torch.Tensor:
         """Proposal tokens of slots 1..k-1 (B, k-1) at one position ``h`` (B, d), given p_1's argmax
         ``first`` (B, 1): each slot's state projected once."""
-        return self.proposal_top1(self.states(h, k, start=1))
+        return self.proposal_top1(self.states(h, k, start=1, source=source))
