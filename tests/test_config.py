@@ -110,10 +110,19 @@ def test_small_reproductions_start_from_the_shipped_base():
     assert len({staged(base_path_for, c, task).name for c in sr}) == 1 and all(c.train.max_minutes is None for c in sr)
 
 
-def test_the_demo_installs_the_shipped_both_model():
-    """`make demo`'s recipe is Table 1's Both setting exactly (as `experiment=table1_debian setting=both` composes
-    it, and with `setting=both` repeated on the command line): its heads model's cache name is the one the shipped
-    Both manifest names, so the demo installs it instead of training for hours."""
+@pytest.mark.parametrize("manifest, corpus, recipes", [
+    # `make demo`: Table 1's Both setting on the Debian corpus
+    ("debian_en_de_both", "debian", [["experiment=demo_debian"], ["experiment=demo_debian", "setting=both"],
+                                     ["experiment=table1_debian", "setting=both"]]),
+    # `make demo-sr`: Table 2's fine-tuning setting on the photo corpus
+    ("photos_sr_finetune", "photos", [["experiment=demo_photos_sr"], ["experiment=demo_photos_sr", "setting=finetune"],
+                                      ["experiment=table2_photos", "setting=finetune"]]),
+])
+def test_the_demos_install_their_shipped_heads_model(manifest, corpus, recipes):
+    """A demo's recipe is its table's setting exactly (as the table's experiment and setting compose it, and with
+    the setting repeated on the command line): its heads model's cache name is the one the shipped manifest names,
+    so the demo installs it instead of training for hours."""
+    import importlib
     import json
     from types import SimpleNamespace
 
@@ -121,39 +130,14 @@ def test_the_demo_installs_the_shipped_both_model():
 
     from bpd.stages import heads_path_for
     from bpd.tasks.base import task_key
-    from corpora.debian.build import REFERENCE_MANIFEST
 
-    shipped = json.loads((REPO / "checkpoints" / "debian_en_de_both.json").read_text())
-    corpus = json.loads(REFERENCE_MANIFEST.read_text())["corpus_hash"]  # what a build of the pinned packages hashes
-    recipes = [["experiment=demo_debian"], ["experiment=demo_debian", "setting=both"],
-               ["experiment=table1_debian", "setting=both"]]
+    shipped = json.loads((REPO / "checkpoints" / f"{manifest}.json").read_text())
+    reference = importlib.import_module(f"corpora.{corpus}.build").REFERENCE_MANIFEST
+    content = json.loads(reference.read_text())["corpus_hash"]  # what a build of the pinned packages hashes
     names = set()
     for r in recipes:
         cfg = composed(r)[0]
-        names.add(staged(heads_path_for, cfg, SimpleNamespace(key=task_key(cfg.task, corpus))).name)
-    assert names == {shipped["cache_name"]}
-
-
-def test_the_photo_demo_installs_the_shipped_finetuned_model():
-    """`make demo-sr`'s recipe is Table 2's fine-tuning setting on the photo corpus exactly: its heads model's cache
-    name is the one the shipped photos_sr_finetune manifest names, so the demo installs it instead of training."""
-    import json
-    from types import SimpleNamespace
-
-    from toy import staged
-
-    from bpd.stages import heads_path_for
-    from bpd.tasks.base import task_key
-    from corpora.photos.build import REFERENCE_MANIFEST
-
-    shipped = json.loads((REPO / "checkpoints" / "photos_sr_finetune.json").read_text())
-    corpus = json.loads(REFERENCE_MANIFEST.read_text())["corpus_hash"]
-    recipes = [["experiment=demo_photos_sr"], ["experiment=demo_photos_sr", "setting=finetune"],
-               ["experiment=table2_photos", "setting=finetune"]]
-    names = set()
-    for r in recipes:
-        cfg = composed(r)[0]
-        names.add(staged(heads_path_for, cfg, SimpleNamespace(key=task_key(cfg.task, corpus))).name)
+        names.add(staged(heads_path_for, cfg, SimpleNamespace(key=task_key(cfg.task, content))).name)
     assert names == {shipped["cache_name"]}
 
 

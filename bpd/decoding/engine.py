@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import torch
 
 from bpd.config.decode import ENGINES
-from bpd.decoding.common import RowTracker, checked_max_len, count_positions
+from bpd.decoding.common import RowTracker, checked_max_len, count_positions, last_position
 from bpd.decoding.criteria import Criterion
 from bpd.decoding.result import DecodeResult
 from bpd.decoding.static_steps import chain_round, chain_start, greedy_step, propose_block
@@ -264,7 +264,7 @@ class StaticEngine:
 
     def ahead(self, b: StaticBatch):
         """What heads that read ahead read at each row's last position (None for the others)."""
-        return self.model.head_ahead(b.enc, b.cache.lengths - 1)
+        return self.model.head_ahead(b.enc, last_position(b.cache))
 
     def blockwise(self, src: torch.Tensor, k: int, criterion: Criterion, floor: int,
                   max_len: int | None = None) -> DecodeResult:

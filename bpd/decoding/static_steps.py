@@ -33,8 +33,7 @@ def propose_block(model, h: torch.Tensor, first: torch.Tensor, k: int, source: t
     ``propose``), ``ahead``: what heads that read ahead read (``model.head_ahead`` at ``h``'s positions)."""
     if k == 1:
         return first
-    src = Source(*source, ahead=ahead) if source is not None else \
-        None if ahead is None else Source(None, None, None, ahead=ahead)
+    src = Source.joined(None if source is None else Source(*source), ahead)
     if tables is None:
         rest = model.heads.propose(h, first, k, src)
     elif tables.n_slots:

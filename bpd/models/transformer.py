@@ -225,7 +225,7 @@ class Transformer(nn.Module):
         that read neither."""
         ahead = self.head_ahead(enc, at)
         if not self.heads.reads_source:
-            return None if ahead is None else Source(None, None, None, ahead=ahead)
+            return Source.joined(None, ahead)
         k, v = enc.cross_kv[-1]
         # Decoding without padding needs no mask: one query's attention then costs about half as much on a
         # CPU. Training keeps the mask rather than synchronise with the host every batch to ask.

@@ -75,6 +75,15 @@ class Source:
         """The same source for positions laid out ``length`` per batch row (a loss's (B * T, d) states)."""
         return Source(self.k, self.v, self.mask, length, self.ahead)
 
+    @staticmethod
+    def joined(source: Source | None, ahead: Ahead | None) -> Source | None:
+        """``source`` (what attend slots read; None: nothing) with ``ahead`` added: None when there is neither."""
+        if ahead is None:
+            return source
+        if source is None:
+            return Source(None, None, None, ahead=ahead)
+        return Source(source.k, source.v, source.mask, source.per_row, ahead)  # a plain call: compiled steps trace it
+
     def ahead_vectors(self, lead: torch.Size, lo: int, hi: int, rows: torch.Tensor | None = None) -> torch.Tensor:
         """``Ahead.vectors`` of this source's ``ahead`` (positions laid out as ``per_row`` says)."""
         if self.ahead is None:
