@@ -35,14 +35,21 @@ def test_static_rounds_are_the_eager_rounds(arch):
     assert max(max(b) for b in eager.block_sizes) > 1  # not vacuous
 
 
-def test_compiled_engine_decodes_as_the_static_one():
+def test_compiled_engine_decodes_as_the_static_one(monkeypatch):
     """The compiled functions (inductor, frozen weights) in float32 on the demo's head design: greedy, exact and
     top-2 give the static path's tokens and blocks, and a second k reuses the engine without mixing its graphs
-    up. Compile time is counted apart."""
+    up. Windows of 4 cache entries: one graph per function serves every window. Compile time is counted apart."""
+    from torch._dynamo.utils import counters
+
+    seen = spy_windows(monkeypatch, 4)
     model = random_model(40, 4, seed=2, arch="attend", head_noise=0.05, heads_tied=True, dtype=torch.float32)
     src = random_src(2, 6, 40, seed=3)
     g = greedy_decode(model, src, max_len=16, engine="static")
+    torch._dynamo.reset()
+    counters.clear()
+    seen.clear()
     assert greedy_decode(model, src, max_len=16, engine="compiled").tokens == g.tokens
+    assert counters["stats"]["unique_graphs"] == 1 and len(set(seen)) >= 4
     for k, crit in ((4, criteria.Exact()), (2, criteria.Exact()), (4, criteria.TopK(2)), (4, criteria.Exact())):
         static = blockwise_decode(model, src, k=k, criterion=crit, max_len=16, engine="static")
         compiled = blockwise_decode(model, src, k=k, criterion=crit, max_len=16, engine="compiled")
@@ -50,6 +57,34 @@ def test_compiled_engine_decodes_as_the_static_one():
         if crit == criteria.Exact():
             assert compiled.tokens == g.tokens
     assert engine_for(model, "compiled").compile_seconds > 0
+
+
+def spy_windows(monkeypatch, step: int) -> list[int]:
+    """Windows of ``step`` cache entries (``engine.WINDOW_STEP``); the list fills with every window a call used."""
+    from bpd.decoding import engine
+
+    monkeypatch.setattr(engine, "WINDOW_STEP", step)
+    seen: list[int] = []
+    window = engine.StaticEngine.window
+    monkeypatch.setattr(engine.StaticEngine, "window", lambda self, b, n: seen.append(window(self, b, n)) or seen[-1])
+    return seen
+
+
+def test_calls_attend_over_a_window_that_grows_with_the_longest_row(monkeypatch):
+    """The static path attends over the cache up to a window past the longest live row (``StaticEngine.window``),
+    not its whole capacity: with windows of 4 entries a decode crosses many of them, and every row (ragged
+    sources, rows finishing at different rounds, blocks of several tokens) still decodes as on the eager path.
+    (The compiled path under the same windows: the next test.)"""
+    seen = spy_windows(monkeypatch, 4)
+    model = random_model(30, 4, seed=4, arch="attend", head_noise=0.05, heads_tied=True)
+    src = random_src(3, 7, 30, seed=5)
+    assert greedy_decode(model, src, max_len=25, engine="static").tokens == greedy_decode(model, src, max_len=25).tokens
+    for crit in (criteria.Exact(), criteria.TopK(2)):
+        eager = blockwise_decode(model, src, k=4, criterion=crit, max_len=25)
+        static = blockwise_decode(model, src, k=4, criterion=crit, max_len=25, engine="static")
+        assert static.tokens == eager.tokens and static.block_sizes == eager.block_sizes, crit
+    assert max(max(b) for b in eager.block_sizes) > 1
+    assert len(set(seen)) >= 5 and max(seen) < engine_for(model, "static").capacity(25, 16)
 
 
 @pytest.mark.parametrize("arch", ["attend", "recurrent", "paper", "blockdiag", "medusa"])

@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -42,6 +42,8 @@ from bpd.models.transformer import EncoderState
 
 #: The smallest padded source length and cache capacity: shorter ones share these shapes.
 LEAST_BUCKET = 16
+#: The attended window grows in steps of this many cache entries (``StaticEngine.window``).
+WINDOW_STEP = 64
 #: On a CPU, a compiled function's graph serves every source bucket (their lengths symbolic), so a test set
 #: compiles each function once instead of once per bucket; CUDA graphs need fixed shapes and keep one per bucket.
 #: (``bench/compile_variants.py --variant static-buckets`` turns it off to compare.)
@@ -83,6 +85,10 @@ class StaticBatch:
     alive: torch.Tensor  # (B,) bool
     rows: RowTracker
     max_len: int
+    # The longest live row's cache length, known on the host from what each call accepted: calls attend over
+    # the cache up to a window past it (``StaticEngine.window``), not over its whole capacity.
+    reach: int = 0
+    spans: dict = field(default_factory=dict)  # per window: the tensor whose length says it (``batch_args``)
 
 
 class StaticEngine:
@@ -161,7 +167,7 @@ class StaticEngine:
                             None if enc.aligned is None else enc.aligned.clone())
         a = model.dec_layers[0].self_attn
         p = model.tgt_embed.weight
-        cache = StaticKVCache(model.n_dec_layers, shape[0], a.h, shape[2], a.dh, p.dtype, p.device)
+        cache = StaticKVCache(model.n_dec_layers, shape[0], a.h, shape[2] + 1, a.dh, p.dtype, p.device)  # + spare
         alive = torch.ones(shape[0], dtype=torch.bool, device=p.device)
         if self.compiled and p.device.type == "cuda":
             tensors = [*cache.tensors(), alive, held.src_mask, *(t for kv in held.cross_kv for t in kv)]
@@ -215,11 +221,34 @@ class StaticEngine:
         out = fn(*args)
         return tuple(t.clone() for t in out) if isinstance(out, tuple) else out.clone()
 
-    def batch_args(self, b: StaticBatch) -> tuple:
-        """The batch's tensors as the static functions take them (``bpd.decoding.static_steps``): the encoder
-        state as the tuple of its fields, ``EncoderState``'s order."""
+    def window(self, b: StaticBatch, n: int) -> int:
+        """How many cache entries a call writing ``n`` tokens attends over: the longest live row's length and the
+        ``n`` new entries and a spare, rounded up to ``WINDOW_STEP`` (at most the capacity). Attending over the
+        whole capacity costs what the longest output would at every step: on a 3,072-token image, a 4,096-entry
+        cache read and masked whole at every step. A GPU keeps the whole capacity: its CUDA graphs need fixed
+        shapes."""
+        cap = b.cache.capacity
+        if self.model.tgt_embed.weight.device.type == "cuda":
+            return cap
+        # The cache's last entry is a spare (``new_buffers``): a window never spans the whole cache, so that its
+        # graph never learns the window's length from the cache's.
+        return min(cap - 1, -(-(b.reach + n + 1) // WINDOW_STEP) * WINDOW_STEP)
+
+    def batch_args(self, b: StaticBatch, n: int) -> tuple:
+        """The batch's tensors as the static functions take them (``bpd.decoding.static_steps``) for a call that
+        writes ``n`` tokens per row: the encoder state as the tuple of its fields, ``EncoderState``'s order, and
+        last a tensor whose length is the attended window (``window``). The window is a tensor's size, not an
+        int or a view of the cache: a size is symbolic in one graph for every window, and the cache keeps its
+        own shape and strides (a view's would tie the graph to whether it is the whole cache)."""
         enc = b.enc
-        return (b.alive, b.cache.lengths, b.cache.k, b.cache.v, (enc.src_mask, enc.cross_kv, enc.aligned), b.source)
+        w = self.window(b, n)
+        span = b.spans.get(w)
+        if span is None:
+            span = b.spans[w] = torch.empty(w, dtype=torch.bool, device=b.alive.device)
+            if self.compiled and b.alive.device.type != "cuda":
+                torch._dynamo.mark_dynamic(span, 0)
+        return (b.alive, b.cache.lengths, b.cache.k, b.cache.v, (enc.src_mask, enc.cross_kv, enc.aligned), b.source,
+                span)
 
     def bos(self, b: StaticBatch, width: int = 1) -> torch.Tensor:
         """BOS tokens (B, ``width``): the first call's input, or a stand-in block for the benchmark."""
@@ -228,7 +257,9 @@ class StaticEngine:
     # -- greedy ------------------------------------------------------------------------------------------------
     def step(self, b: StaticBatch, tok: torch.Tensor) -> torch.Tensor:
         """One greedy step on tokens (B, 1): p_1's argmax (B,)."""
-        return self.call(("greedy",), lambda: greedy_step(self.model), tok, *self.batch_args(b))
+        out = self.call(("greedy",), lambda: greedy_step(self.model), tok, *self.batch_args(b, 1))
+        b.reach += 1
+        return out
 
     def greedy(self, src: torch.Tensor, max_len: int | None = None) -> DecodeResult:
         """Greedy decoding on the static path: one fixed-shape step per token."""
@@ -250,7 +281,9 @@ class StaticEngine:
         """The start call: the first block (B, k). int8 chains (fbgemm's packed weights) cannot be traced: the
         compiled part stops at the state and p_1's argmax, and the chain runs eagerly after it."""
         traced = self.model.heads.proposal_precision != "int8"
-        out = self.call(("start", k, traced), lambda: chain_start(self.model, k, traced), bos, *self.batch_args(b))
+        out = self.call(("start", k, traced), lambda: chain_start(self.model, k, traced), bos,
+                        *self.batch_args(b, 1))
+        b.reach += 1
         return out if traced else propose_block(self.model, *out, k, b.source, ahead=self.ahead(b))
 
     def round(self, b: StaticBatch, k: int, criterion: Criterion, floor: int, props: torch.Tensor
@@ -258,7 +291,8 @@ class StaticEngine:
         """One round on ``props``: the block sizes (B,), the accepted runs after slot 0 (B,) and the next block."""
         traced = self.model.heads.proposal_precision != "int8"
         out = self.call(("round", k, criterion, floor, traced),
-                        lambda: chain_round(self.model, k, criterion, floor, traced), props, *self.batch_args(b))
+                        lambda: chain_round(self.model, k, criterion, floor, traced), props, *self.batch_args(b, k))
+        b.reach += k  # an upper bound until the host reads the block sizes (``blockwise`` sets it then)
         return out if traced else (out[0], out[1], propose_block(self.model, out[2], out[3], k, b.source,
                                                                   ahead=self.ahead(b)))
 
@@ -279,6 +313,7 @@ class StaticEngine:
             khat, runs, nxt = self.round(b, k, criterion, floor, props)
             calls += 1
             host = torch.cat([props, khat[:, None], runs[:, None]], dim=1).tolist()
+            b.reach += max(r[k] for r in host) - k  # the longest row moved by the longest accepted block
             finished = []
             for slot, row in enumerate(b.rows.active):
                 n, run = host[row][k], host[row][k + 1]
@@ -304,6 +339,7 @@ class StaticEngine:
 
         def rewind() -> None:
             lengths.fill_(prefix_len)
+            b.reach = prefix_len
 
         def greedy() -> None:
             self.step(b, tok).tolist()

@@ -2,8 +2,9 @@
 
 Each maker returns a function of tensors only, with no host synchronisation: the batch's tensors come in the
 order of ``StaticEngine.batch_args`` after the function's own first argument (``alive``, ``lengths``, the cache's
-``k_cache`` and ``v_cache``, ``encoded``: the encoder state's fields ``(src_mask, cross_kv, aligned)``, and
-``source``), and each function moves the rows' lengths itself. ``torch.compile`` traces them whole
+``k_cache`` and ``v_cache``, ``encoded``: the encoder state's fields ``(src_mask, cross_kv, aligned)``,
+``source``, and ``span``, whose length is how many cache entries the call attends over), and each function moves
+the rows' lengths itself. ``torch.compile`` traces them whole
 (``fullgraph=True``).
 
 The arguments stay tensors and plain tuples and lists of them, never objects of ours (the encoder state comes as
@@ -114,9 +115,9 @@ def table_chain(tables: DecodingTables, h: torch.Tensor, first: torch.Tensor, k:
 def greedy_step(model) -> Callable:
     """One token per live row through the decoder; p_1's argmax (B,)."""
 
-    def step(tok, alive, lengths, k_cache, v_cache, encoded, source):
+    def step(tok, alive, lengths, k_cache, v_cache, encoded, source, span):
         enc = EncoderState(*encoded)
-        h = decode_static(model, tok, enc, k_cache, v_cache, lengths)[:, -1]
+        h = decode_static(model, tok, enc, k_cache, v_cache, lengths, span.shape[0])[:, -1]
         lengths.add_(alive.long())
         return top1(model.heads.base_logits(h))
 
@@ -128,9 +129,9 @@ def chain_start(model, k: int, traced: bool) -> Callable:
     chains: the state and p_1's argmax there, to propose from eagerly)."""
     tables = decoding_tables(model) if traced else None
 
-    def start(bos, alive, lengths, k_cache, v_cache, encoded, source):
+    def start(bos, alive, lengths, k_cache, v_cache, encoded, source, span):
         enc = EncoderState(*encoded)
-        h = decode_static(model, bos, enc, k_cache, v_cache, lengths)[:, 0]
+        h = decode_static(model, bos, enc, k_cache, v_cache, lengths, span.shape[0])[:, 0]
         lengths.add_(alive.long())
         first = top1(model.heads.base_logits(h))[:, None]
         if not traced:
@@ -146,9 +147,9 @@ def chain_round(model, k: int, criterion: Criterion, floor: int, traced: bool) -
     runs after slot 0 (B,) and the next block (untraced chains: the state and p_1's argmax to propose from)."""
     tables = decoding_tables(model) if traced else None
 
-    def round_(props, alive, lengths, k_cache, v_cache, encoded, source):
+    def round_(props, alive, lengths, k_cache, v_cache, encoded, source, span):
         enc = EncoderState(*encoded)
-        h = decode_static(model, props, enc, k_cache, v_cache, lengths)
+        h = decode_static(model, props, enc, k_cache, v_cache, lengths, span.shape[0])
         logits = model.heads.base_logits(h)
         best = top1(logits)
         if k > 1:

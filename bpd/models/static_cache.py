@@ -2,10 +2,11 @@
 
 The eager cache (``bpd.models.kv_cache``) grows, copies and drops rows as decoding goes, so every call has new
 shapes. Here nothing changes shape while a batch is decoded: each layer's keys and values are allocated once
-at their full capacity, each row's length lives on the device, every call attends over all ``capacity``
-entries under a mask built from those lengths, and rows that finished stay in the batch (their lengths stop
-moving). A decoder call is then one fixed-shape function of its inputs per (batch, tokens, source length,
-capacity), which ``torch.compile`` compiles once and a GPU can capture as a CUDA graph (gpt-fast's design).
+at their full capacity, each row's length lives on the device, every call attends over the first ``window``
+entries (the whole capacity on a GPU) under a mask built from those lengths, and rows that finished stay in the
+batch (their lengths stop moving). A decoder call is then one fixed-shape function of its inputs per (batch,
+tokens, source length, capacity), with the window symbolic on a CPU, which ``torch.compile`` compiles once and a
+GPU can capture as a CUDA graph (gpt-fast's design).
 """
 
 from __future__ import annotations
@@ -37,25 +38,31 @@ class StaticKVCache:
 
 
 def decode_static(model, tgt: torch.Tensor, enc, k_cache: list[torch.Tensor], v_cache: list[torch.Tensor],
-                  lengths: torch.Tensor) -> torch.Tensor:
+                  lengths: torch.Tensor, window: int | None = None) -> torch.Tensor:
     """Decoder states (B, n, d) of the n tokens ``tgt`` appended at each row's ``lengths``, attending to the row's
     cached prefix and causally to each other: ``Transformer.decode`` with a cache, in fixed shapes. Their keys and
-    values are written into ``k_cache`` / ``v_cache``; ``lengths`` is not moved (the caller knows by how much)."""
+    values are written into ``k_cache`` / ``v_cache``; ``lengths`` is not moved (the caller knows by how much).
+    ``window``: attend over the first ``window`` entries only (every live row's ``lengths + n`` within it; None:
+    the whole capacity)."""
     b, n = tgt.shape
     capacity = k_cache[0].shape[2]
+    span = capacity if window is None else window
     pos = lengths[:, None] + torch.arange(n, device=tgt.device)  # (B, n)
-    # Only a row that has finished (its tokens are ignored) reaches past its capacity: clamped, so that its
+    # Only a row that has finished (its tokens are ignored) reaches past the window: clamped, so that its
     # writes and position lookups stay inside their buffers, which a compiled kernel does not check.
-    slots = pos.clamp(max=capacity - 1)
+    slots = pos.clamp(max=span - 1)
     rows = torch.arange(b, device=tgt.device)[:, None].expand(b, n)
-    keys = torch.arange(capacity, device=tgt.device)
-    self_mask = (keys[None, None, :] <= pos[:, :, None])[:, None]  # (B, 1, n, capacity)
-    x = model.embed_tgt(tgt, slots, capacity, enc)
+    keys = torch.arange(span, device=tgt.device)
+    self_mask = (keys[None, None, :] <= pos[:, :, None])[:, None]  # (B, 1, n, span)
+    x = model.embed_tgt(tgt, slots, span, enc)
     for li, layer in enumerate(model.dec_layers):
         def store(k: torch.Tensor, v: torch.Tensor, li: int = li) -> tuple[torch.Tensor, torch.Tensor]:
+            # Written into the whole cache (a graph input mutated in place), read through the window.
             k_cache[li][rows, :, slots] = k.transpose(1, 2).to(k_cache[li].dtype)
             v_cache[li][rows, :, slots] = v.transpose(1, 2).to(v_cache[li].dtype)
-            return k_cache[li], v_cache[li]
+            if window is None:
+                return k_cache[li], v_cache[li]
+            return k_cache[li][:, :, :window], v_cache[li][:, :, :window]
 
         x = layer(x, enc.cross_kv[li], enc.src_mask, self_mask, store)
     return model.dec_ln(x)
