@@ -102,7 +102,8 @@ class StaticEngine:
         self.shapes: set[tuple] = set()  # (function key, input shapes) already compiled
         self.buffers: dict[tuple, tuple] = {}  # per (batch, padded source, capacity): ``begin``'s tensors
         self.compile_seconds = 0.0
-        self.fingerprint = weights_fingerprint(model)
+        self.fingerprint = weights_fingerprint(model)  # (a model moved to another device has new storage too)
+        self.gpu = model.tgt_embed.weight.device.type == "cuda"
         # Room for a round's k proposals past max_len, the same for every decoder of this model, so that greedy
         # and blockwise decode a sentence with the same shapes (the same attention cost per entry).
         self.room = model.k + 1
@@ -169,7 +170,7 @@ class StaticEngine:
         p = model.tgt_embed.weight
         cache = StaticKVCache(model.n_dec_layers, shape[0], a.h, shape[2] + 1, a.dh, p.dtype, p.device)  # + spare
         alive = torch.ones(shape[0], dtype=torch.bool, device=p.device)
-        if self.compiled and p.device.type == "cuda":
+        if self.compiled and self.gpu:
             tensors = [*cache.tensors(), alive, held.src_mask, *(t for kv in held.cross_kv for t in kv)]
             for t in tensors + ([held.aligned] if held.aligned is not None else []):
                 torch._dynamo.mark_static_address(t)
@@ -213,7 +214,7 @@ class StaticEngine:
         return out
 
     def _run(self, fn: Callable, args: tuple):
-        if not (self.compiled and self.model.tgt_embed.weight.device.type == "cuda"):
+        if not (self.compiled and self.gpu):
             return fn(*args)
         # A CUDA graph's outputs live in its memory pool and the next replay overwrites them, while a round's
         # proposals are the next round's input: each call is its own step, its outputs copied out.
@@ -228,7 +229,7 @@ class StaticEngine:
         cache read and masked whole at every step. A GPU keeps the whole capacity: its CUDA graphs need fixed
         shapes."""
         cap = b.cache.capacity
-        if self.model.tgt_embed.weight.device.type == "cuda":
+        if self.gpu:
             return cap
         # The cache's last entry is a spare (``new_buffers``): a window never spans the whole cache, so that its
         # graph never learns the window's length from the cache's.
@@ -245,7 +246,7 @@ class StaticEngine:
         span = b.spans.get(w)
         if span is None:
             span = b.spans[w] = torch.empty(w, dtype=torch.bool, device=b.alive.device)
-            if self.compiled and b.alive.device.type != "cuda":
+            if self.compiled and not self.gpu:
                 torch._dynamo.mark_dynamic(span, 0)
         return (b.alive, b.cache.lengths, b.cache.k, b.cache.v, (enc.src_mask, enc.cross_kv, enc.aligned), b.source,
                 span)
@@ -292,7 +293,6 @@ class StaticEngine:
         traced = self.model.heads.proposal_precision != "int8"
         out = self.call(("round", k, criterion, floor, traced),
                         lambda: chain_round(self.model, k, criterion, floor, traced), props, *self.batch_args(b, k))
-        b.reach += k  # an upper bound until the host reads the block sizes (``blockwise`` sets it then)
         return out if traced else (out[0], out[1], propose_block(self.model, out[2], out[3], k, b.source,
                                                                   ahead=self.ahead(b)))
 
@@ -313,7 +313,7 @@ class StaticEngine:
             khat, runs, nxt = self.round(b, k, criterion, floor, props)
             calls += 1
             host = torch.cat([props, khat[:, None], runs[:, None]], dim=1).tolist()
-            b.reach += max(r[k] for r in host) - k  # the longest row moved by the longest accepted block
+            b.reach += max(r[k] for r in host)  # the longest row moved by the longest accepted block
             finished = []
             for slot, row in enumerate(b.rows.active):
                 n, run = host[row][k], host[row][k + 1]

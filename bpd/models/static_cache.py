@@ -38,30 +38,25 @@ class StaticKVCache:
 
 
 def decode_static(model, tgt: torch.Tensor, enc, k_cache: list[torch.Tensor], v_cache: list[torch.Tensor],
-                  lengths: torch.Tensor, window: int | None = None) -> torch.Tensor:
+                  lengths: torch.Tensor, window: int) -> torch.Tensor:
     """Decoder states (B, n, d) of the n tokens ``tgt`` appended at each row's ``lengths``, attending to the row's
     cached prefix and causally to each other: ``Transformer.decode`` with a cache, in fixed shapes. Their keys and
     values are written into ``k_cache`` / ``v_cache``; ``lengths`` is not moved (the caller knows by how much).
-    ``window``: attend over the first ``window`` entries only (every live row's ``lengths + n`` within it; None:
-    the whole capacity)."""
+    ``window``: attend over the first ``window`` entries only (every live row's ``lengths + n`` within it)."""
     b, n = tgt.shape
-    capacity = k_cache[0].shape[2]
-    span = capacity if window is None else window
     pos = lengths[:, None] + torch.arange(n, device=tgt.device)  # (B, n)
     # Only a row that has finished (its tokens are ignored) reaches past the window: clamped, so that its
     # writes and position lookups stay inside their buffers, which a compiled kernel does not check.
-    slots = pos.clamp(max=span - 1)
+    slots = pos.clamp(max=window - 1)
     rows = torch.arange(b, device=tgt.device)[:, None].expand(b, n)
-    keys = torch.arange(span, device=tgt.device)
-    self_mask = (keys[None, None, :] <= pos[:, :, None])[:, None]  # (B, 1, n, span)
-    x = model.embed_tgt(tgt, slots, span, enc)
+    keys = torch.arange(window, device=tgt.device)
+    self_mask = (keys[None, None, :] <= pos[:, :, None])[:, None]  # (B, 1, n, window)
+    x = model.embed_tgt(tgt, slots, window, enc)
     for li, layer in enumerate(model.dec_layers):
         def store(k: torch.Tensor, v: torch.Tensor, li: int = li) -> tuple[torch.Tensor, torch.Tensor]:
             # Written into the whole cache (a graph input mutated in place), read through the window.
             k_cache[li][rows, :, slots] = k.transpose(1, 2).to(k_cache[li].dtype)
             v_cache[li][rows, :, slots] = v.transpose(1, 2).to(v_cache[li].dtype)
-            if window is None:
-                return k_cache[li], v_cache[li]
             return k_cache[li][:, :, :window], v_cache[li][:, :, :window]
 
         x = layer(x, enc.cross_kv[li], enc.src_mask, self_mask, store)
