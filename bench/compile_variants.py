@@ -1,9 +1,9 @@
 """What a compiled step costs, and what compiling it costs, under inductor settings beside the compiled path's own
-(``bpd.decoding.engine.compile_options``):
+(``bpd.decoding.compiling.compile_options``):
 
 * ``--buckets each``: one graph per function and source bucket (what the benchmarks compile); ``--buckets one``:
   one graph per function for every bucket, the source length and the cache capacity symbolic (what evaluations
-  compile: ``engine.DYNAMIC_BUCKETS``);
+  compile: ``compiling.DYNAMIC_BUCKETS``);
 * ``--no-prepack``: frozen weights left unpacked (``cpp.weight_prepack=False``). Prepacked weights are what keep
   a frozen graph out of inductor's FX graph cache (they cannot be pickled), so without them a second process
   loads the graphs instead of compiling them.
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-import bpd.decoding.engine as engine
+import bpd.decoding.compiling as compiling
 from bpd.bench.step_costs import StepTiming, step_costs
 from bpd.training.checkpoint import load_model
 
@@ -40,7 +40,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    engine.DYNAMIC_BUCKETS = args.buckets == "one"
+    compiling.DYNAMIC_BUCKETS = args.buckets == "one"
     if args.no_prepack:
         import torch._inductor.config as inductor
 

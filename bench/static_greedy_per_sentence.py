@@ -38,7 +38,8 @@ def main() -> None:
     import _common
     from hydra import compose, initialize_config_dir
 
-    from bpd.decoding.engine import bucket, engine_for, graph_per_bucket
+    from bpd.decoding.compiling import graph_per_bucket
+    from bpd.decoding.engine import bucket, engine_for
     from bpd.runtime import Runtime
     from bpd.stages import Recipe, ensure_heads
     from bpd.tasks import load_task

@@ -128,7 +128,7 @@ def common_columns(cfg: ExperimentConfig, task, path, model, payload: dict, draf
 
 @hydra.main(config_path=CONF_DIR, config_name="bench_peers", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    from bpd.decoding.engine import graph_per_bucket
+    from bpd.decoding.compiling import graph_per_bucket
 
     # Benchmarks time steady-state steps: one compiled graph per source bucket, whose steps are faster than those
     # of the one graph an evaluation shares across buckets (docs/benchmark.md).

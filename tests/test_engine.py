@@ -155,18 +155,18 @@ def test_compiled_graphs_per_source_bucket(dynamic):
 
     from torch._dynamo.utils import counters
 
-    from bpd.decoding import engine
+    from bpd.decoding import compiling
 
     model = random_model(30, 2, seed=6, arch="attend").eval()
     torch._dynamo.reset()
     counters.clear()
-    with contextlib.nullcontext() if dynamic else engine.graph_per_bucket():
+    with contextlib.nullcontext() if dynamic else compiling.graph_per_bucket():
         for width in (7, 20, 40):  # buckets 16, 32, 64
             src = random_src(1, width, 30, seed=width)
             assert (greedy_decode(model, src, max_len=12, engine="compiled").tokens
                     == greedy_decode(model, src, max_len=12, engine="static").tokens)
     assert counters["stats"]["unique_graphs"] == (1 if dynamic else 3)
-    assert engine.DYNAMIC_BUCKETS  # the evaluations' setting again
+    assert compiling.DYNAMIC_BUCKETS  # the evaluations' setting again
 
 
 def test_the_positions_cover_a_shape_before_its_first_step():

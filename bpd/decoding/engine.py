@@ -11,7 +11,7 @@ Python call and a dispatch, and every call has new shapes. Here (gpt-fast's desi
   at the last accepted position) are each one function of tensors, with no host synchronisation inside;
 * finished rows stay in the batch with their lengths frozen (``alive``), so the batch keeps its shape;
 * ``engine="compiled"`` compiles each function with ``torch.compile(fullgraph=True)``: on a CPU with
-  inductor's weight freezing and C++ wrapper, on a GPU as CUDA graphs (``mode="reduce-overhead"``);
+  inductor's weight freezing and C++ wrapper, on a GPU as CUDA graphs (``bpd.decoding.compiling``);
   ``engine="static"`` runs the same functions uncompiled (what the property tests check quickly).
 
 The host reads one small tensor per step or round (the tokens and block sizes) and does the bookkeeping the
@@ -25,7 +25,6 @@ proposals, and the chain runs eagerly after it. The functions themselves are in 
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,7 +32,9 @@ from dataclasses import dataclass, field
 import torch
 
 from bpd.config.decode import ENGINES
+from bpd.decoding import compiling
 from bpd.decoding.common import RowTracker, checked_max_len, count_positions, last_position
+from bpd.decoding.compiling import compile_fn, compile_options, on_gpu, weights_fingerprint
 from bpd.decoding.criteria import Criterion
 from bpd.decoding.result import DecodeResult
 from bpd.decoding.static_steps import chain_round, chain_start, greedy_step, propose_block
@@ -44,24 +45,6 @@ from bpd.models.transformer import EncoderState
 LEAST_BUCKET = 16
 #: The attended window grows in steps of this many cache entries (``StaticEngine.window``).
 WINDOW_STEP = 64
-#: On a CPU, a compiled function's graph serves every source bucket (their lengths symbolic), so a test set
-#: compiles each function once instead of once per bucket; CUDA graphs need fixed shapes and keep one per bucket.
-#: (``bench/compile_variants.py --variant static-buckets`` turns it off to compare.)
-DYNAMIC_BUCKETS = True
-
-
-@contextlib.contextmanager
-def graph_per_bucket():
-    """Within it, compiled functions get one graph per source bucket (``DYNAMIC_BUCKETS`` off): the benchmarks'
-    setting, since they time steady-state steps, whose compilation is untimed."""
-    global DYNAMIC_BUCKETS
-    before, DYNAMIC_BUCKETS = DYNAMIC_BUCKETS, False
-    try:
-        yield
-    finally:
-        DYNAMIC_BUCKETS = before
-
-
 def bucket(n: int, least: int = LEAST_BUCKET) -> int:
     """The padded size for ``n``: the next power of two (at least ``least``), so that a test set's lengths
     share a handful of shapes and each compiles once."""
@@ -103,7 +86,7 @@ class StaticEngine:
         self.buffers: dict[tuple, tuple] = {}  # per (batch, padded source, capacity): ``begin``'s tensors
         self.compile_seconds = 0.0
         self.fingerprint = weights_fingerprint(model)  # (a model moved to another device has new storage too)
-        self.gpu = model.tgt_embed.weight.device.type == "cuda"
+        self.gpu = on_gpu(model)
         # Room for a round's k proposals past max_len, the same for every decoder of this model, so that greedy
         # and blockwise decode a sentence with the same shapes (the same attention cost per entry).
         self.room = model.k + 1
@@ -174,7 +157,7 @@ class StaticEngine:
             tensors = [*cache.tensors(), alive, held.src_mask, *(t for kv in held.cross_kv for t in kv)]
             for t in tensors + ([held.aligned] if held.aligned is not None else []):
                 torch._dynamo.mark_static_address(t)
-        elif self.compiled and DYNAMIC_BUCKETS and model.source_buckets:
+        elif self.compiled and compiling.DYNAMIC_BUCKETS and model.source_buckets:
             # One graph per function for every source bucket: the source length and the cache capacity are
             # symbolic, the rows and tokens a step multiplies stay fixed (what the GEMM kernels specialise on).
             for t in [*cache.k, *cache.v]:
@@ -189,7 +172,10 @@ class StaticEngine:
         timed into ``compile_seconds``."""
         fn = self.fns.get(key)
         if fn is None:
-            fn = self.fns[key] = compile_fn(make(), self.model) if self.compiled else make()
+            fn = make()
+            if self.compiled:
+                fn = compile_fn(fn, gpu=self.gpu, dynamic=compiling.DYNAMIC_BUCKETS)
+            self.fns[key] = fn
         shape = (key, *(tuple(a.shape) for a in _tensors(args)))
         if shape in self.shapes:
             if not self.compiled:
@@ -201,12 +187,12 @@ class StaticEngine:
                 return self._run(fn, args)
         t0 = time.perf_counter()
         try:
-            with compile_options(self.model):  # (compilation happens in a shape's first call)
+            with compile_options(gpu=self.gpu):  # (compilation happens in a shape's first call)
                 out = self._run(fn, args)
         except Exception as e:  # a product the GEMM template does not take: compiled again with ATen's kernels
             if "NoValidChoicesError" not in repr(e):
                 raise
-            with compile_options(self.model, aten=True):
+            with compile_options(gpu=self.gpu, aten=True):
                 out = self._run(fn, args)
         if self.compiled:
             self.compile_seconds += time.perf_counter() - t0
@@ -382,49 +368,6 @@ def _tensors(args) -> list[torch.Tensor]:
         elif isinstance(a, list | tuple):
             out += _tensors(a)
     return out
-
-
-# -- compiling -------------------------------------------------------------------------------------------------
-
-def compile_fn(fn: Callable, model) -> Callable:
-    """``fn`` compiled whole: on a CPU by inductor with the weights frozen into the graph (prepacked for the CPU's
-    matrix kernels) and a C++ wrapper (no Python between kernels); on a GPU as CUDA graphs."""
-    import torch._dynamo
-
-    # One compiled graph per (shape, function): a test set's buckets and the bench's ks exceed dynamo's default.
-    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 256)
-    if model.tgt_embed.weight.device.type == "cuda":
-        return torch.compile(fn, fullgraph=True, dynamic=False, mode="reduce-overhead")
-    # dynamic=None: only the dimensions ``new_buffers`` marks are symbolic; every other one is specialised.
-    return torch.compile(fn, fullgraph=True, dynamic=None if DYNAMIC_BUCKETS else False)
-
-
-def compile_options(model, aten: bool = False):
-    """Inductor's settings while a CPU graph compiles: weight freezing (the weights become constants, and each
-    matrix product's weight is prepacked once: passed as ``torch.compile(options=...)`` instead, the prepacking
-    pass does not run), the C++ wrapper, and every matrix product on inductor's own CPU GEMM template
-    (``max_autotune`` with the template as the only backend). At decoding's sizes the template beats MKL's
-    kernels on every product measured (several times over for a few rows: a k-token verify, a small batch;
-    results/bench/ENGINES.md), and taking it outright instead of timing both at compile time keeps a compile
-    on a busy machine from keeping MKL's where a moment's noise favoured it. ``aten=True`` (``StaticEngine.call``
-    retries with it when a graph holds a product the template cannot take) lets ATen's kernels compete."""
-    import torch._inductor.config as inductor
-
-    if model.tgt_embed.weight.device.type == "cuda":
-        return contextlib.nullcontext()
-    # (the choices' timings stay out of the log: one table per matrix product and shape)
-    return inductor.patch(freezing=True, cpp_wrapper=True, max_autotune=True,
-                          max_autotune_gemm_backends="CPP,ATEN" if aten else "CPP",
-                          autotune_num_choices_displayed=0, max_autotune_report_choices_stats=False)
-
-
-def weights_fingerprint(model) -> tuple:
-    """What the frozen weights were made from: every parameter's storage and version (an optimizer step, a
-    ``load_state_dict`` or an in-place edit moves it), the dtype and the proposal settings."""
-    heads = model.heads
-    ids = heads.proposal_ids
-    return (tuple((p.data_ptr(), p._version, p.dtype) for p in model.parameters()),
-            None if ids is None else (ids.data_ptr(), tuple(ids.shape)), heads.proposal_precision)
 
 
 def engine_for(model, engine: str) -> StaticEngine:
