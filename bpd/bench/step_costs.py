@@ -47,19 +47,31 @@ def warm_up(fns: list[Callable[[], Any]], calls: int = 5, budget_s: float = 0.5)
             fn()
 
 
-def median_ms(fns: dict[str, Any], repeats: int, device: torch.device) -> dict[str, float]:
-    """Median milliseconds of each function, timed round-robin (one call of each per repetition), so a
-    drift in machine speed (shared CPUs, clock changes) affects every ratio's numerator and denominator alike."""
+#: Calls of one function back to back in each turn of ``median_ms``; the first of each run is not kept.
+RUN = 5
+
+
+def median_ms(fns: dict[str, Any], repeats: int, device: torch.device, run: int = RUN) -> dict[str, float]:
+    """Median milliseconds of each function over ``repeats`` kept calls, timed in turns: each turn calls every
+    function ``run`` times back to back and keeps all but the first of them. Turns alternate the functions, so a
+    drift in machine speed (shared CPUs, clock changes) affects every ratio's numerator and denominator alike;
+    runs keep what a decoder's loop keeps, since it calls one function over and over: a model whose step reads
+    fewer bytes than the last-level cache holds finds its weights there at the next step, which one call after
+    another function's (a round's slots, the encoder) does not. The first call of a run pays for that switch,
+    and is dropped (``bench/static_call_accounting.py`` compares these costs with the calls of real decodes)."""
     times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(repeats):
+    per_turn = max(1, run - 1)
+    for _ in range(-(-repeats // per_turn)):
         for name, fn in fns.items():
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            t0 = time.perf_counter()
-            fn()
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            times[name].append(time.perf_counter() - t0)
+            for i in range(max(2, run)):
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+                t0 = time.perf_counter()
+                fn()
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+                if i:
+                    times[name].append(time.perf_counter() - t0)
     return {name: statistics.median(t) * 1e3 for name, t in times.items()}
 
 
@@ -93,7 +105,7 @@ def prefill(model, src: torch.Tensor, prefix_len: int, slots: int) -> Prefilled:
 @dataclass(frozen=True)
 class StepTiming:
     """How each isolated step is timed: from a cache holding ``prefix_len`` tokens (rolled back after every step),
-    the median of ``repeats`` round-robin calls."""
+    the median of ``repeats`` calls, taken in runs of back-to-back calls (``median_ms``)."""
 
     prefix_len: int = 12
     repeats: int = 200
