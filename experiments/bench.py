@@ -22,7 +22,7 @@ from bpd.config import ExperimentConfig, chained_archs
 
 
 def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
-    from bpd.bench.floor import memory_bandwidth
+    from bpd.bench.floor import last_level_cache, memory_bandwidth
     from bpd.bench.rows import format_bench, format_breakdown, format_floors
     from bpd.bench.run import BenchPlan, Reporting, TimingPolicy, run_bench
     from bpd.bench.specbench import write_jsonl
@@ -44,6 +44,7 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
     all_rows = []
     stamp = time.strftime("%Y%m%d-%H%M%S")
     bandwidth = memory_bandwidth(device) if b.floors else None
+    llc = last_level_cache() if b.floors and device.type == "cpu" else None
     draft_path = ensure_draft(runtime, Recipe.of(cfg), task)
     resources = Resources(device, {"draft": draft_path} if draft_path is not None else {})
     prepared = None
@@ -61,7 +62,7 @@ def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
         timing = TimingPolicy(repeats=b.repeats, max_repeats=b.max_repeats, ci_target=b.ci_target,
                               ci_batch_sizes=b.ci_batch_sizes, step_repeats=b.step_repeats)
         report = Reporting(common=common, model_id=f"{cfg.name}-{arch}", category=task.name, detok=task.detokenize,
-                           bandwidth=bandwidth)
+                           bandwidth=bandwidth, llc=llc)
         rows, records = run_bench(model, sources, plan, device, timing, report)
         append_rows(out_dir / "rows.jsonl", rows)
         if b.specbench_records:

@@ -232,7 +232,7 @@ def test_bench_times_both_paths_in_the_same_passes():
     specs = [DecodeSpec("greedy"), DecodeSpec("naive_greedy"), DecodeSpec("blockwise", k=3)]
     rows, _ = run_bench(model, sources, BenchPlan(specs, [1], lambda s: 12, engines=["eager", "static"]),
                         torch.device("cpu"), TimingPolicy(repeats=2, step_repeats=5),
-                        Reporting(common={"heads_arch": "attend"}, bandwidth=1e10))
+                        Reporting(common={"heads_arch": "attend"}, bandwidth=1e10, llc=2**20))
     by = {(r["engine"], r["decoder"]): r for r in rows}
     assert set(by) == {("eager", "greedy"), ("eager", "naive_greedy"), ("eager", "blockwise_k3_exact"),
                        ("static", "greedy"), ("static", "blockwise_k3_exact")}  # no static path, no static row
@@ -244,6 +244,24 @@ def test_bench_times_both_paths_in_the_same_passes():
     r = by["static", "blockwise_k3_exact"]
     assert r["tk_floor_ms"] == pytest.approx(nbytes["t3"] / 1e10 * 1e3) and r["tk_vs_floor"] > 0
     assert "static" in format_bench(rows) and "t_3" in format_floors(rows)
+    assert r["llc_mb"] == 1.0 and "last-level cache 1 MiB" in format_floors(rows)
+    fits = r["tk_bytes"] <= 2**20
+    assert [line.split()[-1] for line in format_floors(rows).splitlines() if " t_3 " in line] == \
+        ["yes" if fits else "no"] * 2  # one line per path
+
+
+def test_last_level_cache_is_the_highest_data_cache_sysfs_lists(tmp_path):
+    from bpd.bench.floor import last_level_cache
+
+    for i, (level, kind, size) in enumerate([(1, "Data", "32K"), (1, "Instruction", "32K"), (2, "Unified", "1024K"),
+                                             (3, "Unified", "32768K")]):
+        d = tmp_path / f"index{i}"
+        d.mkdir()
+        (d / "level").write_text(f"{level}\n")
+        (d / "type").write_text(f"{kind}\n")
+        (d / "size").write_text(f"{size}\n")
+    assert last_level_cache(tmp_path) == 32 * 2**20
+    assert last_level_cache(tmp_path / "absent") is None
 
 
 def test_step_bytes_count_what_a_step_reads():

@@ -6,7 +6,9 @@ the caches) and ``step_bytes`` counts what a greedy step and a blockwise round r
 both beside the measured t_1 and t_k, so that "close to the limit" is a ratio in every ``make bench`` row.
 
 The floor is a lower bound in three ways: weights that stay in the caches between steps (a model of a few MB
-on a CPU with a large L3) can be read faster than from memory; the KV cache and the source's keys and values
+on a CPU with a large L3) can be read faster than from memory (``last_level_cache`` gives the CPU's, and rows
+say whether each step's bytes fit in it: a step that fits finds its weights there at the next call of a
+decoder's loop, a round that does not fit streams them from memory); the KV cache and the source's keys and values
 are not counted (they are small beside the weights at these lengths); and every weight is counted once per call,
 however many rows read it.
 """
@@ -14,6 +16,7 @@ however many rows read it.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -34,6 +37,26 @@ def memory_bandwidth(device: torch.device | str = "cpu", mb: int = 512, repeats:
         if i:
             best = min(best, dt)
     return buf.numel() * 4 / best
+
+
+def last_level_cache(root: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> int | None:
+    """Bytes of the CPU's last-level cache (the highest level sysfs lists for the first core: the L3 of an x86
+    server), or None where sysfs does not say (not Linux)."""
+    best: tuple[int, int] | None = None
+    for index in sorted(root.glob("index*")):
+        try:
+            level = int((index / "level").read_text())
+            kind = (index / "type").read_text().strip()
+            size = (index / "size").read_text().strip()
+        except (OSError, ValueError):
+            continue
+        if kind == "Instruction" or not size:
+            continue
+        unit = {"K": 2**10, "M": 2**20, "G": 2**30}.get(size[-1].upper(), 1)
+        n = int(size[:-1] if unit > 1 else size) * unit
+        if best is None or level > best[0]:
+            best = (level, n)
+    return None if best is None else best[1]
 
 
 def _bytes(tensors) -> int:
@@ -82,9 +105,10 @@ def step_bytes(model, ks: list[int]) -> dict[str, int]:
     return {"t1": dec, **{f"t{k}": dec + chain_bytes(model, k) for k in ks}}
 
 
-def floor_columns(costs: dict[str, float], nbytes: dict[str, int], bandwidth: float, step_key: str | None
-                  ) -> dict[str, Any]:
-    """A row's floors (ms) and how far its measured step costs are above them."""
+def floor_columns(costs: dict[str, float], nbytes: dict[str, int], bandwidth: float, step_key: str | None,
+                  llc: int | None = None) -> dict[str, Any]:
+    """A row's floors (ms) and how far its measured step costs are above them; ``llc``: the last-level cache's
+    bytes (``last_level_cache``; None on a GPU or where unknown)."""
     floor1 = nbytes["t1"] / bandwidth * 1e3
     floork = nbytes[step_key] / bandwidth * 1e3 if step_key in nbytes else None
     t1, tk = costs.get("t1"), costs.get(step_key) if step_key else None
@@ -96,4 +120,5 @@ def floor_columns(costs: dict[str, float], nbytes: dict[str, int], bandwidth: fl
         "tk_floor_ms": floork,
         "t1_vs_floor": t1 / floor1 if t1 else None,
         "tk_vs_floor": tk / floork if (tk and floork) else None,
+        "llc_mb": None if llc is None else llc / 2**20,
     }

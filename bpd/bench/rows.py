@@ -195,8 +195,11 @@ def format_floors(rows: list[dict[str, Any]]) -> str:
     rows = [r for r in rows if r.get("t1_floor_ms") is not None]
     if not rows:
         return ""
-    head = f"{'engine':<9} {'bs':>3} {'step':<6} {'ms':>7} {'MB read':>8} {'floor ms':>8} {'x floor':>7} {'/ t_1':>6}"
-    lines = [f"memory bandwidth {rows[0]['bandwidth_gbs']:.1f} GB/s (a read far larger than the caches)", head,
+    llc = rows[0].get("llc_mb")
+    head = (f"{'engine':<9} {'bs':>3} {'step':<6} {'ms':>7} {'MB read':>8} {'floor ms':>8} {'x floor':>7} {'/ t_1':>6}"
+            + (f" {'in LLC':>6}" if llc else ""))
+    cache = f"; last-level cache {llc:.0f} MiB" if llc else ""
+    lines = [f"memory bandwidth {rows[0]['bandwidth_gbs']:.1f} GB/s (a read far larger than the caches){cache}", head,
              "-" * len(head)]
     seen = set()
     for r in rows:
@@ -211,6 +214,7 @@ def format_floors(rows: list[dict[str, Any]]) -> str:
         ms, mb, floor = ((r["t1_ms"], r["t1_bytes"], r["t1_floor_ms"]) if reference
                          else (r["tk_ms"], r["tk_bytes"], r["tk_floor_ms"]))
         name = "t_1" if reference else f"t_{r['k']}"
+        fits = "" if not llc else f" {'yes' if mb / 2**20 <= llc else 'no':>6}"
         lines.append(f"{str(r.get('engine')):<9} {r['batch_size']:>3} {name:<6} {ms:7.3f} {mb / 2**20:8.1f} "
-                     f"{floor:8.3f} {ms / floor:7.2f} {ms / r['t1_ms']:6.2f}")
+                     f"{floor:8.3f} {ms / floor:7.2f} {ms / r['t1_ms']:6.2f}{fits}")
     return "\n".join(lines)

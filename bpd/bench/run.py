@@ -183,13 +183,15 @@ class Reporting:
     """What the rows and Spec-Bench records carry beside the timings: the columns every row shares (``common``),
     the records' model id prefix and category, and their outputs' text (``detok``; None: token ids). With
     ``bandwidth`` (bytes/s, ``bpd.bench.floor.memory_bandwidth``), rows also carry each step's floor, the weight
-    bytes it reads over the bandwidth, and t_1 and t_k as multiples of their floors."""
+    bytes it reads over the bandwidth, and t_1 and t_k as multiples of their floors; ``llc`` (bytes of the CPU's
+    last-level cache, ``bpd.bench.floor.last_level_cache``) says beside them whether each step's bytes fit in it."""
 
     common: dict[str, Any] | None = None
     model_id: str = "bpd"
     category: str = "bench"
     detok: Callable[[list[int]], str] | None = None
     bandwidth: float | None = None
+    llc: int | None = None
 
 
 def run_bench(model, sources: list[list[int]], plan: BenchPlan, device: torch.device,
@@ -242,7 +244,8 @@ def run_bench(model, sources: list[list[int]], plan: BenchPlan, device: torch.de
             if report.bandwidth:
                 nbytes = step_bytes(model, ks)
                 for row, spec in zip(e_rows, e_specs):
-                    row |= floor_columns(costs[engine], nbytes, report.bandwidth, spec.step_cost_key)
+                    row |= floor_columns(costs[engine], nbytes, report.bandwidth, spec.step_cost_key,
+                                         report.llc)
             if engine != base.path:
                 vs_base = paired_estimates(runs, e_specs, base)
                 for row, spec in zip(e_rows, e_specs):
