@@ -13,9 +13,9 @@ A round's cost t_k over a greedy step's t_1 decides what a mean accepted block s
   at every one of the k positions (k * k rows through one projection), so the next block's proposals are
   already there whichever position is accepted, and there is no separate proposal step.
 
-``round_costs`` times t_1 and both designs' rounds for given k round-robin (one of each per repetition, so
-drift of the machine cancels out of the ratios), with the parts of the chain's round (decoder layers,
-scoring, proposal) as in ``bpd.bench.step_costs.step_costs``.
+``round_costs`` times t_1 and both designs' rounds for given k in turns (``step_costs.median_ms``: runs of
+back-to-back calls of each, so drift of the machine cancels out of the ratios), with the parts of the chain's
+round (decoder layers, scoring, proposal) as in ``bpd.bench.step_costs.step_costs``.
 """
 
 from __future__ import annotations

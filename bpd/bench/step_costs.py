@@ -5,7 +5,7 @@ accept, truncate, propose); a tree round builds, verifies and accepts one candid
 (t_enc) and blockwise's propose-only start call (t_start,k) are timed too, so that ``bpd.bench.rows`` can
 predict a whole run from them.
 
-Each step is also split into its parts, timed in a second round-robin with its own totals: the decoder
+Each step is also split into its parts, timed in a second set of turns (``median_ms``) with its own totals: the decoder
 layers alone over 1 and over k new tokens (d_1, d_k) and the proposal chain at one position (p_k); the
 rest of a step is scoring (p_1's vocabulary projection at 1 or k positions, argmax, accept test, host
 sync, cache rollback). ``step_parts`` reads that split back for a row; ``bpd.bench.cost_model`` builds on the
