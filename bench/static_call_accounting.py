@@ -15,16 +15,10 @@ other shapes), the start call, or host time.
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
 from collections import defaultdict
-from pathlib import Path
 
 import torch
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "experiments"))
 
 
 def main() -> None:
@@ -36,27 +30,14 @@ def main() -> None:
     ap.add_argument("--passes", type=int, default=2, help="timed passes over the sentences (the best is kept)")
     args = ap.parse_args()
 
-    import _common
-    from hydra import compose, initialize_config_dir
+    from static_greedy_per_sentence import load_heads_model
 
     from bpd.bench.step_costs import StepTiming, step_costs
     from bpd.decoding.compiling import graph_per_bucket
     from bpd.decoding.criteria import Exact
     from bpd.decoding.engine import engine_for
-    from bpd.runtime import Runtime
-    from bpd.stages import Recipe, ensure_heads
-    from bpd.tasks import load_task
-    from bpd.training.checkpoint import load_model
 
-    _common.register()
-    with initialize_config_dir(config_dir=os.fspath(REPO / "conf"), version_base="1.3"):
-        cfg, _ = _common.to_configs(compose(config_name="bench", overrides=[f"experiment={args.experiment}"]))
-    torch.set_num_threads(args.threads)
-    runtime = Runtime.build(cfg)
-    task = load_task(runtime, cfg.task, cfg.shipped)
-    model, _ = load_model(ensure_heads(runtime, Recipe.of(cfg), task))
-    model.eval()
-    model.heads.set_proposal_vocab(task.proposal_vocab(cfg.decode.proposal_vocab))
+    model, task, cfg = load_heads_model(args.experiment, args.threads)
     engine, limit = engine_for(model, "compiled"), task.max_len(cfg.decode)
     sources = [torch.tensor([s]) for s in task.pairs("test").sources(range(args.n))]
     print(f"{args.experiment}: {args.n} test sentences, batch 1, compiled, {torch.backends.cpu.get_cpu_capability()}, "

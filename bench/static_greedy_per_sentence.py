@@ -25,6 +25,29 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "experiments"))
 
 
+def load_heads_model(experiment: str, threads: int):
+    """An experiment's heads model as ``make bench`` loads it (installed or trained by its recipe, in eval mode,
+    proposing from ``decode.proposal_vocab``) with its task and config, on ``threads`` threads."""
+    import _common
+    from hydra import compose, initialize_config_dir
+
+    from bpd.runtime import Runtime
+    from bpd.stages import Recipe, ensure_heads
+    from bpd.tasks import load_task
+    from bpd.training.checkpoint import load_model
+
+    _common.register()
+    with initialize_config_dir(config_dir=os.fspath(REPO / "conf"), version_base="1.3"):
+        cfg, _ = _common.to_configs(compose(config_name="bench", overrides=[f"experiment={experiment}"]))
+    torch.set_num_threads(threads)
+    runtime = Runtime.build(cfg)
+    task = load_task(runtime, cfg.task, cfg.shipped)
+    model, _ = load_model(ensure_heads(runtime, Recipe.of(cfg), task))
+    model.eval()
+    model.heads.set_proposal_vocab(task.proposal_vocab(cfg.decode.proposal_vocab))
+    return model, task, cfg
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--experiment", default="demo_debian")
@@ -35,25 +58,10 @@ def main() -> None:
     ap.add_argument("--sequence", default=None, help="comma-separated 1-based sentence numbers to time in order")
     args = ap.parse_args()
 
-    import _common
-    from hydra import compose, initialize_config_dir
-
     from bpd.decoding.compiling import graph_per_bucket
     from bpd.decoding.engine import bucket, engine_for
-    from bpd.runtime import Runtime
-    from bpd.stages import Recipe, ensure_heads
-    from bpd.tasks import load_task
-    from bpd.training.checkpoint import load_model
 
-    _common.register()
-    with initialize_config_dir(config_dir=os.fspath(REPO / "conf"), version_base="1.3"):
-        cfg, _ = _common.to_configs(compose(config_name="bench", overrides=[f"experiment={args.experiment}"]))
-    torch.set_num_threads(args.threads)
-    runtime = Runtime.build(cfg)
-    task = load_task(runtime, cfg.task, cfg.shipped)
-    model, _ = load_model(ensure_heads(runtime, Recipe.of(cfg), task))
-    model.eval()
-    model.heads.set_proposal_vocab(task.proposal_vocab(cfg.decode.proposal_vocab))
+    model, task, cfg = load_heads_model(args.experiment, args.threads)
     engine, limit = engine_for(model, "compiled"), task.max_len(cfg.decode)
     sources = task.pairs("test").sources(range(args.n))
 
