@@ -151,6 +151,27 @@ def test_settings_override_the_experiment():
     assert composed(["experiment=table1_small", "setting=both_gentle"])[0].base_targets == "distilled"
 
 
+def test_table2_photos_fine_tuning_is_the_command_of_its_rows():
+    """``setting=finetune_sr`` (Table 2's fine tuning on the photo corpus) trains the very model of the rows made
+    with ``setting=finetune heads_train.base_lr_scale=0.3``, and not the paper-rate model ``setting=finetune``
+    trains: the setting's label is no part of a heads model's cache key, its options are."""
+    from types import SimpleNamespace
+
+    from toy import staged
+
+    from bpd.stages import heads_path_for
+
+    task = SimpleNamespace(key="photos")
+    name = {o: staged(heads_path_for, composed(["experiment=table2_photos", *o])[0], task).name
+            for o in (("setting=finetune_sr",), ("setting=finetune", "heads_train.base_lr_scale=0.3"),
+                      ("setting=finetune",))}
+    assert len(set(name.values())) == 2
+    assert name[("setting=finetune_sr",)] == name[("setting=finetune", "heads_train.base_lr_scale=0.3")]
+    cfg = composed(["experiment=table2_photos", "setting=finetune_sr"])[0]
+    assert (cfg.setting, cfg.heads.training, cfg.heads.p1_weight, cfg.heads_train_config.base_lr_scale) == (
+        "finetune_sr", "finetune", 1.0, 0.3)
+
+
 def test_a_multirun_override_composes_per_job():
     # What `run.py -m heads.k=2,4 heads.arch=medusa,blockdiag` composes for one of its jobs.
     cfg, _ = composed(["experiment=demo", "heads.k=4", "heads.arch=medusa", "decode.ks=[2,4]", "model=small"])

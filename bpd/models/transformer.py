@@ -81,6 +81,9 @@ class Attention(nn.Module):
         self.kv = nn.Linear(d, 2 * d)
         self.o = nn.Linear(d, d)
         self.dropout = dropout
+        #: Calls of several queries keep the fused kernel on the compiled CPU path (``bpd.models.attention``): set
+        #: by models whose caches grow to thousands of entries.
+        self.fused_for_many = False
 
     def split(self, x: torch.Tensor) -> torch.Tensor:  # (B,T,d) -> (B,H,T,dh)
         return x.unflatten(-1, (self.h, self.dh)).transpose(1, 2)
@@ -91,7 +94,7 @@ class Attention(nn.Module):
 
     def attend(self, x: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         q = self.split(self.q(x))
-        y = attention(q, k, v, mask, self.dropout if self.training else 0.0)
+        y = attention(q, k, v, mask, self.dropout if self.training else 0.0, self.fused_for_many)
         return self.o(y.transpose(1, 2).flatten(-2))
 
 
