@@ -162,12 +162,13 @@ def test_table2_photos_fine_tuning_is_the_command_of_its_rows():
     from bpd.stages import heads_path_for
 
     task = SimpleNamespace(key="photos")
-    name = {o: staged(heads_path_for, composed(["experiment=table2_photos", *o])[0], task).name
+    cfgs = {o: composed(["experiment=table2_photos", *o])[0]
             for o in (("setting=finetune_sr",), ("setting=finetune", "heads_train.base_lr_scale=0.3"),
                       ("setting=finetune",))}
+    name = {o: staged(heads_path_for, cfg, task).name for o, cfg in cfgs.items()}
     assert len(set(name.values())) == 2
     assert name[("setting=finetune_sr",)] == name[("setting=finetune", "heads_train.base_lr_scale=0.3")]
-    cfg = composed(["experiment=table2_photos", "setting=finetune_sr"])[0]
+    cfg = cfgs[("setting=finetune_sr",)]
     assert (cfg.setting, cfg.heads.training, cfg.heads.p1_weight, cfg.heads_train_config.base_lr_scale) == (
         "finetune_sr", "finetune", 1.0, 0.3)
 
