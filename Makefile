@@ -93,7 +93,7 @@ demo-ding: setup
 	@echo "rows: results/demo/rows.jsonl (W&B offline runs: outputs/wandb)"
 
 # Super-resolution on the photo corpus: builds it on first use (a 0.26 GB download; PHOTOS_DEB_DIR and PHOTOS_FETCH
-# as for make data-sr), installs Table 2's fine-tuned model (checkpoints/photos_sr_finetune.pt), decodes 16 test
+# as for make data-sr), installs Table 2's fine-tuned model (checkpoints/photos_sr_finetune_sr.pt), decodes 16 test
 # patches. demo-sr-faces: the earlier 4x4 -> 16x16 demo on the five photographs bundled with scikit-image (no download).
 demo-sr: setup
 	$(RUN) experiment=demo_photos_sr $(PHOTOS_DATA) $(SHIPPED) $(REDO)
@@ -161,11 +161,16 @@ reproduce-paper: setup
 	$(MAKE) figures
 
 # BENCH_EXPERIMENT=demo: the ding demo's model instead. On the demo's model, the demo's k (its heads go to 10).
+# BENCH_EXPERIMENT=demo_photos_sr: super-resolution (make demo-sr's model), exact and eps = 2 at k = 4 and 10 on
+# 4 test patches at batch 1 (a patch is 3,072 tokens).
 BENCH_EXPERIMENT ?= demo_debian
 DEMO_BENCH_KS := 'bench.ks=[2,4,6]'
+SR_BENCH := 'bench.batch_sizes=[1]' 'bench.ks=[4,10]' 'bench.criteria=[{name: exact}, {name: distance, param: 2}]' \
+	'bench.n_examples={1: 4}' bench.max_repeats=5 bench.methods.naive_greedy=false
 bench: setup
 	$(PY) experiments/bench.py experiment=$(BENCH_EXPERIMENT) $(if $(filter demo_debian%,$(BENCH_EXPERIMENT)),$(DEBIAN_DATA),) \
-	    $(if $(filter demo_debian,$(BENCH_EXPERIMENT)),$(DEMO_BENCH_KS),)
+	    $(if $(filter demo_debian,$(BENCH_EXPERIMENT)),$(DEMO_BENCH_KS),) \
+	    $(if $(filter demo_photos_sr,$(BENCH_EXPERIMENT)),$(PHOTOS_DATA) $(SR_BENCH),)
 
 # The shipped base as a Hugging Face model + tokenizer and its CTranslate2 conversions, and the demo's heads model
 # with its proposal heads for blockwise decoding in HF generate (trained first if missing: minutes), checked

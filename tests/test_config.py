@@ -115,8 +115,9 @@ def test_small_reproductions_start_from_the_shipped_base():
     ("debian_en_de_both", "debian", [["experiment=demo_debian"], ["experiment=demo_debian", "setting=both"],
                                      ["experiment=table1_debian", "setting=both"]]),
     # `make demo-sr`: Table 2's fine-tuning setting on the photo corpus
-    ("photos_sr_finetune", "photos", [["experiment=demo_photos_sr"], ["experiment=demo_photos_sr", "setting=finetune"],
-                                      ["experiment=table2_photos", "setting=finetune"]]),
+    ("photos_sr_finetune_sr", "photos", [["experiment=demo_photos_sr"],
+                                         ["experiment=demo_photos_sr", "setting=finetune_sr"],
+                                         ["experiment=table2_photos", "setting=finetune_sr"]]),
 ])
 def test_the_demos_install_their_shipped_heads_model(manifest, corpus, recipes):
     """A demo's recipe is its table's setting exactly (as the table's experiment and setting compose it, and with
