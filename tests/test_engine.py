@@ -35,6 +35,41 @@ def test_static_rounds_are_the_eager_rounds(arch):
     assert max(max(b) for b in eager.block_sizes) > 1  # not vacuous
 
 
+def test_a_weight_read_by_several_products_is_packed_once():
+    """Inductor packs a frozen weight for each product that reads it; under the engine's compile options the
+    products share one packed copy (a proposal chain projects every slot onto the same vocabulary matrix, and
+    tied slots share all their weights): one constant instead of one per product, and the same outputs."""
+    import re
+
+    import torch._inductor.config as inductor
+    from torch._inductor.utils import run_and_get_code
+
+    from bpd.decoding.compiling import compile_options
+
+    class TwoProducts(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("w", torch.randn(64, 96, generator=torch.Generator().manual_seed(0)))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return ((x @ self.w)[:, :64].relu() + x) @ self.w
+
+    model, x = TwoProducts().eval(), torch.randn(1, 64, generator=torch.Generator().manual_seed(1))
+    plain = inductor.patch(freezing=True, cpp_wrapper=True, max_autotune=True, max_autotune_gemm_backends="CPP",
+                           autotune_num_choices_displayed=0)
+    packed = {}
+    for name, options in (("engine", compile_options(gpu=False)), ("plain", plain)):
+        torch._dynamo.reset()
+        with torch.inference_mode(), options:
+            out, code = run_and_get_code(torch.compile(model.forward, fullgraph=True), x)
+        torch.testing.assert_close(out, model(x), rtol=1e-4, atol=1e-4)
+        # the weight argument of each product: `(const float*)(constantN.data_ptr())`, second after the input
+        packed[name] = set(re.findall(r"\(const float\*\)\(\w+\.data_ptr\(\)\), \(const float\*\)\((constant\w*)",
+                                      "\n".join(code)))
+    torch._dynamo.reset()
+    assert len(packed["engine"]) == 1 and len(packed["plain"]) == 2, packed
+
+
 def test_compiled_engine_decodes_as_the_static_one(monkeypatch):
     """The compiled functions (inductor, frozen weights) in float32 on the demo's head design: greedy, exact and
     top-2 give the static path's tokens and blocks, and a second k reuses the engine without mixing its graphs

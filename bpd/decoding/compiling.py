@@ -64,9 +64,57 @@ def compile_options(*, gpu: bool, aten: bool = False):
     if gpu:
         return contextlib.nullcontext()
     # (the choices' timings stay out of the log: one table per matrix product and shape)
-    return inductor.patch(freezing=True, cpp_wrapper=True, max_autotune=True,
-                          max_autotune_gemm_backends="CPP,ATEN" if aten else "CPP",
-                          autotune_num_choices_displayed=0, max_autotune_report_choices_stats=False)
+    options = inductor.patch(freezing=True, cpp_wrapper=True, max_autotune=True,
+                             max_autotune_gemm_backends="CPP,ATEN" if aten else "CPP",
+                             autotune_num_choices_displayed=0, max_autotune_report_choices_stats=False)
+    return _stacked(options, shared_packed_weights())
+
+
+@contextlib.contextmanager
+def _stacked(*contexts):
+    with contextlib.ExitStack() as stack:
+        for c in contexts:
+            stack.enter_context(c)
+        yield
+
+
+@contextlib.contextmanager
+def shared_packed_weights():
+    """One packed copy of a weight however many products of a graph read it.
+
+    Inductor's CPU GEMM template packs a frozen weight for each product that reads it, and each packed copy
+    becomes a constant of its own: a proposal chain that projects every slot's state onto the vocabulary reads
+    k - 1 copies of the projection, and tied slots (``heads.tie_slots``) read k - 1 copies of their one set of
+    weights, so a round streams several times the bytes its weights hold and outgrows the last-level cache.
+    Within this context a packing equal to one already made for the same weight (same values, shape, strides
+    and dtype: checked, not assumed) returns that tensor, which inductor then registers once
+    (``GraphLowering.add_tensor_constant`` reuses a constant for the very same tensor)."""
+    import torch
+    import torch._inductor.compile_fx  # noqa: F401  (the template's module imports cleanly only after it)
+    from torch._inductor.codegen.cpp_gemm_template import CppGemmTemplate
+
+    original = CppGemmTemplate.__dict__["prep_weight"]
+    made: dict[tuple, list[torch.Tensor]] = {}
+
+    def prep_weight(cls, inputs, *args, **kwargs):
+        new_inputs, layout = original.__func__(cls, inputs, *args, **kwargs)
+        w, packed = inputs[1], new_inputs[1]
+        if isinstance(w, torch.Tensor) and isinstance(packed, torch.Tensor) and packed is not w:
+            key = (w.untyped_storage().data_ptr(), w.storage_offset(), tuple(w.shape), tuple(w.stride()), w.dtype)
+            for earlier in made.setdefault(key, []):
+                if (earlier.shape == packed.shape and earlier.stride() == packed.stride()
+                        and earlier.dtype == packed.dtype and torch.equal(earlier, packed)):
+                    new_inputs = [*new_inputs[:1], earlier, *new_inputs[2:]]
+                    break
+            else:
+                made[key].append(packed)
+        return new_inputs, layout
+
+    CppGemmTemplate.prep_weight = classmethod(prep_weight)
+    try:
+        yield
+    finally:
+        CppGemmTemplate.prep_weight = original
 
 
 def weights_fingerprint(model) -> tuple:
