@@ -35,6 +35,38 @@ def test_static_rounds_are_the_eager_rounds(arch):
     assert max(max(b) for b in eager.block_sizes) > 1  # not vacuous
 
 
+def test_precompiling_grows_the_position_table_once_before_any_shape():
+    """A longer shape grows the sinusoidal position table, which voids the guards of graphs traced before it (in
+    `make bench`, a sentence of a shorter bucket then raised at its first timed call). ``precompile`` grows the
+    table to the largest capacity first, so every shape is traced with the final table, and the engine checks
+    a shape's guards in full again whenever the table has changed since it was compiled."""
+    from bpd.decoding.engine import StaticEngine
+    from bpd.decoding.timed import precompile
+    from bpd.models.transformer import sinusoidal_table
+
+    model = random_model(30, 5, seed=4, arch="attend")
+    model.pos_table = sinusoidal_table(32, model.pos_table.shape[1])
+    short, long = random_src(1, 5, 30, seed=5), random_src(1, 40, 30, seed=6)
+    seen, call = [], StaticEngine.call
+
+    def recording(self, key, make, *args):
+        seen.append(model.pos_table.shape[0])
+        return call(self, key, make, *args)
+
+    specs = [DecodeSpec("greedy", engine="static"), DecodeSpec("blockwise", k=3, engine="static")]
+    StaticEngine.call = recording
+    try:
+        precompile(model, [short, long, short], specs, lambda src: 20)
+    finally:
+        StaticEngine.call = call
+    assert seen and set(seen) == {model.pos_table.shape[0]} and seen[0] > 64
+    engine = engine_for(model, "static")
+    engine.shapes.add(("probe",))
+    model.pos_table = sinusoidal_table(2 * model.pos_table.shape[0], model.pos_table.shape[1])
+    greedy_decode(model, short, max_len=20, engine="static")
+    assert ("probe",) not in engine.shapes  # the table changed: no shape is trusted any more
+
+
 def test_a_weight_read_by_several_products_is_packed_once():
     """Inductor packs a frozen weight for each product that reads it; under the engine's compile options the
     products share one packed copy (a proposal chain projects every slot onto the same vocabulary matrix, and

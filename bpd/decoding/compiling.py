@@ -41,8 +41,15 @@ def compile_fn(fn: Callable, *, gpu: bool, dynamic: bool) -> Callable:
     CPU settings are ``compile_options``, in force when a shape's first call compiles it."""
     import torch._dynamo
 
-    # One compiled graph per (shape, function): a test set's buckets and the bench's ks exceed dynamo's default.
-    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 256)
+    # One compiled graph per (shape, function): a test set's buckets and the bench's ks exceed dynamo's defaults,
+    # both the entries per function and the compiles per code object over the process (every round of every k
+    # and criterion is the same code: a benchmark's graphs per bucket and window passed 256 of those). Past a
+    # limit dynamo would run the function eagerly without a word, and a compiled row would time the eager path:
+    # a limit hit raises instead.
+    config = torch._dynamo.config
+    config.cache_size_limit = max(config.cache_size_limit, 256)
+    config.accumulated_recompile_limit = max(config.accumulated_recompile_limit, 4096)
+    config.fail_on_recompile_limit_hit = True
     if gpu:
         return torch.compile(fn, fullgraph=True, dynamic=False, mode="reduce-overhead")
     # dynamic=None: only the dimensions marked with ``mark_dynamic`` are symbolic; every other one is specialised.

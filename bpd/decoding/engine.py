@@ -83,6 +83,7 @@ class StaticEngine:
         self.model, self.compiled = model, compiled
         self.fns: dict[tuple, Callable] = {}
         self.shapes: set[tuple] = set()  # (function key, input shapes) already compiled
+        self.positions = self.position_table()  # the sinusoidal table the graphs in ``shapes`` were traced with
         self.buffers: dict[tuple, tuple] = {}  # per (batch, padded source, capacity): ``begin``'s tensors
         self.compile_seconds = 0.0
         self.fingerprint = weights_fingerprint(model)  # (a model moved to another device has new storage too)
@@ -90,6 +91,12 @@ class StaticEngine:
         # Room for a round's k proposals past max_len, the same for every decoder of this model, so that greedy
         # and blockwise decode a sentence with the same shapes (the same attention cost per entry).
         self.room = model.k + 1
+
+    def position_table(self) -> tuple | None:
+        """What identifies the model's sinusoidal position table (None: learned positions), which a compiled
+        graph guards on and ``Transformer.cover_positions`` replaces when it grows."""
+        t = getattr(self.model, "pos_table", None)
+        return None if t is None else (t.data_ptr(), t.shape[0])
 
     # -- shapes ------------------------------------------------------------------------------------------------
     def capacity(self, max_len: int, src_width: int) -> int:
@@ -177,6 +184,12 @@ class StaticEngine:
                 fn = compile_fn(fn, gpu=self.gpu, dynamic=compiling.DYNAMIC_BUCKETS)
             self.fns[key] = fn
         shape = (key, *(tuple(a.shape) for a in _tensors(args)))
+        if (table := self.position_table()) != self.positions:
+            # The sinusoidal table grew (a longer shape's ``begin``, or an eager decode of a long sentence) after
+            # graphs were traced with the old one: their guards no longer hold, so every shape's next call is
+            # checked in full (and recompiles) rather than trusted.
+            self.shapes.clear()
+            self.positions = table
         if shape in self.shapes:
             if not self.compiled:
                 return fn(*args)

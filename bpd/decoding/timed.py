@@ -145,6 +145,10 @@ def precompile(model, batches: list[torch.Tensor], specs: list[DecodeSpec], max_
             if (shape := engine.shape_key(src, limit)) not in seen:
                 seen.add(shape)
                 todo.append((spec, src, limit))
+    # The position table grows to the largest capacity first: grown later, it would void the graphs traced before.
+    caps = [engine_for(model, spec.path).shape_key(src, limit)[2] for spec, src, limit in todo]
+    if caps:
+        model.cover_positions(max(caps))
     seconds: dict[str, float] = {}
     bar = tqdm(todo, desc="compile", unit="shape", disable=not (progress and todo), leave=False,
                mininterval=progress_interval())
