@@ -43,9 +43,8 @@ def compile_fn(fn: Callable, *, gpu: bool, dynamic: bool) -> Callable:
 
     # One compiled graph per (shape, function): a test set's buckets and the bench's ks exceed dynamo's defaults,
     # both the entries per function and the compiles per code object over the process (every round of every k
-    # and criterion is the same code: a benchmark's graphs per bucket and window passed 256 of those). Past a
-    # limit dynamo would run the function eagerly without a word, and a compiled row would time the eager path:
-    # a limit hit raises instead.
+    # and criterion is the same code, compiled per bucket and window in a benchmark). Past a limit dynamo would
+    # run the function eagerly without a word, and a compiled row would time the eager path: a hit raises.
     config = torch._dynamo.config
     config.cache_size_limit = max(config.cache_size_limit, 256)
     config.accumulated_recompile_limit = max(config.accumulated_recompile_limit, 4096)
