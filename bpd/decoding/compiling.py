@@ -55,6 +55,7 @@ def compile_fn(fn: Callable, *, gpu: bool, dynamic: bool) -> Callable:
     return torch.compile(fn, fullgraph=True, dynamic=None if dynamic else False)
 
 
+@contextlib.contextmanager
 def compile_options(*, gpu: bool, aten: bool = False):
     """Inductor's settings while a CPU graph compiles: weight freezing (the weights become constants, and each
     matrix product's weight is prepacked once: passed as ``torch.compile(options=...)`` instead, the prepacking
@@ -68,19 +69,13 @@ def compile_options(*, gpu: bool, aten: bool = False):
     import torch._inductor.config as inductor
 
     if gpu:
-        return contextlib.nullcontext()
+        yield
+        return
     # (the choices' timings stay out of the log: one table per matrix product and shape)
-    options = inductor.patch(freezing=True, cpp_wrapper=True, max_autotune=True,
-                             max_autotune_gemm_backends="CPP,ATEN" if aten else "CPP",
-                             autotune_num_choices_displayed=0, max_autotune_report_choices_stats=False)
-    return _stacked(options, shared_packed_weights())
-
-
-@contextlib.contextmanager
-def _stacked(*contexts):
-    with contextlib.ExitStack() as stack:
-        for c in contexts:
-            stack.enter_context(c)
+    with inductor.patch(freezing=True, cpp_wrapper=True, max_autotune=True,
+                        max_autotune_gemm_backends="CPP,ATEN" if aten else "CPP",
+                        autotune_num_choices_displayed=0, max_autotune_report_choices_stats=False), \
+            shared_packed_weights():
         yield
 
 

@@ -136,6 +136,12 @@ class StaticEngine:
         if buf is None:
             model.cover_positions(shape[2])  # here, eagerly: never inside a compiled step
             buf = self.buffers[shape] = self.new_buffers(enc, shape)
+        if (table := self.position_table()) != self.positions:
+            # The sinusoidal table grew (here for a longer shape, or in an eager decode of a long sentence; never
+            # within a batch) after graphs were traced with the old one: their guards no longer hold, so every
+            # shape's next call is checked in full (and recompiles) rather than trusted.
+            self.shapes.clear()
+            self.positions = table
         held, cache, alive = buf
         held.src_mask.copy_(enc.src_mask)
         for (k, v), (k_new, v_new) in zip(held.cross_kv, enc.cross_kv):
@@ -184,12 +190,6 @@ class StaticEngine:
                 fn = compile_fn(fn, gpu=self.gpu, dynamic=compiling.DYNAMIC_BUCKETS)
             self.fns[key] = fn
         shape = (key, *(tuple(a.shape) for a in _tensors(args)))
-        if (table := self.position_table()) != self.positions:
-            # The sinusoidal table grew (a longer shape's ``begin``, or an eager decode of a long sentence) after
-            # graphs were traced with the old one: their guards no longer hold, so every shape's next call is
-            # checked in full (and recompiles) rather than trusted.
-            self.shapes.clear()
-            self.positions = table
         if shape in self.shapes:
             if not self.compiled:
                 return fn(*args)

@@ -136,6 +136,7 @@ def precompile(model, batches: list[torch.Tensor], specs: list[DecodeSpec], max_
     from bpd.decoding.engine import engine_for
 
     todo: list[tuple[DecodeSpec, torch.Tensor, int]] = []
+    capacity = 0
     for spec in specs:
         if spec.path == "eager":
             continue
@@ -145,10 +146,10 @@ def precompile(model, batches: list[torch.Tensor], specs: list[DecodeSpec], max_
             if (shape := engine.shape_key(src, limit)) not in seen:
                 seen.add(shape)
                 todo.append((spec, src, limit))
+                capacity = max(capacity, shape[2])
     # The position table grows to the largest capacity first: grown later, it would void the graphs traced before.
-    caps = [engine_for(model, spec.path).shape_key(src, limit)[2] for spec, src, limit in todo]
-    if caps:
-        model.cover_positions(max(caps))
+    if todo:
+        model.cover_positions(capacity)
     seconds: dict[str, float] = {}
     bar = tqdm(todo, desc="compile", unit="shape", disable=not (progress and todo), leave=False,
                mininterval=progress_interval())
