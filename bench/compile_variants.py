@@ -38,6 +38,8 @@ def main() -> None:
     ap.add_argument("--lengths", type=int, nargs="+", default=[20, 40, 12])
     ap.add_argument("--ks", type=int, nargs="+", default=[2, 4])
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--proposal-precision", choices=("float32", "int8"), default="float32",
+                    help="the proposal chain's weights (decode.proposal_precision)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     compiling.DYNAMIC_BUCKETS = args.buckets == "one"
@@ -47,9 +49,11 @@ def main() -> None:
         inductor.cpp.weight_prepack = False
     model, _ = load_model(args.checkpoint)
     model.eval()
+    model.heads.set_proposal_precision(args.proposal_precision)
     gen = torch.Generator().manual_seed(0)
     isa = torch.backends.cpu.get_cpu_capability()
-    print(f"buckets {args.buckets}, prepacked weights {not args.no_prepack}, {isa}, {args.threads} thread(s)")
+    print(f"buckets {args.buckets}, prepacked weights {not args.no_prepack}, {isa}, {args.threads} thread(s), "
+          f"{args.proposal_precision} proposals")
     for n in args.lengths:
         src = torch.randint(4, model.cfg.vocab_size, (1, n), generator=gen)
         t0 = time.perf_counter()

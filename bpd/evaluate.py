@@ -27,6 +27,7 @@ from bpd.decoding.spec import DecodeSpec, Resources, decode_specs, prepare
 from bpd.decoding.timed import Passes, RunOutput, decode_and_time
 from bpd.locks import exclusive
 from bpd.metrics import block_histogram, mean_block_size, per_example_block_means, summarize
+from bpd.models import fastpath
 from bpd.runtime import ResultsNotSaved, Runtime, ensure_writable, repo_relative
 from bpd.tasks import Pairs, Scorer, Task
 from bpd.tracking import append_rows, command_line, device_name, git_sha, make_tracker, read_rows
@@ -116,7 +117,7 @@ def _evaluate(runtime: Runtime, task: Task, loaded: Loaded, d: DecodeConfig, abo
     if d.dtype == "bfloat16":
         model = model.to(torch.bfloat16)
     model.heads.set_proposal_vocab(task.proposal_vocab(d.proposal_vocab))
-    model.heads.set_proposal_precision(d.proposal_precision)
+    model.heads.set_proposal_precision(fastpath.precision_on(device, d.proposal_precision))
     if d.threads:
         torch.set_num_threads(d.threads)
     pairs = task.pairs(d.split)
@@ -225,7 +226,7 @@ def row_provenance(about: Provenance, d: DecodeConfig, task: Task, model_path: P
         "setting": ex["setting"],
         "batch_size": d.batch_size,
         "proposal_vocab": d.proposal_vocab,
-        "proposal_precision": d.proposal_precision,
+        "proposal_precision": fastpath.precision_on(device, d.proposal_precision),  # what ran (int8: a CPU path)
         "dtype": d.dtype,
         "device": device_name(device),
         "threads": torch.get_num_threads(),

@@ -182,7 +182,8 @@ def friendly(fn: Callable[[ExperimentConfig, Any], object], cfg: DictConfig) -> 
     def call() -> object:
         check_optional_choices()
         experiment, entry = to_configs(cfg)
-        if experiment.decode.proposal_precision == "int8":  # refused before any training, not at the evaluation
+        if experiment.decode.proposal_precision == "int8" and experiment.decode.engine == "eager":
+            # refused before any training, not at the evaluation (the static path's int8 needs no fbgemm)
             from bpd.models.fastpath import require_int8
 
             require_int8()

@@ -110,13 +110,14 @@ def bench_model(path: Path, device, b, proposal_vocab, proposal_precision: str =
     import torch
 
     from bpd.bench.run import torch_dtype
+    from bpd.models import fastpath
     from bpd.training.checkpoint import load_model
 
     model, payload = load_model(path, device)
     if b.dtype != "float32":
         model = model.to(torch_dtype(b.dtype))
     model.heads.set_proposal_vocab(proposal_vocab)  # the experiment's setting
-    model.heads.set_proposal_precision(proposal_precision)
+    model.heads.set_proposal_precision(fastpath.precision_on(device, proposal_precision))
     if b.compile:
         model.decode = torch.compile(model.decode, dynamic=True)
     return model, payload
@@ -140,7 +141,7 @@ def common_columns(cfg: ExperimentConfig, c: ExperimentConfig, task, path: Path,
         "heads_tied": model.heads.tie_slots,
         "trained_k": model.k,
         "proposal_vocab": cfg.decode.proposal_vocab,
-        "proposal_precision": cfg.decode.proposal_precision,
+        "proposal_precision": model.heads.proposal_precision,  # what ran (int8 is a CPU path)
         "heads_training": (payload.get("heads_config") or {}).get("training"),
         "heads_targets": c.heads.targets,  # what the heads were trained on (gold, distilled, self)
         "setting": cfg.setting,

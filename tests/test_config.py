@@ -75,8 +75,8 @@ def test_files_set_what_they_say():
         "debian_en_de", "attend", 6, "self", 50000)
     assert debian.heads_train_config.base_lr_scale == demo.heads_train_config.base_lr_scale  # the same heads recipe
     main, _ = composed(["experiment=demo_debian"])  # Table 1's Both model, shipped, on the compiled path
-    assert (main.setting, main.heads.k, main.decode.engine, main.decode.ks, main.decode.n_examples) == (
-        "both", 10, "compiled", [2, 4, 6], 200)
+    assert (main.setting, main.heads.k, main.decode.engine, main.decode.proposal_precision, main.decode.ks,
+            main.decode.n_examples) == ("both", 10, "compiled", "int8", [2, 4, 6], 200)
     assert [(c.name, c.param) for c in demo.decode.criteria] == [("exact", None), ("topk", 2.0)]
     sr, _ = composed(["experiment=demo_sr"])
     assert (sr.task.kind, sr.model.name, sr.heads.arch, sr.heads_train.base_lr_scale) == ("image", "image_tiny",
@@ -355,8 +355,9 @@ def test_committed_run_ids_are_those_of_their_config():
     last = rows[-1]
     cfg, _ = composed(["experiment=demo_debian"])
     assert run_id(cfg.decode, cfg.task.name, cfg.device, Path(last["model"])) == last["run_id"]
-    int8 = dataclasses.replace(cfg, decode=dataclasses.replace(cfg.decode, proposal_precision="int8"))
-    assert run_id(int8.decode, cfg.task.name, cfg.device, Path(last["model"])) != last["run_id"]
+    other = "float32" if cfg.decode.proposal_precision == "int8" else "int8"
+    changed = dataclasses.replace(cfg, decode=dataclasses.replace(cfg.decode, proposal_precision=other))
+    assert run_id(changed.decode, cfg.task.name, cfg.device, Path(last["model"])) != last["run_id"]
 
 
 def test_a_partial_section_keeps_its_fields_defaults():

@@ -126,6 +126,21 @@ def test_compiled_engine_decodes_as_the_static_one(monkeypatch):
     assert engine_for(model, "compiled").compile_seconds > 0
 
 
+@pytest.mark.parametrize("tied", [False, True])
+def test_compiled_int8_chains_are_traced_and_decode_exactly(tied):
+    """int8 proposal chains compile with the rest of the round (weight-only int8 products in the graph): exact
+    decoding gives greedy's tokens, and the blocks are the static path's (the same int8 tables, run uncompiled)."""
+    model = random_model(40, 4, seed=2, arch="attend", head_noise=0.3, heads_tied=tied, dtype=torch.float32)
+    model.heads.set_proposal_precision("int8")
+    src = random_src(2, 6, 40, seed=3)
+    g = greedy_decode(model, src, max_len=16, engine="static")
+    static = blockwise_decode(model, src, k=4, criterion=criteria.Exact(), max_len=16, engine="static")
+    compiled = blockwise_decode(model, src, k=4, criterion=criteria.Exact(), max_len=16, engine="compiled")
+    assert compiled.tokens == static.tokens == g.tokens
+    assert compiled.block_sizes == static.block_sizes and max(max(b) for b in static.block_sizes) > 1
+    assert engine_for(model, "compiled").compile_seconds > 0
+
+
 def spy_windows(monkeypatch, step: int) -> list[int]:
     """Windows of ``step`` cache entries (``engine.WINDOW_STEP``); the list fills with every window a call used."""
     from bpd.decoding import engine

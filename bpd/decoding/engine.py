@@ -19,8 +19,8 @@ eager loop does (``RowTracker``: EOS inside a block, the length limit). Compilat
 (batch, padded source length, capacity) and function; ``compile_seconds`` says how long it took, so that the
 benchmark reports it apart from decoding.
 
-int8 proposal chains (fbgemm's packed weights) cannot be traced: with them the round is compiled up to the
-proposals, and the chain runs eagerly after it. The functions themselves are in ``bpd.decoding.static_steps``.
+int8 proposal chains (``decode.proposal_precision=int8``) are traced with the rest of the round, their products
+weight-only int8 (``static_steps.DecodingTables``). The functions themselves are in ``bpd.decoding.static_steps``.
 """
 
 from __future__ import annotations
@@ -33,11 +33,11 @@ import torch
 
 from bpd.config.decode import ENGINES
 from bpd.decoding import compiling
-from bpd.decoding.common import RowTracker, checked_max_len, count_positions, last_position
+from bpd.decoding.common import RowTracker, checked_max_len, count_positions
 from bpd.decoding.compiling import compile_fn, compile_options, on_gpu, weights_fingerprint
 from bpd.decoding.criteria import Criterion
 from bpd.decoding.result import DecodeResult
-from bpd.decoding.static_steps import chain_round, chain_start, greedy_step, propose_block
+from bpd.decoding.static_steps import chain_round, chain_start, greedy_step
 from bpd.models.static_cache import StaticKVCache
 from bpd.models.transformer import EncoderState
 
@@ -278,26 +278,16 @@ class StaticEngine:
 
     # -- blockwise ---------------------------------------------------------------------------------------------
     def start(self, b: StaticBatch, k: int, bos: torch.Tensor) -> torch.Tensor:
-        """The start call: the first block (B, k). int8 chains (fbgemm's packed weights) cannot be traced: the
-        compiled part stops at the state and p_1's argmax, and the chain runs eagerly after it."""
-        traced = self.model.heads.proposal_precision != "int8"
-        out = self.call(("start", k, traced), lambda: chain_start(self.model, k, traced), bos,
-                        *self.batch_args(b, 1))
+        """The start call: the first block (B, k)."""
+        out = self.call(("start", k), lambda: chain_start(self.model, k), bos, *self.batch_args(b, 1))
         b.reach += 1
-        return out if traced else propose_block(self.model, *out, k, b.source, ahead=self.ahead(b))
+        return out
 
     def round(self, b: StaticBatch, k: int, criterion: Criterion, floor: int, props: torch.Tensor
               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """One round on ``props``: the block sizes (B,), the accepted runs after slot 0 (B,) and the next block."""
-        traced = self.model.heads.proposal_precision != "int8"
-        out = self.call(("round", k, criterion, floor, traced),
-                        lambda: chain_round(self.model, k, criterion, floor, traced), props, *self.batch_args(b, k))
-        return out if traced else (out[0], out[1], propose_block(self.model, out[2], out[3], k, b.source,
-                                                                  ahead=self.ahead(b)))
-
-    def ahead(self, b: StaticBatch):
-        """What heads that read ahead read at each row's last position (None for the others)."""
-        return self.model.head_ahead(b.enc, last_position(b.cache))
+        return self.call(("round", k, criterion, floor), lambda: chain_round(self.model, k, criterion, floor), props,
+                         *self.batch_args(b, k))
 
     def blockwise(self, src: torch.Tensor, k: int, criterion: Criterion, floor: int,
                   max_len: int | None = None) -> DecodeResult:

@@ -52,27 +52,71 @@ class DecodingTables(nn.Module):
     Tensors a compiled function reads from a closure or a plain attribute are graph inputs, gathered and
     multiplied by ATen's generic kernels at every call; a module's buffers are, like the model's own weights,
     frozen into the graph as constants, so each product gets inductor's prepacked GEMM (as the verify pass's
-    products do)."""
+    products do).
+
+    ``int8`` (``decode.proposal_precision=int8`` with a slot chain): the chain's matrices and the projection are
+    kept as int8 values (out, in) with a scale per output channel (``fastpath.quantize_int8``, the eager chain's
+    quantization) and multiplied weight-only (``torch.ops.aten._weight_int8pack_mm``: the int8 weights widened
+    inside the product, the activations in bfloat16, the one activation type inductor's CPU template takes with
+    int8 weights on every x86 CPU). A round then reads a quarter of the chain's bytes, traced with the rest."""
 
     def __init__(self, slots: list[tuple], wt: torch.Tensor, bias: torch.Tensor | None,
-                 ids: torch.Tensor | None) -> None:
+                 ids: torch.Tensor | None, int8: bool = False) -> None:
         super().__init__()
+        self.int8 = int8 and bool(slots)
         self.n_slots, self.width = len(slots), len(slots[0]) if slots else 0
+        quantized: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}  # tied slots share one set of weights
+
+        def add(name: str, t: torch.Tensor, matrix: bool) -> None:
+            if not (self.int8 and matrix):
+                self.register_buffer(name, own_storage(t), persistent=False)
+                return
+            key = (t.data_ptr(), tuple(t.shape))
+            if key not in quantized:  # an (in, out) matrix as its int8 (out, in) transpose and per-row scales
+                q, scale = fastpath.quantize_int8(t.t())
+                pad = -q.shape[1] % INT8_ALIGN
+                quantized[key] = (torch.nn.functional.pad(q, (0, pad)), scale.to(torch.bfloat16))
+            self.register_buffer(name, quantized[key][0], persistent=False)
+            self.register_buffer(f"{name}_scale", quantized[key][1], persistent=False)
+
         for i, slot in enumerate(slots):
             for j, t in enumerate(slot):
                 if t is not None:
-                    self.register_buffer(f"s{i}_{j}", own_storage(t), persistent=False)
-        for name, t in (("wt", wt), ("bias", bias), ("ids", ids)):
+                    add(f"s{i}_{j}", t, matrix=j >= 2)  # (the first two are the token tables, looked up)
+        add("wt", wt, matrix=True)
+        for name, t in (("bias", bias), ("ids", ids)):
             self.register_buffer(name, None if t is None else own_storage(t), persistent=False)
 
     def slot(self, i: int) -> tuple:
         """Slot ``i``'s tables (0-based), ``fastpath.recurrent_tables``' tuple."""
         return tuple(getattr(self, f"s{i}_{j}", None) for j in range(self.width))
 
+    def times(self, x: torch.Tensor, name: str) -> torch.Tensor:
+        """``x`` times the (in, out) matrix ``name``, in ``x``'s dtype (int8 ones weight-only, see the class)."""
+        w = getattr(self, name)
+        if w.dtype != torch.int8:
+            return x @ w
+        scale, short = getattr(self, f"{name}_scale"), w.shape[1] - x.shape[-1]
+        low = torch.nn.functional.pad(x.to(scale.dtype), (0, short)) if short else x.to(scale.dtype)
+        return torch.ops.aten._weight_int8pack_mm(low, w, scale).to(x.dtype)
+
     def proposals(self, states: torch.Tensor) -> torch.Tensor:
         """Proposed token ids at slot states (..., d): the argmax over the proposal vocabulary."""
-        idx = top1(states @ self.wt if self.bias is None else states @ self.wt + self.bias)
+        idx = top1(self.logits(states))
         return idx if self.ids is None else self.ids[idx]
+
+    def logits(self, states: torch.Tensor) -> torch.Tensor:
+        """Logits (..., P) over the proposal vocabulary at slot states (..., d)."""
+        if self.int8:
+            out = self.times(states.reshape(-1, states.shape[-1]), "wt").view(*states.shape[:-1], -1)
+            return out if self.bias is None else out + self.bias
+        return states @ self.wt if self.bias is None else states @ self.wt + self.bias
+
+
+#: int8 matrices' inner dimension is padded with zeros to a multiple of this (the activations too, in the
+#: product): ATen's CPU kernel for ``_weight_int8pack_mm`` reads past the end of an inner dimension that is not a
+#: multiple of 8 when it multiplies several rows (a crash, in torch 2.13; a test keeps the unpadded case out).
+INT8_ALIGN = 32
 
 
 def own_storage(t: torch.Tensor) -> torch.Tensor:
@@ -88,28 +132,46 @@ def decoding_tables(model) -> DecodingTables | None:
     """The heads' decoding tables, made once outside the traced functions: the proposal projection, and for a
     recurrent or attend chain ``fastpath.recurrent_slots`` (per-vocabulary tables of each slot's token half,
     biases folded in), so that the compiled chain looks a token's row up as the eager one does instead of
-    multiplying its embedding. None without learned slots, or with int8 chains (their own path)."""
+    multiplying its embedding; int8 chains' matrices quantized (``DecodingTables``). None without learned slots.
+    Heads without a chain ignore int8, as on the eager path."""
     heads = model.heads
-    if not heads.n_learned or heads.proposal_precision != "float32":
+    if not heads.n_learned:
         return None
+    if heads.proposal_precision == "int8" and heads.output.weight.device.type != "cpu":
+        raise ValueError("decode.proposal_precision=int8 runs on a CPU only; use float32 on a GPU.")
     with torch.inference_mode():
         slots = fastpath.recurrent_slots(heads) if heads.path_dependent else []
-        return DecodingTables(slots, *fastpath.proposal_projection(heads), heads.proposal_ids)
+        return DecodingTables(slots, *fastpath.proposal_projection(heads), heads.proposal_ids,
+                              int8=heads.proposal_precision == "int8")
 
 
 def table_chain(tables: DecodingTables, h: torch.Tensor, first: torch.Tensor, k: int, source: Source | None
                 ) -> torch.Tensor:
-    """``fastpath.TableStep``'s float chain as plain tensor code: the proposals (B, k - 1) of slots 1..k-1."""
+    """``fastpath.TableStep``'s chain as plain tensor code: the proposals (B, k - 1) of slots 1..k-1."""
     s, tok, chosen = h, first[:, 0], []
     for i in range(1, k):
         slot = tables.slot(i - 1)
         lookup = slot[1 if i > 1 else 0][tok]  # slot 1 reads a token id, later slots a proposal index
-        hidden = fastpath.slot_hidden(lookup, s, slot, source, s.shape[0])
-        s = torch.addmm(s, hidden, slot[3])
-        tok = top1(s @ tables.wt if tables.bias is None else torch.addmm(tables.bias, s, tables.wt))
+        if tables.int8:
+            s = int8_slot(tables, f"s{i - 1}_", lookup, s, source)
+        else:
+            hidden = fastpath.slot_hidden(lookup, s, slot, source, s.shape[0])
+            s = torch.addmm(s, hidden, slot[3])
+        tok = top1(tables.logits(s))
         chosen.append(tok)
     idx = torch.stack(chosen, dim=-1)
     return idx if tables.ids is None else tables.ids[idx]
+
+
+def int8_slot(tables: DecodingTables, slot: str, lookup: torch.Tensor, s: torch.Tensor, source: Source | None
+              ) -> torch.Tensor:
+    """One slot's step on int8 matrices (``fastpath.slot_hidden`` and the second layer, as ``TableStep`` computes
+    them): the states after slot ``slot`` (its buffers' prefix) from states ``s`` (B, d)."""
+    hidden = lookup + tables.times(s, f"{slot}2")
+    if hasattr(tables, f"{slot}4"):  # a slot that attends to the source
+        read = fastpath.read_source(source, tables.times(s, f"{slot}4"), s.shape[0])
+        hidden = hidden + tables.times(read, f"{slot}5")
+    return s + tables.times(hidden.relu(), f"{slot}3")
 
 
 def greedy_step(model) -> Callable:
@@ -124,28 +186,25 @@ def greedy_step(model) -> Callable:
     return step
 
 
-def chain_start(model, k: int, traced: bool) -> Callable:
-    """The propose-only first call: BOS through the decoder, p_1's argmax, the first block's proposals (untraced
-    chains: the state and p_1's argmax there, to propose from eagerly)."""
-    tables = decoding_tables(model) if traced else None
+def chain_start(model, k: int) -> Callable:
+    """The propose-only first call: BOS through the decoder, p_1's argmax and the first block's proposals."""
+    tables = decoding_tables(model)
 
     def start(bos, alive, lengths, k_cache, v_cache, encoded, source, span):
         enc = EncoderState(*encoded)
         h = decode_static(model, bos, enc, k_cache, v_cache, lengths, span.shape[0])[:, 0]
         lengths.add_(alive.long())
         first = top1(model.heads.base_logits(h))[:, None]
-        if not traced:
-            return h, first
         return propose_block(model, h, first, k, source, tables, model.head_ahead(enc, lengths - 1))
 
     return start
 
 
-def chain_round(model, k: int, criterion: Criterion, floor: int, traced: bool) -> Callable:
+def chain_round(model, k: int, criterion: Criterion, floor: int) -> Callable:
     """One round: verify ``props`` (B, k), judge them, advance each live row by its accepted block, and propose the
     next block at the last accepted position. Returns the block sizes (B,) (0 for finished rows), the accepted
-    runs after slot 0 (B,) and the next block (untraced chains: the state and p_1's argmax to propose from)."""
-    tables = decoding_tables(model) if traced else None
+    runs after slot 0 (B,) and the next block."""
+    tables = decoding_tables(model)
 
     def round_(props, alive, lengths, k_cache, v_cache, encoded, source, span):
         enc = EncoderState(*encoded)
@@ -162,9 +221,7 @@ def chain_round(model, k: int, criterion: Criterion, floor: int, traced: bool) -
         last = (khat - 1).clamp(min=0)
         h_last = h.gather(1, last[:, None, None].expand(-1, 1, h.shape[-1]))[:, 0]
         first = best.gather(1, last[:, None])
-        if traced:
-            ahead = model.head_ahead(enc, lengths - 1)
-            return khat, runs, propose_block(model, h_last, first, k, source, tables, ahead)
-        return khat, runs, h_last, first
+        ahead = model.head_ahead(enc, lengths - 1)
+        return khat, runs, propose_block(model, h_last, first, k, source, tables, ahead)
 
     return round_

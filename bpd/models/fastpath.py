@@ -17,7 +17,8 @@ path returns; training always takes the plain path):
   channel). At batch 1 a slot's products stream their weights from memory (the 4,000-token projection alone is
   4 MB in float32, 1 MB in int8), so a quarter of the bytes is most of the time saved. Proposals are guesses
   that verification checks with the float32 base, so exact decoding stays greedy's; only which proposals are
-  made, and so k̂, may change (measured in docs/benchmark.md).
+  made, and so k̂, may change (measured in docs/benchmark.md). The static path's traced chain quantizes the
+  same way (``quantize_int8``) and multiplies weight-only (``bpd.decoding.static_steps.DecodingTables``).
 
 ``top1`` is the argmax every decoder uses: ``max(-1).indices``, faster than ``argmax`` on a CPU for the few
 rows of a step, with the same ties. The benchmark (``make bench``, docs/benchmark.md) measures what each buys.
@@ -154,9 +155,16 @@ def quantized_engines() -> list[str]:
     return list(torch.backends.quantized.supported_engines)
 
 
+def precision_on(device: torch.device, precision: str) -> str:
+    """The proposal precision that runs on ``device``: int8 chains are a CPU path, so on a GPU the chain runs in
+    float32 (and the rows say so), and one config (``make demo``'s) serves both."""
+    return precision if torch.device(device).type == "cpu" else "float32"
+
+
 def require_int8() -> None:
-    """Refuse int8 proposals, with the fix, where this PyTorch build cannot run them (no fbgemm / x86 quantized
-    engine, e.g. an ARM build): checked when the option is set, before any work, not at the first proposal."""
+    """Refuse int8 proposals on the eager path, with the fix, where this PyTorch build cannot run them (no fbgemm /
+    x86 quantized engine, e.g. an ARM build): checked before any work when the eager path is chosen, and by the
+    eager chain itself. The static path's int8 products need no quantized engine."""
     engines = quantized_engines()
     if not {"fbgemm", "x86"} & set(engines):
         raise ValueError("decode.proposal_precision=int8 needs PyTorch's x86 quantized engine (fbgemm), which this "
@@ -164,11 +172,26 @@ def require_int8() -> None:
     pack_int8(torch.ones(1, 1))  # the engine is listed but its ops may still be missing from the build
 
 
+def int8_scale(weight: torch.Tensor) -> torch.Tensor:
+    """Per output channel of an (out, in) weight, the scale of its symmetric int8 quantization (float32; an
+    all-zero channel gets a tiny scale and stays exactly zero). Both int8 paths quantize with it: fbgemm's packs
+    here (eager chains) and ``quantize_int8`` (the static path's traced chains)."""
+    return (weight.detach().float().abs().amax(dim=1) / 127).clamp_min(1e-12)
+
+
+def quantize_int8(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """An (out, in) weight as int8 values (out, in) and per-channel scales (out,), ``int8_scale``'s quantization:
+    what ``torch.ops.aten._weight_int8pack_mm`` multiplies by (weight-only int8, any CPU, traceable)."""
+    w = weight.detach().float()
+    scale = int8_scale(w)
+    return torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8).contiguous(), scale
+
+
 def pack_int8(weight: torch.Tensor, bias: torch.Tensor | None = None):
     """An (out, in) weight (and bias) packed for ``torch.ops.quantized.linear_dynamic``: int8, symmetric, one scale
-    per output channel (an all-zero channel stays exactly zero)."""
+    per output channel (``int8_scale``)."""
     w = weight.detach().float().contiguous()
-    scale = (w.abs().amax(dim=1) / 127).clamp_min(1e-12).double()
+    scale = int8_scale(w).double()
     try:
         with warnings.catch_warnings():  # quantized tensors are deprecated upstream; the pinned torch has them
             warnings.simplefilter("ignore", UserWarning)
@@ -228,6 +251,7 @@ class TableStep:
         if self.int8:
             if heads.output.weight.device.type != "cpu":
                 raise ValueError("decode.proposal_precision=int8 runs on a CPU only (fbgemm); use float32 on a GPU.")
+            require_int8()
             self.slots, self.packed_projection = int8_slots(heads)
         else:
             self.slots = recurrent_slots(heads)
@@ -292,5 +316,5 @@ def recurrent_tree(heads, h: torch.Tensor, first: torch.Tensor, plan, source=Non
     return step.token_ids(torch.cat(levels, dim=1))
 
 
-__all__ = ["DerivedCache", "TableStep", "applies", "int8_linear", "pack_int8", "project", "recurrent_tree",
-           "require_int8", "top1"]
+__all__ = ["DerivedCache", "TableStep", "applies", "int8_linear", "int8_scale", "pack_int8", "precision_on",
+           "project", "quantize_int8", "recurrent_tree", "require_int8", "top1"]

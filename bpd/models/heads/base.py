@@ -200,14 +200,13 @@ class ProposalHeads(nn.Module):
         self.proposal_ids = self._token_ids(ids)
 
     def set_proposal_precision(self, precision: str) -> None:
-        """``int8``: the recurrent and attend slots' decoding step multiplies by int8 weights (a CPU path;
-        ``fastpath.TableStep``), ``float32`` (the default): as trained. Like the proposal vocabulary, this only
+        """``int8``: the recurrent and attend slots' decoding step multiplies by int8 weights (a CPU path:
+        ``fastpath.TableStep`` eagerly, with fbgemm; the static path's traced chain, on any CPU build),
+        ``float32`` (the default): as trained. Like the proposal vocabulary, this only
         changes what is proposed: verification scores p_1 with the base's own weights, so exact decoding stays
         identical to greedy. Heads without a slot chain (paper, blockdiag, medusa) ignore it."""
         if precision not in PROPOSAL_PRECISIONS:
             raise ValueError(f"decode.proposal_precision={precision!r}: use one of {', '.join(PROPOSAL_PRECISIONS)}.")
-        if precision == "int8":
-            fastpath.require_int8()
         self.proposal_precision = precision
 
     def set_loss_vocab(self, ids: torch.Tensor | None) -> None:
