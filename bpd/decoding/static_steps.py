@@ -92,13 +92,15 @@ class DecodingTables(nn.Module):
         return tuple(getattr(self, f"s{i}_{j}", None) for j in range(self.width))
 
     def times(self, x: torch.Tensor, name: str) -> torch.Tensor:
-        """``x`` times the (in, out) matrix ``name``, in ``x``'s dtype (int8 ones weight-only, see the class)."""
+        """``x`` (..., in) times the (in, out) matrix ``name``, in ``x``'s dtype (int8 ones weight-only, see the
+        class)."""
         w = getattr(self, name)
         if w.dtype != torch.int8:
             return x @ w
         scale, short = getattr(self, f"{name}_scale"), w.shape[1] - x.shape[-1]
-        low = torch.nn.functional.pad(x.to(scale.dtype), (0, short)) if short else x.to(scale.dtype)
-        return torch.ops.aten._weight_int8pack_mm(low, w, scale).to(x.dtype)
+        low = x.reshape(-1, x.shape[-1]).to(scale.dtype)
+        low = torch.nn.functional.pad(low, (0, short)) if short else low
+        return torch.ops.aten._weight_int8pack_mm(low, w, scale).to(x.dtype).view(*x.shape[:-1], -1)
 
     def proposals(self, states: torch.Tensor) -> torch.Tensor:
         """Proposed token ids at slot states (..., d): the argmax over the proposal vocabulary."""
@@ -107,10 +109,8 @@ class DecodingTables(nn.Module):
 
     def logits(self, states: torch.Tensor) -> torch.Tensor:
         """Logits (..., P) over the proposal vocabulary at slot states (..., d)."""
-        if self.int8:
-            out = self.times(states.reshape(-1, states.shape[-1]), "wt").view(*states.shape[:-1], -1)
-            return out if self.bias is None else out + self.bias
-        return states @ self.wt if self.bias is None else states @ self.wt + self.bias
+        out = self.times(states, "wt")
+        return out if self.bias is None else out + self.bias
 
 
 #: int8 matrices' inner dimension is padded with zeros to a multiple of this (the activations too, in the
@@ -165,13 +165,10 @@ def table_chain(tables: DecodingTables, h: torch.Tensor, first: torch.Tensor, k:
 
 def int8_slot(tables: DecodingTables, slot: str, lookup: torch.Tensor, s: torch.Tensor, source: Source | None
               ) -> torch.Tensor:
-    """One slot's step on int8 matrices (``fastpath.slot_hidden`` and the second layer, as ``TableStep`` computes
-    them): the states after slot ``slot`` (its buffers' prefix) from states ``s`` (B, d)."""
-    hidden = lookup + tables.times(s, f"{slot}2")
-    if hasattr(tables, f"{slot}4"):  # a slot that attends to the source
-        read = fastpath.read_source(source, tables.times(s, f"{slot}4"), s.shape[0])
-        hidden = hidden + tables.times(read, f"{slot}5")
-    return s + tables.times(hidden.relu(), f"{slot}3")
+    """One slot's step on int8 matrices (``fastpath.slot_layers`` with the tables' weight-only products): the
+    states after slot ``slot`` (its buffers' prefix) from states ``s`` (B, d)."""
+    return fastpath.slot_layers(lambda x, j: tables.times(x, f"{slot}{j}"), lookup, s,
+                                hasattr(tables, f"{slot}4"), source, s.shape[0])  # (4: a slot that attends)
 
 
 def greedy_step(model) -> Callable:

@@ -138,6 +138,19 @@ def slot_hidden(lookup: torch.Tensor, s: torch.Tensor, slot: tuple, source, batc
     return hidden.relu_()
 
 
+def slot_layers(product: Callable[[torch.Tensor, int], torch.Tensor], lookup: torch.Tensor, s: torch.Tensor,
+                reads_source: bool, source, batch: int) -> torch.Tensor:
+    """A recurrent slot's step, ``slot_hidden`` and the second layer, for flat states ``s`` (n, d) of ``batch`` rows
+    whose read tokens' table rows are ``lookup``, through ``product(x, j)``: ``x`` times the slot's matrix ``j`` of
+    ``recurrent_tables``' tuple (2 the state half, 3 the second layer, 4 the query projection, 5 the attention half).
+    The int8 chains take this form, each with its own products: fbgemm's here (``TableStep``) and weight-only ones
+    on the static path (``bpd.decoding.static_steps``); the float chains fuse the additions into ``addmm``."""
+    hidden = lookup.to(s.dtype) + product(s, 2)
+    if reads_source:
+        hidden += product(read_source(source, product(s, 4), batch), 5)
+    return s + product(hidden.relu_(), 3)
+
+
 def _slot_weights(heads) -> list[torch.Tensor]:
     """What the decoding tables are made from: they are rebuilt when any of these changes."""
     ids = heads.proposal_ids
@@ -271,21 +284,12 @@ class TableStep:
         (n,)."""
         slot = self.slots[i - 1]
         lookup = slot[1 if from_proposal else 0][tok]
-        if self.int8:
-            return self._flat_int8(s, lookup, slot, batch)
+        if self.int8:  # the products through the int8 packs of ``int8_slots``
+            s = slot_layers(lambda x, j: int8_linear(x, slot[j]), lookup, s, slot[4] is not None, self.source, batch)
+            return s, int8_linear(s, self.packed_projection)
         hidden = slot_hidden(lookup, s, slot, self.source, batch)
         s = torch.addmm(s, hidden, slot[3])
         return s, (s @ self.wt if self.bias is None else torch.addmm(self.bias, s, self.wt))
-
-    def _flat_int8(self, s: torch.Tensor, lookup: torch.Tensor, slot: tuple, batch: int
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``flat``'s products through the int8 packs of ``int8_slots``."""
-        _, _, w_s, w_o, w_q, w_c = slot
-        hidden = lookup.to(s.dtype) + int8_linear(s, w_s)
-        if w_q is not None:
-            hidden += int8_linear(read_source(self.source, int8_linear(s, w_q), batch), w_c)
-        s = s + int8_linear(hidden.relu_(), w_o)
-        return s, int8_linear(s, self.packed_projection)
 
     def token_ids(self, idx: torch.Tensor) -> torch.Tensor:
         """Token ids of proposal-vocabulary indices."""
@@ -317,4 +321,4 @@ def recurrent_tree(heads, h: torch.Tensor, first: torch.Tensor, plan, source=Non
 
 
 __all__ = ["DerivedCache", "TableStep", "applies", "int8_linear", "int8_scale", "pack_int8", "precision_on",
-           "project", "quantize_int8", "recurrent_tree", "require_int8", "top1"]
+           "project", "quantize_int8", "recurrent_tree", "require_int8", "slot_layers", "top1"]
