@@ -176,13 +176,17 @@ def check_optional_choices() -> None:
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
-def friendly(fn: Callable[[ExperimentConfig, Any], object], cfg: DictConfig) -> object:
+def friendly(fn: Callable[[ExperimentConfig, Any], object], cfg: DictConfig,
+             engines: Callable[[Any], list[str]] | None = None) -> object:
     """Run an entry point; user errors (missing data, bad values, corrupt checkpoints) end with one sentence
-    (exit 2), a full disk too (exit 1), and Ctrl-C with where it stopped and how to resume (exit 130)."""
+    (exit 2), a full disk too (exit 1), and Ctrl-C with where it stopped and how to resume (exit 130).
+    ``engines``: the decode paths the entry point runs, given its whole config (``decode.engine`` unless given;
+    the benchmark's are ``bench.engines``), so that what one of them cannot run is refused before any work."""
     def call() -> object:
         check_optional_choices()
         experiment, entry = to_configs(cfg)
-        if experiment.decode.proposal_precision == "int8" and experiment.decode.engine == "eager":
+        paths = engines(entry) if engines is not None else [experiment.decode.engine]
+        if experiment.decode.proposal_precision == "int8" and "eager" in paths:
             # refused before any training, not at the evaluation (the static path's int8 needs no fbgemm)
             from bpd.models.fastpath import require_int8
 

@@ -164,7 +164,7 @@ def main(cfg: DictConfig) -> None:
     # Benchmarks time steady-state steps: one compiled graph per source bucket, whose steps are faster than those
     # of the one graph an evaluation shares across buckets (docs/benchmark.md).
     with graph_per_bucket():
-        friendly(run, cfg)
+        friendly(run, cfg, engines=lambda entry: entry.bench.engines)
 
 
 if __name__ == "__main__":

@@ -329,6 +329,29 @@ def test_entry_points_end_ctrl_c_and_a_full_disk_with_one_line(raised, code, lin
     assert e.value.code == code and err.startswith(line) and "Traceback" not in err and len(err.splitlines()) == 1
 
 
+@pytest.mark.parametrize("engines, refused", [(None, False), (["compiled"], False), (["eager", "compiled"], True)])
+def test_int8_on_the_eager_path_is_refused_before_any_work_without_fbgemm(monkeypatch, capsys, engines, refused):
+    """The eager chain's int8 needs fbgemm, the static path's does not: a run is refused up front only where one
+    of the paths it decodes with is eager (the benchmark's are ``bench.engines``, not ``decode.engine``)."""
+    from hydra import compose, initialize_config_dir
+
+    from bpd.models import fastpath
+
+    monkeypatch.setattr(fastpath, "quantized_engines", lambda: ["qnnpack"])
+    ran = []
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        cfg = compose("bench", overrides=["experiment=demo_debian", "decode.proposal_precision=int8"])
+    paths = None if engines is None else (lambda entry: engines)
+    if not refused:
+        _common.friendly(lambda c, entry: ran.append(c.decode.engine), cfg, engines=paths)
+        assert ran == ["compiled"]
+        return
+    with pytest.raises(SystemExit) as e:
+        _common.friendly(lambda c, entry: ran.append(c), cfg, engines=paths)
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 2 and "decode.proposal_precision=float32" in err and not ran
+
+
 @pytest.mark.parametrize("split, task, fix", [
     ("ding:train", "debian_en_de", "ding:test or debian:test"),
     ("wmt14:test", "debian_en_de", "ding:test or debian:test"),

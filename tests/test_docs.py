@@ -182,8 +182,9 @@ def test_benchmark_example_is_the_rows():
     """docs/benchmark.md's printout: each decoder's k̂, tokens/s and paired speedup are what its rows hold."""
     text = (REPO / "docs" / "benchmark.md").read_text(encoding="utf-8")
     command = "python experiments/bench.py experiment=demo_debian bench.ks=[2,4,6] bench.batch_sizes=[1]"
+    (day,) = re.findall(r"Example: `make bench`'s batch-1 part, (\d{4}-\d\d-\d\d)", text)
     rows = [r for r in _rows("results/bench/rows.jsonl")
-            if r.get("command") == command and r.get("time", "").startswith("2026-12-06")]
+            if r.get("command") == command and r.get("time", "").startswith(day)]
     lines = re.findall(r"^attend\s+(eager|compiled)\s+1 (\w+)\s+([\d.]+)\s+(\d+)\s+([\d.]+)x \[([\d.]+),([\d.]+)\]",
                        text, re.M)
     assert len(lines) == 15
