@@ -187,10 +187,13 @@ def friendly(fn: Callable[[ExperimentConfig, Any], object], cfg: DictConfig,
         experiment, entry = to_configs(cfg)
         paths = engines(entry) if engines is not None else [experiment.decode.engine]
         if experiment.decode.proposal_precision == "int8" and "eager" in paths:
-            # refused before any training, not at the evaluation (the static path's int8 needs no fbgemm)
-            from bpd.models.fastpath import require_int8
+            # refused before any training, not at the evaluation (the static path's int8 needs no fbgemm, and on a
+            # GPU the chain runs in float32)
+            from bpd.models.fastpath import precision_on, require_int8
+            from bpd.runtime import pick_device
 
-            require_int8()
+            if precision_on(pick_device(experiment.device), "int8") == "int8":
+                require_int8()
         if experiment.threads:
             import torch
 

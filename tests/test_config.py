@@ -332,7 +332,9 @@ def test_entry_points_end_ctrl_c_and_a_full_disk_with_one_line(raised, code, lin
 @pytest.mark.parametrize("engines, refused", [(None, False), (["compiled"], False), (["eager", "compiled"], True)])
 def test_int8_on_the_eager_path_is_refused_before_any_work_without_fbgemm(monkeypatch, capsys, engines, refused):
     """The eager chain's int8 needs fbgemm, the static path's does not: a run is refused up front only where one
-    of the paths it decodes with is eager (the benchmark's are ``bench.engines``, not ``decode.engine``)."""
+    of the paths it decodes with is eager (the benchmark's are ``bench.engines``, not ``decode.engine``), and
+    on a CPU (a GPU runs the chain in float32)."""
+    import torch
     from hydra import compose, initialize_config_dir
 
     from bpd.models import fastpath
@@ -350,6 +352,9 @@ def test_int8_on_the_eager_path_is_refused_before_any_work_without_fbgemm(monkey
         _common.friendly(lambda c, entry: ran.append(c), cfg, engines=paths)
     err = capsys.readouterr().err.strip()
     assert e.value.code == 2 and "decode.proposal_precision=float32" in err and not ran
+    monkeypatch.setattr("bpd.runtime.pick_device", lambda name: torch.device("cuda"))
+    _common.friendly(lambda c, entry: ran.append(c.decode.engine), cfg, engines=paths)  # a GPU: float32 chains
+    assert ran == ["compiled"]
 
 
 @pytest.mark.parametrize("split, task, fix", [
