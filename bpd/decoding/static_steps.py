@@ -137,8 +137,8 @@ def decoding_tables(model) -> DecodingTables | None:
     heads = model.heads
     if not heads.n_learned:
         return None
-    if heads.proposal_precision == "int8" and heads.output.weight.device.type != "cpu":
-        raise ValueError("decode.proposal_precision=int8 runs on a CPU only; use float32 on a GPU.")
+    if heads.proposal_precision == "int8":
+        fastpath.require_cpu_int8(heads)
     with torch.inference_mode():
         slots = fastpath.recurrent_slots(heads) if heads.path_dependent else []
         return DecodingTables(slots, *fastpath.proposal_projection(heads), heads.proposal_ids,

@@ -185,6 +185,13 @@ def require_int8() -> None:
     pack_int8(torch.ones(1, 1))  # the engine is listed but its ops may still be missing from the build
 
 
+def require_cpu_int8(heads) -> None:
+    """Refuse int8 chains for heads on a GPU, with the fix: both int8 paths are CPU paths (the entry points map int8
+    to float32 there first, ``precision_on``; this catches a direct call)."""
+    if heads.output.weight.device.type != "cpu":
+        raise ValueError("decode.proposal_precision=int8 runs on a CPU only; use float32 on a GPU.")
+
+
 def int8_scale(weight: torch.Tensor) -> torch.Tensor:
     """Per output channel of an (out, in) weight, the scale of its symmetric int8 quantization (float32; an
     all-zero channel gets a tiny scale and stays exactly zero). Both int8 paths quantize with it: fbgemm's packs
@@ -262,8 +269,7 @@ class TableStep:
         self.source = source
         self.int8 = heads.proposal_precision == "int8"
         if self.int8:
-            if heads.output.weight.device.type != "cpu":
-                raise ValueError("decode.proposal_precision=int8 runs on a CPU only (fbgemm); use float32 on a GPU.")
+            require_cpu_int8(heads)
             require_int8()
             self.slots, self.packed_projection = int8_slots(heads)
         else:
@@ -321,4 +327,4 @@ def recurrent_tree(heads, h: torch.Tensor, first: torch.Tensor, plan, source=Non
 
 
 __all__ = ["DerivedCache", "TableStep", "applies", "int8_linear", "int8_scale", "pack_int8", "precision_on",
-           "project", "quantize_int8", "recurrent_tree", "require_int8", "slot_layers", "top1"]
+           "project", "quantize_int8", "recurrent_tree", "require_cpu_int8", "require_int8", "slot_layers", "top1"]
