@@ -1,8 +1,8 @@
 """Reading result rows and the paper's reference numbers into tidy DataFrames.
 
 Rows are appended by several processes over days, so the reader must tolerate a line cut by a crash,
-columns that older code did not write, and the same configuration decoded more than once (the latest
-run is the one the code now produces, so it wins).
+columns a row's writer did not record (committed rows span many versions of it), and the same configuration
+decoded more than once (the latest run is the one the code now produces, so it wins).
 """
 
 from __future__ import annotations
@@ -226,8 +226,8 @@ def load_rows(results_dir: Path) -> pd.DataFrame:
             df[c] = None
     for c in NUMERIC_COLUMNS:
         df[c] = pd.to_numeric(df[c], errors="coerce")
-    # Decoding rows carry compile, engine, proposal_precision, timing_busy and heads_tied (experiments/migrate.py
-    # wrote them into rows older code made); rows of other kinds (a training step's) have none of them.
+    # Decoding rows carry compile, engine, proposal_precision, timing_busy and heads_tied; rows of other kinds (a
+    # training step's) have none of them.
     df["compile"] = df["compile"].map(_flag).astype(bool)
     df["engine"] = df["engine"].astype(str)
     # Timed while other processes took the decoder's cores (bpd.machine_load): figures leave those speedups out.

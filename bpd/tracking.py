@@ -75,7 +75,7 @@ def append_rows(path: str | Path, rows: list[dict[str, Any]]) -> None:
     file's lock (two jobs appending at once) and always on a fresh line: a damaged line (a partial last
     line after a crash) is first moved to ``<file>.damaged`` and reported. An append the disk refuses is
     undone: the file is as before and the error raised. Each row says the cache schema its ids were made under
-    (``schema``), so ``experiments/migrate.py`` leaves it alone until the schema changes again."""
+    (``schema``), so that a schema bump's renaming knows which rows it re-keys."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     blob = "".join(json.dumps({**r, "schema": r.get("schema", SCHEMA)}, default=_jsonable) + "\n" for r in rows)

@@ -29,8 +29,6 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 )
 
 from bpd.config import BenchConfig, ExperimentConfig, ImageTaskConfig, TranslationTaskConfig  # noqa: E402
-from bpd.config.methods import moved_options  # noqa: E402
-from bpd.config.task import moved_task_options  # noqa: E402
 from bpd.config.translate import TranslateConfig  # noqa: E402
 
 if TYPE_CHECKING:
@@ -130,26 +128,6 @@ def provenance(cfg: ExperimentConfig, draft_path: Path | None = None) -> Provena
         "seed": cfg.seed,
         "command": cfg.command,
     })
-
-
-def refuse_moved_options(overrides: list[str]) -> None:
-    """A command-line override of an option that became a method's or a corpus's own (``decode.beam_size=0``,
-    ``task.debian_sources=[...]``; their declarations list their old keys) ends with one sentence naming its new
-    path, before Hydra composes anything: Hydra's own refusal does not say where an option went."""
-    moved = {"decode": moved_options(), "bench": moved_options(), "task": moved_task_options()}
-    owner = {"decode": "method", "bench": "method", "task": "corpus"}
-    for arg in overrides:
-        key = arg.split("=", 1)[0].lstrip("+~")
-        section, _, rest = key.partition(".")
-        old = rest.split(".", 1)[0]
-        if old in moved.get(section, {}):
-            new = f"{section}.{moved[section][old]}"
-            print(f"error: {section}.{old} is now {new} (each {owner[section]} owns its options: "
-                  f"docs/configuration.md); write {arg.replace(f'{section}.{old}', new, 1)}.", file=sys.stderr)
-            sys.exit(2)
-
-
-refuse_moved_options(sys.argv[1:])
 
 
 #: Config groups that are ``optional`` in conf/base.yaml: Hydra skips a named option that has no file.

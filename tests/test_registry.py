@@ -98,35 +98,27 @@ def test_the_registry_is_read_without_torch():
     assert "'greedy'" in out and "'draft'" in out
 
 
-#: Six option variants' run ids (model m.pt; then with draft d.pt) under schema 1, as committed rows had them, and
-#: under this schema.
+#: Six option variants' run ids under this schema (model m.pt; then with draft d.pt).
 RUN_IDS = [
-    ({}, ("2eb6d99205", "a1ca9f254a"), ("4e8f12d07e", "8794dae79c")),
-    ({"beam": {"size": 0}}, ("3b47548eff", "fd5179d675"), ("aefa596669", "1fe21829e5")),
-    ({"beam": {"size": 2, "alpha": 1.0}}, ("027fbc33d3", "a0b62c2ed4"), ("60975694d1", "e89dbd6266")),
-    ({"naive_greedy": True}, ("8059100bf3", "97dfcdbdf4"), ("88b92bff11", "385ce81cb6")),
-    ({"tree": ["3x2", "beam4"]}, ("220eddba98", "8002382450"), ("2ac397e2fa", "ef7c8706fd")),
-    ({"rescored": [{"beam": 4, "weight": 0.5}, {"beam": 2}]}, ("362a3eb603", "6429efd0b1"),
-     ("57b66deb8c", "6b0f11f643")),
+    ({}, ("4e8f12d07e", "8794dae79c")),
+    ({"beam": {"size": 0}}, ("aefa596669", "1fe21829e5")),
+    ({"beam": {"size": 2, "alpha": 1.0}}, ("60975694d1", "e89dbd6266")),
+    ({"naive_greedy": True}, ("88b92bff11", "385ce81cb6")),
+    ({"tree": ["3x2", "beam4"]}, ("2ac397e2fa", "ef7c8706fd")),
+    ({"rescored": [{"beam": 4, "weight": 0.5}, {"beam": 2}]}, ("57b66deb8c", "6b0f11f643")),
 ]
 
 
-@pytest.mark.parametrize("variant, old, new", RUN_IDS)
-def test_run_ids_are_pinned_and_the_migration_maps_the_old_ones(variant, old, new):
-    """Run ids change only with the schema: these are this schema's, and experiments/migrate.py's frozen schema-1
-    rule still gives the ids committed rows had, so it maps each old id to the new one."""
-    from pathlib import Path
-
+@pytest.mark.parametrize("variant, ids", RUN_IDS)
+def test_run_ids_are_pinned(variant, ids):
+    """Run ids change only with the schema (``bpd.config.common.SCHEMA``): committed rows and cached products are
+    found by them."""
     from bpd.config import experiment_config
     from bpd.evaluate import run_id
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
-    import migrate
-
     cfg = experiment_config({"decode": {"methods": variant}})
     about = (cfg.decode, cfg.task.name, cfg.device)
-    assert (run_id(*about, Path("m.pt")), run_id(*about, Path("m.pt"), Path("d.pt"))) == new
-    assert (migrate.v1_run_id(*about, "m.pt"), migrate.v1_run_id(*about, "m.pt", "d.pt")) == old
+    assert (run_id(*about, Path("m.pt")), run_id(*about, Path("m.pt"), Path("d.pt"))) == ids
 
 
 def test_a_name_is_registered_once_and_looked_up_with_the_choices():

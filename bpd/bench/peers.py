@@ -21,7 +21,6 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
-import torch
 
 from bpd.bench.speedup_ci import SpeedupEstimate, paired_speedup
 from bpd.config import output_limit
@@ -195,7 +194,3 @@ def format_peer_rows(rows: list[dict]) -> str:
                      f"{r['identical_to_greedy']:6.1%} {vs:>24s} {hf:>24s}")
     return "\n".join(lines)
 
-
-def set_threads(n: int) -> None:
-    """Our decoders and HF's run on torch's thread pool; CTranslate2 gets the same count per translator."""
-    torch.set_num_threads(n)

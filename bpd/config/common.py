@@ -29,7 +29,7 @@ def check(ok: bool, message: str) -> None:
 
 #: The cache and row schema: every cache key and run id hashes it (``cache_key``). Bumped when keys would name
 #: something else under the same config: a changed default, an option that now means another product, another
-#: key rule. Each bump comes with a step of ``experiments/migrate.py`` that renames cached products and committed rows.
+#: key rule. A bump renames, in the same change, the cached products and committed rows it re-keys.
 SCHEMA = 2
 
 

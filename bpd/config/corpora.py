@@ -5,7 +5,7 @@ task prepares it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 from bpd.config.common import check
 from bpd.config.registry import register
@@ -24,9 +24,6 @@ class CorpusInfo:
     #: Other corpora's held-out sets its own folder holds: only its task scores them (the photo corpus holds the
     #: face test set, ``decode.split=faces:test``).
     holds: tuple[str, ...] = ()
-    #: Options that predate ``task.corpora``: their old ``task.*`` keys, each naming the field it became (a command
-    #: line giving an old key is told the new path).
-    old_keys: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -84,19 +81,11 @@ class PhotosOptions:
         _fetch_check(self.fetch, where)
 
 
-def _old(prefix: str, options: type) -> dict[str, str]:
-    """The old flat ``task.<prefix><field>`` key of each of ``options``' fields."""
-    return {f"{prefix}{f.name}": f.name for f in fields(options)}
-
-
-register("corpus", "ding", DingOptions, CorpusInfo(  # embedded
-    "translation", scores_others=True, old_keys={"ding_path": "path", "include_phrases": "include_phrases",
-                                                 "tag_phrases": "tag_phrases", "sentence_repeat": "sentence_repeat"}))
+register("corpus", "ding", DingOptions, CorpusInfo("translation", scores_others=True))  # embedded
 register("corpus", "debian", DebianOptions, CorpusInfo(  # built from Debian's packages
-    "translation", scores_others=True, old_keys=_old("debian_", DebianOptions)))
+    "translation", scores_others=True))
 register("corpus", "wmt14", info=CorpusInfo("translation", reads_data_dir=True))
 register("corpus", "folder", info=CorpusInfo("translation", reads_data_dir=True))  # any {train,dev,test}.{src,tgt}
 register("corpus", "faces", info=CorpusInfo("image", scores_others=True, other_splits=("test",)))  # embedded
-register("corpus", "photos", PhotosOptions, CorpusInfo(  # built from Debian's packages
-    "image", old_keys=_old("photos_", PhotosOptions), holds=("faces",)))
+register("corpus", "photos", PhotosOptions, CorpusInfo("image", holds=("faces",)))  # built from Debian's packages
 register("corpus", "celeba", info=CorpusInfo("image", reads_data_dir=True))

@@ -119,9 +119,3 @@ def task_config(kind: object) -> type:
     """The config class of a task kind (``task.kind``), refused with the choices."""
     return lookup("task", kind, "task.kind").options
 
-
-def moved_task_options() -> dict[str, str]:
-    """Each pre-``task.corpora`` option key and its path under ``task`` now (``debian_sources`` ->
-    ``corpora.debian.sources``)."""
-    return {old: f"corpora.{name}.{new}"
-            for name, e in entries("corpus").items() for old, new in e.info.old_keys.items()}

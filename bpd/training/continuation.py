@@ -9,28 +9,15 @@ and when the state holds the weights of the step it stopped at (not the best one
 
 from __future__ import annotations
 
-from dataclasses import asdict, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from bpd.config import HeadsConfig, TrainConfig
-from bpd.models.transformer import TransformerConfig
-from bpd.training.checkpoint import final_file, load_checkpoint, state_file
+from bpd.config import TrainConfig
+from bpd.training.checkpoint import load_checkpoint, state_file
 
 #: What may differ between a run and its continuation: the budget and cap, and how often it logs and saves.
 MAY_DIFFER = ("max_steps", "max_minutes", "continue_from", "loader_workers", "log_every", "ckpt_every")
-
-
-#: Defaults of config fields that a state written before the field existed lacks (it trained with them).
-DEFAULTS = {"heads_config": asdict(HeadsConfig()), "model_config": asdict(TransformerConfig())}
-
-
-def _same(old: Any, new: Any, defaults: dict[str, Any]) -> bool:
-    """Equal, where a field missing from ``old`` (a state from before the field existed) counts as its default."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        missing = object()
-        return set(old) <= set(new) and all(old.get(k, defaults.get(k, missing)) == v for k, v in new.items())
-    return old == new
 
 
 def _plain(v: Any) -> Any:
@@ -59,7 +46,7 @@ def continued_state(source: str | Path, cfg: TrainConfig, expect: dict[str, Any]
     if "optimizer" not in st:
         refuse("that file holds weights only, not a resume state; name a stage's .pt or .state.pt in the cache.")
     for key in ("stage", "model_config", "heads_config", "seed"):
-        if not _same(st.get(key), expect[key], DEFAULTS.get(key, {})):
+        if st.get(key) != expect[key]:
             refuse(f"that run's {key} differs from this one's; continue a run of the same stage and model.")
     old_meta, meta = st.get("meta") or {}, expect.get("meta") or {}
     if old_meta.get("data") != meta.get("data"):
@@ -67,21 +54,14 @@ def continued_state(source: str | Path, cfg: TrainConfig, expect: dict[str, Any]
     old_base = (old_meta.get("config") or {}).get("base")
     if old_base != (meta.get("config") or {}).get("base"):
         refuse(f"that run's heads sit on another base model ({old_base}); continue a run on this one.")
-    old_cfg, defaults = st.get("train_config") or {}, asdict(TrainConfig())
+    old_cfg = st.get("train_config") or {}
     for f in fields(TrainConfig):
         if f.name in MAY_DIFFER:
             continue
-        before = _plain(old_cfg.get(f.name, defaults[f.name]))
+        before = _plain(old_cfg.get(f.name))
         if before != _plain(getattr(cfg, f.name)):
             refuse(f"that run had {f.name}={before!r}, this one {getattr(cfg, f.name)!r}; only the budget "
                    f"({', '.join(MAY_DIFFER[:2])}) and how often it logs or saves may change.")
     if st["step"] > cfg.max_steps:
         refuse(f"that run already took {st['step']} steps; raise max_steps above it.")
-    best = st.get("best")
-    # States written before ``last_weights`` existed: a finished run's state then held the best weights it kept,
-    # not the last ones, and continuing from those would not be the longer run.
-    if not st.get("last_weights") and best is not None and best["step"] != st["step"] \
-            and final_file(path).exists():
-        refuse(f"that state holds the weights of step {best['step']} (the best kept), not of step {st['step']} "
-               "where it stopped; continue from a state written mid-run or by a later version.")
     return st

@@ -122,7 +122,6 @@ def payload(run: Run, state: RunState, final: bool) -> dict[str, Any]:
     }
     best = state.best
     if not final:
-        p["last_weights"] = True  # the weights of ``step`` (a longer run continues from them), not the best
         p["optimizer"] = run.opt.state_dict()
         p["rng"] = _rng_state()
         p["best"] = best

@@ -41,9 +41,6 @@ class MethodInfo:
     bench_default: Callable[[], Any] | None = None
     # Refuses a bad value of its options with the fix (``where``: the option's path, e.g. decode.methods.tree).
     check: Callable[[Any, str], None] | None = None
-    # Options that predate ``decode.methods``: their old keys, each naming the field of the options it held (None:
-    # the whole options), so that a command line giving an old key is told the new path.
-    old_keys: dict[str, str | None] = field(default_factory=dict)
     # It builds a model of its own beside the checkpoint (its decoder's ``prepare``): a draft, an n-gram model.
     auxiliary: bool = False
 
@@ -108,12 +105,5 @@ def check_methods(methods: Any, where: str) -> None:
             check(getattr(methods, name), f"{where}.{name}")
 
 
-def moved_options() -> dict[str, str]:
-    """Each pre-``decode.methods`` option key and its path under ``decode`` / ``bench`` now (``beam_size`` ->
-    ``methods.beam.size``)."""
-    return {old: f"methods.{name}" + (f".{f}" if f else "")
-            for name, info in DECODE_METHODS.items() for old, f in info.old_keys.items()}
-
-
 __all__ = ["DECODE_METHODS", "MethodInfo", "MethodsConfig", "Role", "bench_methods", "check_methods", "declare",
-           "methods_of", "moved_options", "role_of"]
+           "methods_of", "role_of"]

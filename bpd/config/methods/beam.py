@@ -19,5 +19,4 @@ def check_beam(beam: BeamConfig, where: str) -> None:
 
 
 declare("beam", Role.BASELINE, "beam search", 20, options=BeamConfig, default=BeamConfig,
-        bench_default=lambda: BeamConfig(size=0), check=check_beam,
-        old_keys={"beam_size": "size", "alpha": "alpha"})
+        bench_default=lambda: BeamConfig(size=0), check=check_beam)

@@ -7,4 +7,4 @@ from bpd.config.methods import Role, declare
 
 declare("greedy", Role.REFERENCE, "greedy", 0)
 declare("naive_greedy", Role.BASELINE, "greedy without a cache", 10, options=bool, default=bool,
-        bench_default=lambda: True, old_keys={"naive_greedy": None})
+        bench_default=lambda: True)

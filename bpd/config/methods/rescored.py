@@ -25,4 +25,4 @@ def check_rescore(lattices: list[RescoreConfig], where: str) -> None:
 
 
 declare("rescored", Role.BEYOND, "rescored chain", 50, options=list[RescoreConfig], default=list,
-        check=check_rescore, old_keys={"rescore": None}, auxiliary=True)
+        check=check_rescore, auxiliary=True)

@@ -34,5 +34,4 @@ def check_tree_shapes(trees: list[str], where: str) -> None:
             check(False, f"unknown tree shape {t!r} in {where}; {TREE_GRAMMAR}.")
 
 
-declare("tree", Role.BEYOND, "tree", 40, options=list[str], default=list, check=check_tree_shapes,
-        old_keys={"trees": None})
+declare("tree", Role.BEYOND, "tree", 40, options=list[str], default=list, check=check_tree_shapes)
