@@ -152,6 +152,7 @@ reproduce-sr: setup
 
 figures: setup
 	$(PY) analysis/make_report.py --wandb
+	$(PY) analysis/results_index.py
 
 reproduce: reproduce-mt-small reproduce-sr-small figures
 
