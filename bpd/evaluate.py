@@ -248,6 +248,7 @@ def make_rows(outputs: dict[str, RunOutput], specs: list[DecodeSpec], scorer: Sc
     ``hit_length_limit`` counts the outputs that ended at the length limit without EOS (text tasks)."""
     g = outputs["greedy"]
     g_iters = sum(g.iterations)
+    baseline = next(s for s in specs if s.name == "greedy").baseline
     rows = []
     for spec in specs:
         o = outputs[spec.name]
@@ -269,7 +270,9 @@ def make_rows(outputs: dict[str, RunOutput], specs: list[DecodeSpec], scorer: Sc
             "wallclock_s": o.wallclock_s,  # per pass: each batch's median over the timing repeats
             "greedy_wallclock_s": g.wallclock_s,
             "compile_s": o.compile_s,  # the static path's compilation, before and outside the timing
+            "compile_load_s": o.load_s,  # loading compiled steps an earlier process built, likewise
             **speedup_columns(g, o, bool(common.get("timing_busy"))),
+            "baseline": baseline,  # the decoder every speedup of the row divides by
             "acceptance_rate_per_position": rates,
             "block_size_histogram": {str(k): v for k, v in block_histogram(o.block_sizes).items()},
             "block_size_per_example": summarize(per_example_block_means(o.tokens, o.iterations)),
@@ -353,6 +356,9 @@ def timing_legend(rows: list[dict[str, Any]], notes: list[str]) -> list[str]:
         # existed decoded eagerly and have no engine column).
         paths = dict.fromkeys(r.get("engine") or "eager" for r in decoded)
         out.append(f"timed on {decoded[0]['device']}, decode path {' / '.join(paths)}")
+    built, loaded = (sum(r.get(c) or 0.0 for r in decoded) for c in ("compile_s", "compile_load_s"))
+    if built or loaded:  # before and outside the timing
+        out.append(f"compiled steps: built in {built:.0f} s, loaded from the store in {loaded:.1f} s (untimed)")
     if timed is not None:
         other = timed.get("load_other_cores")
         others = f"other processes {other:.2f} cores, " if other is not None else ""

@@ -22,6 +22,7 @@ import torch
 from bpd.config import output_limit
 from bpd.data.batches import pad_rows
 from bpd.data.tokenizer import Tokenizer
+from bpd.decoding.engine import checked_engine
 from bpd.decoding.method import own_fields
 from bpd.decoding.registry import registered
 from bpd.decoding.spec import DecodeSpec
@@ -172,21 +173,24 @@ def decode_texts(model, tokenizer: Tokenizer, sources: Sequence[Sequence[int]], 
             for s, tok, r, sec in zip(specs, tokens, rounds, seconds)]
 
 
-def spec_for(method: str, **options: Any) -> DecodeSpec:
-    """The decoder of a registered method with the given options (refused with the method's options named)."""
+def spec_for(method: str, engine: str = "eager", **options: Any) -> DecodeSpec:
+    """The decoder of a registered method with the given options (refused with the method's options named), on
+    decode path ``engine`` (eager, static or compiled; methods without the static path decode eagerly)."""
     known = {f.name for f in own_fields(registered(method).options)}  # an unknown method: refused with the list
     unknown = sorted(set(options) - known)
     if unknown:
         raise ValueError(f"decode={method} takes no option {', '.join(unknown)}; its options: "
-                         f"{', '.join(sorted(known)) or 'none'}.")
-    return DecodeSpec(method, **options)
+                         f"{', '.join(sorted(known | {'engine'}))}.")
+    return DecodeSpec(method, engine=checked_engine(engine), **options)
 
 
 @torch.inference_mode()
 def translate(model, tokenizer: Tokenizer | str | Path, texts: Sequence[str], method: str = "greedy",
               batch_size: int = 1, allow_unknown: bool = False, **options: Any) -> list[str]:
     """Translations of ``texts`` by ``model`` decoding with a registered ``method`` and its options
-    (``translate(model, tok, ["Hello."], method="blockwise", k=4)``); one string per sentence."""
+    (``translate(model, tok, ["Hello."], method="blockwise", k=4)``, ``engine="compiled"`` for the compiled
+    path: its steps are built on the first call on this machine, kept under ``step_store.store_dir()``, and
+    loaded by later calls and processes); one string per sentence."""
     tok = tokenizer if isinstance(tokenizer, Tokenizer) else Tokenizer(tokenizer)
     spec = spec_for(method, **options)
     sources = encode_texts(tok, texts, longest_source(model, spec.k), allow_unknown)

@@ -176,6 +176,9 @@ def friendly(fn: Callable[[ExperimentConfig, Any], object], cfg: DictConfig,
             import torch
 
             torch.set_num_threads(experiment.threads)
+        from bpd.decoding import step_store
+
+        step_store.use_store(Path(experiment.paths.cache_dir) / "compiled")  # built once, beside the stages
         return fn(experiment, entry)
 
     return guarded(call)

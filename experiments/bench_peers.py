@@ -61,8 +61,8 @@ def run(cfg: ExperimentConfig, entry: PeersEntry) -> list[dict]:
             decoders = {**our_decoders(model, specs), **peers}
             print(f"batch {bs}: {n} {split} sentences, {threads} threads, {b.repeats} repeats: "
                   f"{', '.join(decoders)}")
-            for key, seconds in compile_shapes(model, specs, batches_of(sources, bs)).items():
-                print(f"{key}: every shape compiled in {seconds:.0f} s (untimed)")
+            for key, (built, loaded) in compile_shapes(model, specs, batches_of(sources, bs)).items():
+                print(f"{key}: compiled steps built in {built:.0f} s, loaded in {loaded:.1f} s (untimed)")
             start = machine_load.sample()
             times, outputs = round_robin(decoders, batches_of(sources, bs), b.repeats)
             load = machine_load.load_columns(start, machine_load.sample(), threads)

@@ -8,7 +8,9 @@
 Sentences come as bare arguments (anything that is not a ``key=value`` override), from ``input=FILE``, or from
 standard input (``-``, or no sentence given while stdin is not a terminal). ``decode`` (or ``method``) names
 any registered method that needs only the checkpoint (greedy, naive_greedy, beam, blockwise, tree) with its
-options (k, criterion, criterion_param, min_block_size, beam_size, alpha, tree). ``stats=true`` also decodes
+options (k, criterion, criterion_param, min_block_size, beam_size, alpha, tree); ``engine=compiled`` (or
+``decode.engine=compiled``) decodes on the compiled path, whose steps the first run on a machine builds and later
+runs load (under ``cache_dir``/compiled). ``stats=true`` also decodes
 with greedy, batch by batch beside the chosen decoder, and prints k-hat, rounds and time against greedy on
 stderr.
 """
@@ -37,6 +39,8 @@ def split_arguments(argv: list[str]) -> tuple[list[str], list[str], bool]:
     for arg in argv:
         if arg.startswith("decode="):  # the method, spelled as the other entry points' decode group
             arg = "method=" + arg.removeprefix("decode=")
+        elif arg.startswith("decode.engine="):  # the decode path, spelled as the other entry points' option
+            arg = "engine=" + arg.removeprefix("decode.engine=")
         if arg == "-":
             stdin = True
         elif FLAG.match(arg) or ("=" in arg and OVERRIDE.match(arg) and " " not in arg.split("=", 1)[0]):
@@ -66,6 +70,7 @@ def read_sentences(cfg: TranslateConfig) -> list[str]:
 def run(cfg: TranslateConfig) -> None:
     import torch
 
+    from bpd.decoding import step_store
     from bpd.decoding.method import own_fields
     from bpd.decoding.registry import registered
     from bpd.decoding.spec import DecodeSpec
@@ -75,7 +80,8 @@ def run(cfg: TranslateConfig) -> None:
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     option_names = tuple(f.name for f in own_fields(registered(cfg.method).options))
-    spec = spec_for(cfg.method, **cfg.method_options(option_names))
+    spec = spec_for(cfg.method, cfg.engine, **cfg.method_options(option_names))
+    step_store.use_store(Path(cfg.cache_dir) / "compiled")
     texts = read_sentences(cfg)  # before the model loads: a missing file or no input ends at once
     if not texts:
         raise ValueError("no sentences: give them as arguments, with input=FILE, or on standard input (-).")
@@ -85,7 +91,7 @@ def run(cfg: TranslateConfig) -> None:
         raise ValueError(f"decode={spec.method} k={spec.k}: {cfg.checkpoint} has {heads}; lower k, or use a "
                          "checkpoint with heads (a heads stage's model), or decode=greedy.")
     sources = encode_texts(tok, texts, longest_source(model, spec.k), cfg.allow_unknown)
-    specs = [spec] if not cfg.stats or spec.method == "greedy" else [spec, DecodeSpec("greedy")]
+    specs = [spec] if not cfg.stats or spec.method == "greedy" else [spec, DecodeSpec("greedy", engine=cfg.engine)]
     with torch.inference_mode():
         if cfg.stats:  # the first calls pay one-off costs (allocations, thread pools): not the decoders' times
             decode_texts(model, tok, sources[:1], specs, 1)
@@ -94,6 +100,12 @@ def run(cfg: TranslateConfig) -> None:
         print(line)
     if cfg.stats:
         print(stats_line(results), file=sys.stderr)
+    if spec.path == "compiled":
+        from bpd.decoding.engine import engine_for
+
+        e = engine_for(model, "compiled")
+        print(f"compiled steps: built in {e.compile_seconds:.1f} s, loaded in {e.load_seconds:.2f} s "
+              f"({step_store.store_dir()})", file=sys.stderr)
 
 
 def stats_line(results) -> str:

@@ -58,6 +58,19 @@ def random_src(batch: int, src_len: int, vocab: int, seed: int, pad_id: int = 0,
     return src
 
 
+@pytest.fixture(autouse=True, scope="session")
+def compiled_step_store(tmp_path_factory):
+    """Compiled steps (``bpd.decoding.step_store``) kept in one folder for the session, never the user's store:
+    tests that compile the same model share its packages, as later processes on a machine do."""
+    from bpd.decoding import step_store
+
+    root = tmp_path_factory.mktemp("compiled")
+    step_store.use_store(root)
+    os.environ["BPD_COMPILED_DIR"] = str(root)  # (subprocesses, and entry points run in-process)
+    yield root
+    step_store.use_store(None)
+
+
 @pytest.fixture
 def make_model():
     return random_model

@@ -105,18 +105,14 @@ def test_a_weight_read_by_several_products_is_packed_once():
 def test_compiled_engine_decodes_as_the_static_one(monkeypatch):
     """The compiled functions (inductor, frozen weights) in float32 on the demo's head design: greedy, exact and
     top-2 give the static path's tokens and blocks, and a second k reuses the engine without mixing its graphs
-    up. Windows of 4 cache entries: one graph per function serves every window. Compile time is counted apart."""
-    from torch._dynamo.utils import counters
-
+    up. Windows of 4 cache entries: one package per function serves every window. Compile time is counted apart."""
     seen = spy_windows(monkeypatch, 4)
     model = random_model(40, 4, seed=2, arch="attend", head_noise=0.05, heads_tied=True, dtype=torch.float32)
     src = random_src(2, 6, 40, seed=3)
     g = greedy_decode(model, src, max_len=16, engine="static")
-    torch._dynamo.reset()
-    counters.clear()
     seen.clear()
     assert greedy_decode(model, src, max_len=16, engine="compiled").tokens == g.tokens
-    assert counters["stats"]["unique_graphs"] == 1 and len(set(seen)) >= 4
+    assert len(engine_for(model, "compiled").packages[("greedy",)]) == 1 and len(set(seen)) >= 4
     for k, crit in ((4, criteria.Exact()), (2, criteria.Exact()), (4, criteria.TopK(2)), (4, criteria.Exact())):
         static = blockwise_decode(model, src, k=k, criterion=crit, max_len=16, engine="static")
         compiled = blockwise_decode(model, src, k=k, criterion=crit, max_len=16, engine="compiled")
@@ -235,19 +231,15 @@ def test_compiled_graphs_per_source_bucket(dynamic):
     inside ``graph_per_bucket`` (the benchmarks); the tokens are the static path's either way."""
     import contextlib
 
-    from torch._dynamo.utils import counters
-
     from bpd.decoding import compiling
 
     model = random_model(30, 2, seed=6, arch="attend").eval()
-    torch._dynamo.reset()
-    counters.clear()
     with contextlib.nullcontext() if dynamic else compiling.graph_per_bucket():
         for width in (7, 20, 40):  # buckets 16, 32, 64
             src = random_src(1, width, 30, seed=width)
             assert (greedy_decode(model, src, max_len=12, engine="compiled").tokens
                     == greedy_decode(model, src, max_len=12, engine="static").tokens)
-    assert counters["stats"]["unique_graphs"] == (1 if dynamic else 3)
+    assert len(engine_for(model, "compiled").packages[("greedy",)]) == (1 if dynamic else 3)
     assert compiling.DYNAMIC_BUCKETS  # the evaluations' setting again
 
 

@@ -96,13 +96,36 @@ def test_command_line_one_line_per_input(trained, tmp_path):
     assert bad.stderr.strip() == "error: line 2 is empty; give one sentence per line (remove blank lines)."
 
 
+def test_translate_decodes_on_the_compiled_path(trained):
+    """``engine="compiled"`` (translate.py: ``engine=`` or ``decode.engine=``): the same translations."""
+    _, tok, path = trained
+    model, _ = load_translator(path, tok.model_path)
+    assert bpd.translate(model, tok, LINES[:2], engine="compiled") == bpd.translate(model, tok, LINES[:2])
+    with pytest.raises(ValueError, match="use one of eager, static, compiled"):
+        bpd.translate(model, tok, LINES[:1], engine="fast")
+
+
+@pytest.mark.slow
+def test_a_second_translate_process_loads_the_compiled_steps(trained, tmp_path):
+    """translate.py with the compiled path: the first process builds its step, the second only loads it."""
+    _, tok, path = trained
+    command = [sys.executable, str(ROOT / "experiments" / "translate.py"), f"checkpoint={path}",
+               f"tokenizer={tok.model_path}", "decode.engine=compiled", f"cache_dir={tmp_path}", *LINES[:2]]
+    runs = [subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, timeout=600) for _ in range(2)]
+    assert all(r.returncode == 0 for r in runs), runs[-1].stderr
+    assert runs[0].stdout == runs[1].stdout == "\n".join(bpd.translate(load_translator(path, tok.model_path)[0],
+                                                                       tok, LINES[:2])) + "\n"
+    assert "built in 0.0 s" not in runs[0].stderr and "built in 0.0 s" in runs[1].stderr, runs[1].stderr
+
+
 def test_arguments_split_into_overrides_and_sentences():
     sys.path.insert(0, str(ROOT / "experiments"))
     from translate import split_arguments
 
     overrides, sentences, stdin = split_arguments(
-        ["checkpoint=x.pt", "decode=blockwise", "k=4", "Set x=1 in the file.", "Hello.", "-", "+tokenizer=a"])
-    assert overrides == ["checkpoint=x.pt", "method=blockwise", "k=4", "+tokenizer=a"]
+        ["checkpoint=x.pt", "decode=blockwise", "k=4", "Set x=1 in the file.", "Hello.", "-", "+tokenizer=a",
+         "decode.engine=compiled"])
+    assert overrides == ["checkpoint=x.pt", "method=blockwise", "k=4", "+tokenizer=a", "engine=compiled"]
     assert sentences == ["Set x=1 in the file.", "Hello."] and stdin
 
 

@@ -61,9 +61,10 @@ def our_decoders(model, specs: Sequence[DecodeSpec]) -> dict[str, Decoder]:
     return {s.key: batch(s) for s in specs}
 
 
-def compile_shapes(model, specs: Sequence[DecodeSpec], batches: list[list[list[int]]]) -> dict[str, float]:
+def compile_shapes(model, specs: Sequence[DecodeSpec], batches: list[list[list[int]]]
+                   ) -> dict[str, tuple[float, float]]:
     """Every shape the batches give compiled, untimed, for each spec off the eager path (``timed.precompile``,
-    with this module's padding and length limit); the seconds compilation took, by ``spec.key``."""
+    with this module's padding and length limit); the seconds building and loading took, by ``spec.key``."""
     padded = [pad_rows(batch, model.pad_id, min_width=1) for batch in batches]
     return precompile(model, padded, list(specs), lambda src: output_limit(src.shape[1]))
 
@@ -161,6 +162,7 @@ def peer_rows(times: dict[str, np.ndarray], outputs: dict[str, list[list[int]]],
             "greedy_wallclock_s": float(np.median(times[greedy].sum(axis=1))),
             "tokens_per_s": tokens / wall if wall > 0 else None,
             "speedup": e.speedup, "speedup_ci_low": e.low, "speedup_ci_high": e.high,
+            "baseline": specs[0].baseline,  # what ``speedup`` divides by: our greedy on the first decode path
             "bleu": score(outputs[name]),
             "identical_to_greedy": sum(a == b for a, b in zip(outputs[name], greedy_out)) / max(1, len(greedy_out)),
             "best_exact": best,

@@ -46,7 +46,8 @@ def bench_rows(
                             g_runs[0].invocations, common.get("n_batches"))
         accepted = [a / r if r else None for a, r in zip(outs[0].position_accepted, outs[0].position_reached)]
         rows.append({**common, **spec.columns(), **decoded, **speed, **cost, "compile_s": outs[0].compile_s,
-                     "acceptance_rate_per_position": accepted})
+                     "compile_load_s": outs[0].load_s, "acceptance_rate_per_position": accepted,
+                     "baseline": specs[0].baseline})
     return rows
 
 
@@ -179,7 +180,9 @@ def format_bench(rows: list[dict[str, Any]]) -> str:
         lines += ["", f"against {base[0]['base_engine']} greedy (paired, 95% interval):"]
         lines += [f"{r['engine']:<8} {r['batch_size']:>3} {r['decoder']:<24} {r['speedup_vs_base_greedy']:5.2f}x "
                   f"[{r['speedup_vs_base_greedy_ci_low']:.2f},{r['speedup_vs_base_greedy_ci_high']:.2f}]"
-                  + ("" if not r.get("compile_s") else f"   (compiled in {r['compile_s']:.0f} s, untimed)")
+                  + ("" if not (r.get("compile_s") or r.get("compile_load_s")) else
+                     f"   (steps built in {r.get('compile_s') or 0:.0f} s, "
+                     f"loaded in {r.get('compile_load_s') or 0:.1f} s, untimed)")
                   for r in base]
     versus = [r for r in rows if r.get("speedup_vs_chain") is not None]
     if versus:  # the decoders beyond the paper against the chain itself, paired in the same repeats

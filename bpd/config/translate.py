@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bpd.config.common import check
+from bpd.config.decode import ENGINES
 from bpd.config.methods import DECODE_METHODS
 
 #: Methods that build a second model beside the checkpoint (a draft model, an n-gram model of the training
@@ -34,6 +35,8 @@ class TranslateConfig:
     allow_unknown: bool = False  # translate lines with characters the vocabulary lacks (read as <unk>)
     shipped_dir: str = "checkpoints"  # where shipped models and their tokenizers are looked for
     threads: int | None = 1  # torch threads (null: torch's default)
+    engine: str = "eager"  # decode path: eager | static | compiled (compiled steps kept under cache_dir/compiled)
+    cache_dir: str = "outputs/cache"  # where compiled steps are kept (the experiments' stage cache)
 
     def method_options(self, option_names: tuple[str, ...]) -> dict[str, Any]:
         """The options of this config the method takes (``option_names``: its options' fields)."""
@@ -50,4 +53,5 @@ class TranslateConfig:
               "(a draft or n-gram model built from the corpus); use experiments/evaluate.py for it, or decode="
               "greedy, beam, blockwise or tree here.")
         check(self.batch_size >= 1, f"batch_size must be >= 1 (got {self.batch_size}).")
+        check(self.engine in ENGINES, f"engine={self.engine} is not a decode path; use one of {', '.join(ENGINES)}.")
         return self

@@ -10,14 +10,16 @@ Python call and a dispatch, and every call has new shapes. Here (gpt-fast's desi
   proposals, score p_1, judge the criterion, advance each row by its accepted block, propose the next block
   at the last accepted position) are each one function of tensors, with no host synchronisation inside;
 * finished rows stay in the batch with their lengths frozen (``alive``), so the batch keeps its shape;
-* ``engine="compiled"`` compiles each function with ``torch.compile(fullgraph=True)``: on a CPU with
-  inductor's weight freezing and C++ wrapper, on a GPU as CUDA graphs (``bpd.decoding.compiling``);
-  ``engine="static"`` runs the same functions uncompiled (what the property tests check quickly).
+* ``engine="compiled"`` compiles each function whole: on a CPU ahead of time by AOTInductor, with inductor's
+  weight freezing, into a package kept in the step store and loaded by later processes
+  (``bpd.decoding.step_store``); on a GPU with ``torch.compile(fullgraph=True)`` as CUDA graphs
+  (``bpd.decoding.compiling``); ``engine="static"`` runs the same functions uncompiled (what the property tests
+  check quickly).
 
 The host reads one small tensor per step or round (the tokens and block sizes) and does the bookkeeping the
-eager loop does (``RowTracker``: EOS inside a block, the length limit). Compilation happens once per shape
-(batch, padded source length, capacity) and function; ``compile_seconds`` says how long it took, so that the
-benchmark reports it apart from decoding.
+eager loop does (``RowTracker``: EOS inside a block, the length limit). Compilation happens once per function
+and batch size (its other dimensions symbolic) and machine; ``compile_seconds`` and ``load_seconds`` say how long
+building and loading took, so that the benchmark reports them apart from decoding.
 
 int8 proposal chains (``decode.proposal_precision=int8``) are traced with the rest of the round, their products
 weight-only int8 (``static_steps.DecodingTables``). The functions themselves are in ``bpd.decoding.static_steps``.
@@ -85,9 +87,16 @@ class StaticEngine:
         self.shapes: set[tuple] = set()  # (function key, input shapes) already compiled
         self.positions = self.position_table()  # the sinusoidal table the graphs in ``shapes`` were traced with
         self.buffers: dict[tuple, tuple] = {}  # per (batch, padded source, capacity): ``begin``'s tensors
-        self.compile_seconds = 0.0
+        self.compile_seconds = 0.0  # building compiled steps (this process compiled them)
+        self.load_seconds = 0.0  # loading compiled steps an earlier process built (``step_store``)
         self.fingerprint = weights_fingerprint(model)  # (a model moved to another device has new storage too)
         self.gpu = on_gpu(model)
+        # On a CPU the compiled functions are AOTInductor packages, built once per machine and loaded from the
+        # store after that (``bpd.decoding.step_store``); on a GPU, ``torch.compile``'s CUDA graphs.
+        self.packaged = compiled and not self.gpu
+        self.packages: dict[tuple, list] = {}  # per function key: the packages loaded (``step_store.Loaded``)
+        self.runners: dict[tuple, Callable] = {}  # per (function key, input shapes): the package that takes them
+        self._digest: str | None = None
         # Room for a round's k proposals past max_len, the same for every decoder of this model, so that greedy
         # and blockwise decode a sentence with the same shapes (the same attention cost per entry).
         self.room = model.k + 1
@@ -141,6 +150,8 @@ class StaticEngine:
             # within a batch) after graphs were traced with the old one: their guards no longer hold, so every
             # shape's next call is checked in full (and recompiles) rather than trusted.
             self.shapes.clear()
+            self.packages.clear()  # (a package holds the table it was built with)
+            self.runners.clear()
             self.positions = table
         held, cache, alive = buf
         held.src_mask.copy_(enc.src_mask)
@@ -182,7 +193,13 @@ class StaticEngine:
 
     def call(self, key: tuple, make: Callable[[], Callable], *args):
         """``self.fns[key](*args)``, made (and compiled) on first use; the first call of each input shape is
-        timed into ``compile_seconds``."""
+        timed into ``compile_seconds`` (on a CPU: building its package, or ``load_seconds``: loading it)."""
+        if self.packaged:
+            shape = (key, *(tuple(a.shape) for a in _tensors(args)))
+            run = self.runners.get(shape)
+            if run is None:
+                run = self.runners[shape] = self.package_for(key, make, args)
+            return run(*args)
         fn = self.fns.get(key)
         if fn is None:
             fn = make()
@@ -211,6 +228,42 @@ class StaticEngine:
             self.compile_seconds += time.perf_counter() - t0
         self.shapes.add(shape)
         return out
+
+    def package_for(self, key: tuple, make: Callable[[], Callable], args: tuple) -> Callable:
+        """The compiled package that takes ``args``' shapes: one loaded already, else one from the store (built
+        there first if missing). A package's dynamic dimensions serve every source bucket and window; should
+        export have fixed one of them, a package for these very shapes is built beside it."""
+        from bpd.decoding import step_store
+
+        for loaded in self.packages.get(key, []):
+            if step_store.fits(loaded.spec, args):
+                return loaded.run
+        if self._digest is None:
+            self._digest = step_store.model_digest(self.model)
+        full = (*key, ("positions", None if self.positions is None else self.positions[1]))  # (its length)
+        for exact in (False, True):
+            loaded = self._build_or_load(full, make, args, exact)
+            self.compile_seconds += loaded.built_s
+            self.load_seconds += loaded.load_s
+            self.packages.setdefault(key, []).append(loaded)
+            if step_store.fits(loaded.spec, args):
+                return loaded.run
+        raise RuntimeError(f"the compiled step {key} does not take the shapes it was built for; "
+                           "run with decode.engine=static and report this.")
+
+    def _build_or_load(self, key: tuple, make: Callable[[], Callable], args: tuple, exact: bool):
+        from bpd.decoding import step_store
+
+        # A product the GEMM template does not take (float64, integers): built again with ATen's kernels beside it.
+        template = self.model.tgt_embed.weight.dtype in (torch.float32, torch.bfloat16, torch.float16)
+        for aten in (False, True)[0 if template else 1:]:
+            name = step_store.step_key(key, self._digest, args, aten, exact)
+            try:
+                return step_store.build_or_load(name, self.model, make, args, aten, exact)
+            except Exception as e:
+                if aten or "NoValidChoicesError" not in repr(e):
+                    raise
+        raise AssertionError("unreachable")
 
     def _run(self, fn: Callable, args: tuple):
         if not (self.compiled and self.gpu):
@@ -383,7 +436,7 @@ def engine_for(model, engine: str) -> StaticEngine:
     e = engines.get(engine)
     if e is None or e.fingerprint != weights_fingerprint(model):
         e = engines[engine] = StaticEngine(model, compiled=engine == "compiled")
-    if e.compiled and _COMPILED_FOR is not e:
+    if e.compiled and e.gpu and _COMPILED_FOR is not e:
         # Dynamo keeps compiled graphs per code object, and every engine's functions share their code: graphs of
         # another model (or of this one's earlier weights) are dropped, so that the guards ``StaticEngine.call``
         # skips are never what tells two models' frozen weights apart.

@@ -60,6 +60,12 @@ class DecodeSpec:
         return DecodeSpec(self.method, self.options, engine=engine)
 
     @property
+    def baseline(self) -> str:
+        """How rows name this decoder when a speedup divides by it (the ``baseline`` column): method and decode
+        path, e.g. ``greedy/compiled``."""
+        return f"{self.method}/{self.path}"
+
+    @property
     def engine(self) -> str:
         """The decode path asked for (``decode.engine``); ``path`` is the one the method takes."""
         return self.options.engine

@@ -43,8 +43,10 @@ class RunOutput:
     batch_wall_s: list[float] = field(default_factory=list)  # each batch's wall time, in decoding order
     # Each repeat's batch times, (repeats, batches): batch_wall_s is their per-batch median.
     repeat_wall_s: list[list[float]] = field(default_factory=list)
-    # The static path's compilation before timing (``precompile``), not in any wall time above.
+    # The static path's compilation before timing (``precompile``), not in any wall time above: building compiled
+    # steps, and loading those an earlier process built (``bpd.decoding.step_store``).
     compile_s: float = 0.0
+    load_s: float = 0.0
 
 
 def _sync(device: torch.device) -> None:
@@ -100,8 +102,8 @@ def decode_and_time(
            for s in specs}
     compiled = precompile(model, [pad_rows([sources[i] for i in idx], model.pad_id, min_width=1).to(device)
                                   for idx in batches], specs, max_len, prepared, passes.progress)
-    for key, seconds in compiled.items():
-        out[key].compile_s = seconds
+    for key, (built, loaded) in compiled.items():
+        out[key].compile_s, out[key].load_s = built, loaded
     for idx in batches[: min(warmup, len(batches))]:  # warm-up: allocator, kernels, caches
         src = pad_rows([sources[i] for i in idx], model.pad_id, min_width=1).to(device)
         for spec in specs:
@@ -128,11 +130,11 @@ def decode_and_time(
 
 
 def precompile(model, batches: list[torch.Tensor], specs: list[DecodeSpec], max_len, prepared: Prepared = NOTHING,
-               progress: bool = False) -> dict[str, float]:
+               progress: bool = False) -> dict[str, tuple[float, float]]:
     """Decode one batch of every shape the static path will see (batch size, padded source length, capacity)
-    with every spec on that path, so that no timed call compiles; returns the seconds each spec's compilation
-    took (only for specs it compiled anything for). ``progress``: a bar over the (spec, shape) pairs, since
-    compiling takes minutes on a CPU and prints nothing of its own."""
+    with every spec on that path, so that no timed call compiles; returns the seconds each spec spent building
+    compiled steps and loading stored ones (only for specs on the static path). ``progress``: a bar over the
+    (spec, shape) pairs, since building takes minutes on a CPU and prints nothing of its own."""
     from bpd.decoding.engine import engine_for
 
     todo: list[tuple[DecodeSpec, torch.Tensor, int]] = []
@@ -150,16 +152,17 @@ def precompile(model, batches: list[torch.Tensor], specs: list[DecodeSpec], max_
     # The position table grows to the largest capacity first: grown later, it would void the graphs traced before.
     if todo:
         model.cover_positions(capacity)
-    seconds: dict[str, float] = {}
+    seconds: dict[str, tuple[float, float]] = {}
     bar = tqdm(todo, desc="compile", unit="shape", disable=not (progress and todo), leave=False,
                mininterval=progress_interval())
     for spec, src, limit in bar:
         bar.set_postfix_str(spec.key, refresh=False)
         engine = engine_for(model, spec.path)
-        before = engine.compile_seconds
+        before = engine.compile_seconds, engine.load_seconds
         spec.entry.decode(model, src, limit, spec.options, prepared)
         engine = engine_for(model, spec.path)  # (the same engine unless the call replaced it)
-        seconds[spec.key] = seconds.get(spec.key, 0.0) + engine.compile_seconds - before
+        built, loaded = seconds.get(spec.key, (0.0, 0.0))
+        seconds[spec.key] = (built + engine.compile_seconds - before[0], loaded + engine.load_seconds - before[1])
     return seconds
 
 
