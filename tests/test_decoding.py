@@ -89,7 +89,8 @@ def test_exact_decoders_equal_greedy(seed, vocab, k, batch, src_len, max_len, ar
     (``decode.engine``: methods without one decode eagerly there). Caches that start small grow during a decode
     (``KVCache.first_entries``), and proposal chains may multiply by int8 weights (``proposal_precision``);
     greedy's tokens are checked against uncached argmaxes. The compiled engine runs these same functions through
-    ``torch.compile``: ``test_compiled_engine_decodes_as_the_static_one`` checks it on a few cases."""
+    AOTInductor (``bpd.decoding.step_store``): ``test_compiled_engine_decodes_as_the_static_one`` checks it on a few
+    cases."""
     default_entries, KVCache.first_entries = KVCache.first_entries, first_entries
     try:
         check_exact_decoders(seed, vocab, k, batch, src_len, max_len, arch, head_noise, identity_p1, tree, tied,

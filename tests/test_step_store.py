@@ -131,3 +131,16 @@ def test_a_package_takes_only_the_shapes_it_was_built_for():
     assert not step_store.fits(spec, (a[0], torch.zeros(2, 8), a[2]))  # below a symbol's range
     assert not step_store.fits(spec, (*a[:2], torch.zeros(2048)))  # above it
     assert not step_store.fits(spec, a[:2])
+
+
+def test_a_build_folder_left_by_a_killed_build_is_removed(tmp_path):
+    import os
+    import time
+
+    old, new = tmp_path / ".build-old", tmp_path / ".build-new"
+    for d in (old, new):
+        d.mkdir()
+        (d / "half.pt2").write_bytes(b"x")
+    os.utime(old, (time.time() - 2 * step_store._STALE_BUILD_S,) * 2)
+    step_store._remove_stale_builds(tmp_path)
+    assert not old.exists() and new.exists()  # (a build in progress elsewhere keeps its folder)

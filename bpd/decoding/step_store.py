@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import platform
+import shutil
 import tempfile
 import time
 import warnings
@@ -31,13 +32,16 @@ import torch
 #: Where packages are kept: set by ``use_store`` (the entry points pass ``<cache_dir>/compiled``) or the
 #: ``BPD_COMPILED_DIR`` environment variable; else ``~/.cache/bpd/compiled``.
 _ROOT: Path | None = None
-#: Bumped when what a package holds changes in a way the key does not see.
+#: Bumped when how a package is built or laid out changes (this module, the engine's arguments beyond their
+#: shapes and nesting, which the key holds): packages of another format are never found.
 FORMAT = 1
-#: The library's code traced into a step (and what lays out its inputs): a change to any of it keys new
-#: packages. The models' modules but checkpoint files' reading and writing; the static path's modules.
+#: The library's code traced into a step: a change to any of it keys new packages. The models' modules but
+#: checkpoint files' reading and writing; the static functions, criteria and the compile settings.
 _TRACED = ("models/*.py", "models/heads/*.py", "decoding/static_steps.py", "decoding/criteria.py",
-           "decoding/engine.py", "decoding/compiling.py", "decoding/step_store.py")
+           "decoding/compiling.py")
 _UNTRACED = ("models/checkpoint.py",)
+#: A build folder older than this was left by a build that was killed: removed when the store is next used.
+_STALE_BUILD_S = 3600.0
 
 
 def store_dir() -> Path:
@@ -259,6 +263,7 @@ def build_or_load(key: str, model, make: Callable[[], Callable], args: tuple, at
 
     root = store_dir()
     root.mkdir(parents=True, exist_ok=True)
+    _remove_stale_builds(root)
     package, manifest = root / f"{key}.pt2", root / f"{key}.json"
     lock = FileLock(root / f"{key}.lock", stale_s=600.0)
     lock.acquire(log=note)
@@ -269,6 +274,15 @@ def build_or_load(key: str, model, make: Callable[[], Callable], args: tuple, at
         return _build(package, manifest, model, make, args, aten, exact)
     finally:
         lock.release()
+
+
+def _remove_stale_builds(root: Path) -> None:
+    for d in root.glob(".build-*"):
+        try:
+            if time.time() - d.stat().st_mtime > _STALE_BUILD_S:
+                shutil.rmtree(d, ignore_errors=True)
+        except OSError:
+            pass
 
 
 def _checked_load(package: Path, manifest: Path, note: Callable[[str], None]) -> Loaded | None:
