@@ -180,6 +180,17 @@ def test_a_multirun_override_composes_per_job():
     assert (cfg.heads.k, cfg.heads.arch, cfg.decode.ks, cfg.model.d_model) == (4, "medusa", [2, 4], 256)
 
 
+def test_a_heads_k_sweep_drops_the_ks_its_job_cannot_decode(capsys):
+    # One job of the README's `run.py -m setting=... heads.k=2,4,8`: the default decode.ks [2, 4, 8] above heads.k
+    # are skipped with one line, so the multirun goes on; a job where no k fits is still refused.
+    cfg, _ = composed(["setting=regular", "heads.k=2"])
+    assert cfg.decode.ks == [2]
+    assert "decode.ks [4, 8] are above heads.k=2 and are skipped" in capsys.readouterr().out
+    assert composed(["heads.k=8"])[0].decode.ks == [2, 4, 8]
+    with pytest.raises(ValueError, match="decode.ks"):
+        composed(["heads.k=2", "decode.ks=[4]"])
+
+
 def test_entry_point_options_stay_in_their_entry_point():
     run_cfg, entry = composed([])
     assert not hasattr(entry, "bench") and not hasattr(entry, "stage") and not hasattr(entry, "checkpoint")
