@@ -45,3 +45,22 @@ def test_an_append_the_disk_refuses_leaves_the_rows_file_as_it_was(tmp_path, mon
     with pytest.raises(OSError, match="No space left"):
         append_rows(rows, [{"b": 2}, {"c": 3}])
     assert rows.read_bytes() == before and read_rows(rows) == [{"a": 1, "schema": SCHEMA}]
+
+
+def test_sample_translations_log_when_fewer_than_twenty_were_decoded():
+    """decode.n_examples below 20 with a W&B run: the samples table holds the decoded sentences only (the split's
+    other pairs were never decoded; an IndexError ended such an evaluation after its rows were written)."""
+    from types import SimpleNamespace
+
+    from bpd.decoding.spec import DecodeSpec
+    from bpd.decoding.timed import RunOutput
+    from bpd.tasks.translation import TranslationTask
+
+    tables = {}
+    tracker = SimpleNamespace(run=object(), table=lambda name, cols, rows: tables.__setitem__(name, rows))
+    tok = SimpleNamespace(id_to_piece=lambda t: f"\u2581w{t}", decode=lambda ids: " ".join(map(str, ids)))
+    pairs = type("Pairs", (), {"__len__": lambda self: 50, "src": lambda self, i: torch.tensor([i, i])})()
+    spec = DecodeSpec("blockwise", k=2)
+    outs = {spec.name: RunOutput(tokens=[[1, 2, 3]] * 3, iterations=[2] * 3, block_sizes=[[2, 1]] * 3)}
+    TranslationTask.log_outputs(SimpleNamespace(tokenizer=tok), tracker, None, outs, [spec], pairs, None)
+    assert tables[f"samples/{spec.name}"][0][2] == "w1 w2 | w3" and len(tables[f"samples/{spec.name}"]) == 3
