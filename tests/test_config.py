@@ -204,6 +204,21 @@ def test_entry_point_options_stay_in_their_entry_point():
         assert composed(["experiment=demo"], entry_name)[0] == demo
 
 
+def test_evaluate_takes_a_shipped_checkpoint_name_as_translate_does():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("evaluate_entry", REPO / "experiments" / "evaluate.py")
+    evaluate_entry = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(evaluate_entry)
+    cfg, entry = composed(["experiment=demo_debian", "checkpoint=debian_en_de_both"], "evaluate")
+    assert evaluate_entry.checkpoint_path(entry, cfg) == REPO / "checkpoints" / "debian_en_de_both.pt"
+    cfg, entry = composed(["experiment=demo_debian", "checkpoint=debian_en_de_bth"], "evaluate")
+    with pytest.raises(FileNotFoundError, match="shipped model's name .*debian_en_de_both"):
+        evaluate_entry.checkpoint_path(entry, cfg)
+    cfg, entry = composed(["experiment=demo_debian"], "evaluate")
+    assert evaluate_entry.checkpoint_path(entry, cfg) is None  # the config's own model
+
+
 @pytest.mark.parametrize("override", ["train.max_stpes=3", "heads.k=four", "decode.criteria=[{nam: exact}]"])
 def test_hydra_refuses_misspelt_or_mistyped_options(override):
     with pytest.raises(Exception, match="max_stpes|four|nam"):
