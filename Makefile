@@ -155,9 +155,12 @@ reproduce-sr: setup
 	$(RUN) -m experiment=table2 task.data_dir=$(DATA_DIR) setting=regular,finetune
 
 # The report and figures from the committed rows under results/: into outputs/results/ (REPORT.md, figures/), or with
-# RECORD=1 into results/ with the README's demo table (analysis/readme_table.py).
+# RECORD=1 into results/ with the README's demo table (analysis/readme_table.py). WANDB_RUNS=outputs/wandb: from the
+# rows of the W&B evaluation runs there instead.
+WANDB_RUNS ?=
 figures: setup
-	$(PY) analysis/make_report.py --wandb $(if $(RECORD),,--out $(RESULTS)/figures --report $(RESULTS)/REPORT.md)
+	$(PY) analysis/make_report.py --wandb $(if $(RECORD),,--out $(RESULTS)/figures --report $(RESULTS)/REPORT.md) \
+	    $(if $(WANDB_RUNS),--wandb-runs $(WANDB_RUNS),)
 	$(if $(RECORD),$(PY) analysis/readme_table.py,)
 
 # A reproduction records: its rows go to results/ and so do the report and figures made from them.

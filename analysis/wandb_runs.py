@@ -6,7 +6,8 @@ summary ``<decoder>/<figure>`` for each decoder (quality, k̂, speedup and its i
 Offline runs (W&B's default here) keep both only inside their binary ``run-<id>.wandb`` file until ``wandb sync``;
 ``offline_runs`` reads that file with wandb's own record format (its protobuf messages, in leveldb-log blocks), so
 what the dashboard will show is checked before anything is uploaded. ``synced_runs`` reads the same from W&B's
-servers (``wandb.Api``).
+servers (``wandb.Api``). ``run_records`` gives the whole rows each run also keeps (summary ``rows``), which
+``make figures WANDB_RUNS=outputs/wandb`` draws from instead of ``results/``.
 
     python analysis/wandb_runs.py outputs/wandb            # the offline evaluation runs, as rows
 """
@@ -113,13 +114,24 @@ def synced_runs(project: str, filters: dict[str, Any] | None = None) -> list[Run
             for r in wandb.Api().runs(project, filters=filters)]
 
 
+def run_records(runs: Iterable[Run]) -> list[dict[str, Any]]:
+    """The whole rows the evaluation runs hold (summary ``rows``), as ``analysis.load.rows_frame`` takes them."""
+    out = []
+    for run in runs:
+        if run.job_type == "evaluate":
+            for row in (run.summary.get("rows") or {}).values():
+                out.append({**row, "source_file": f"wandb:{run.name}", "is_bench": False, "is_study": False})
+    return out
+
+
 def run_rows(runs: Iterable[Run]) -> pd.DataFrame:
-    """The evaluation runs as rows: per run and decoder, the run's config and the decoder's figures."""
+    """The evaluation runs as the dashboard shows them: per run and decoder, the run's config and the decoder's
+    summary figures."""
     out = []
     for run in runs:
         if run.job_type != "evaluate":
             continue
-        decoders = dict.fromkeys(k.split("/", 1)[0] for k in run.summary if "/" in k and not k.startswith("_"))
+        decoders = dict.fromkeys(k.split("/", 1)[0] for k in run.summary if "/" in k)
         for decoder in decoders:
             # (a logged table, such as samples/<decoder>, is a dict in the summary: not a figure)
             figures = {k.split("/", 1)[1]: v for k, v in run.summary.items()

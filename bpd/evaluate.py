@@ -7,6 +7,7 @@ command), and point at the output files they were scored from, so every number r
 
 from __future__ import annotations
 
+import json
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -408,8 +409,9 @@ def log_to_wandb(runtime: Runtime, task: Task, decoded: Decoded, rows: list[dict
                  out_dir: Path) -> None:
     """The evaluation's metrics, its rows as a table and the task's samples, as one W&B run. Its config holds
     what a sweep varies (setting, trained k, head architecture, corpus and split, the decode path, ks and
-    criteria: the dashboard's filters), its summary each decoder's figures; the runs of one experiment share a
-    group (``logger.group``, default the experiment's name)."""
+    criteria: the dashboard's filters), its summary each decoder's figures and, under ``rows``, the whole rows (so
+    ``make figures WANDB_RUNS=...`` draws from runs as from rows.jsonl); the runs of one experiment share a group
+    (``logger.group``, default the experiment's name)."""
     quality = task.quality
     d = decoded.decode
     sweep = {} if d is None else {"engine": d.engine, "ks": list(d.ks), "criteria": [
@@ -418,6 +420,7 @@ def log_to_wandb(runtime: Runtime, task: Task, decoded: Decoded, rows: list[dict
                            extra={"run_id": rid, **common, **sweep})
     for r in rows:
         tracker.log({f"{r['decoder']}/{k}": r[k] for k in (quality, *SUMMARY_FIGURES) if r.get(k) is not None})
+    tracker.summary({"rows": {r["decoder"]: json.loads(json.dumps(r, default=str)) for r in rows}})
     columns = list(rows[0].keys())[:40]
     tracker.table("results", columns, [[str(r.get(c)) for c in columns] for r in rows])
     task.log_outputs(tracker, decoded.scorer, decoded.outs, decoded.specs, decoded.pairs, out_dir)

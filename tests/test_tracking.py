@@ -81,13 +81,15 @@ def test_an_offline_evaluation_run_reads_back_as_its_rows(tmp_path, monkeypatch)
     from bpd.evaluate import Decoded, log_to_wandb
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from analysis.wandb_runs import offline_runs, run_rows
+    from analysis import make_report
+    from analysis.wandb_runs import offline_runs, run_records, run_rows
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
     runtime = SimpleNamespace(logger=LoggerConfig(dir=str(tmp_path)), experiment="sweep_a")
     task = SimpleNamespace(quality="bleu", log_outputs=lambda *a: None)
-    common = {"setting": "both", "trained_k": 4, "heads_arch": "recurrent", "dataset": "ding_en_de", "split": "test"}
+    common = {"setting": "both", "trained_k": 4, "heads_arch": "recurrent", "dataset": "ding_en_de", "split": "test",
+              "model": "heads_k4.pt", "experiment": "sweep_a", "task": "translation", "time": "2026-12-07T21:00:00"}
     rows = [{**common, "decoder": "greedy", "bleu": 21.5, "mean_block_size": 1.0, "speedup": 1.0,
              "identical_to_greedy": 1.0},
             {**common, "decoder": "blockwise_k4_exact", "bleu": 21.5, "mean_block_size": 2.75, "speedup": 1.3,
@@ -105,3 +107,9 @@ def test_an_offline_evaluation_run_reads_back_as_its_rows(tmp_path, monkeypatch)
         for key in ("bleu", "mean_block_size", "speedup", "speedup_ci_low", "identical_to_greedy", "setting"):
             if key in r:
                 assert back.loc[r["decoder"], key] == r[key], (r["decoder"], key)
+    # The whole rows too, as make figures WANDB_RUNS=... draws from them.
+    assert [{k: v for k, v in r.items() if k in rows[0] or k in rows[1]} for r in run_records([run])] == rows
+    report = tmp_path / "report" / "REPORT.md"
+    assert make_report.main(["--wandb-runs", str(tmp_path), "--out", str(report.parent / "figures"),
+                             "--report", str(report)]) == 0
+    assert "from 2 rows (latest run of each configuration) in the W&B evaluation runs" in report.read_text()
