@@ -109,8 +109,7 @@ def compose_entry(script: Path, args: list[str]) -> int:
         # Hydra's flags, and Hydra's own settings (launcher, sweep folders): not the job's config.
         elif not a.startswith(("-", "hydra/", "hydra.")):
             overrides.append(a)
-    _common.refuse_moved_options(overrides)
-    jobs = expand_sweeps(overrides)
+    jobs = expand_sweeps(overrides)  # (a moved or misspelt option: Hydra refuses it when composing)
     for job in jobs:
         compose_job(name, tuple(job))
     return len(jobs)
