@@ -50,9 +50,13 @@ DATA_DIR ?=
 # FROM_SCRATCH=1: train the base models too instead of installing the shipped ones (checkpoints/).
 FROM_SCRATCH ?=
 SHIPPED := $(if $(FROM_SCRATCH),shipped=false,)
-# A demo decodes and times on this machine every time: results/ already holds the committed run's rows, which
-# would otherwise make a fresh clone's demo skip its evaluation and print nothing.
+# A demo decodes and times on this machine every time: an earlier run's rows would otherwise make it skip its
+# evaluation and print nothing.
 REDO := decode.skip_existing=false
+# Routine targets (the demos, bench, export, figures) write their rows, report and figures under outputs/results/,
+# so a checkout stays clean; RECORD=1 writes them into results/, the committed record, instead.
+RECORD ?=
+RESULTS = $(if $(RECORD),results,outputs/results)
 
 # The Debian English-German corpus (docs/data.md): Debian bookworm's packages fetched into outputs/cache/data/, once
 # (apt on Debian bookworm, HTTP from deb.debian.org anywhere else; DEBIAN_FETCH=apt|http|auto chooses).
@@ -76,33 +80,33 @@ data-sr: setup
 # make data), installs the shipped Table 1 Both model (checkpoints/debian_en_de_both.pt) and its tokenizer, decodes
 # on the compiled path, prints the table. FROM_SCRATCH=1 trains its teacher, distilled base and heads (days on a CPU).
 demo: setup
-	$(RUN) experiment=demo_debian $(DEBIAN_DATA) $(SHIPPED) $(REDO)
-	@echo "rows: results/demo_debian/rows.jsonl (W&B offline runs: outputs/wandb)"
+	$(RUN) experiment=demo_debian $(DEBIAN_DATA) $(SHIPPED) $(REDO) paths.results_dir=$(RESULTS)/demo_debian
+	@echo "rows: $(RESULTS)/demo_debian/rows.jsonl (W&B offline runs: outputs/wandb)"
 
 demo-debian: demo
 
 # The demo with a heads stage: the shipped Debian base, k = 6 slots fine-tuned on its greedy outputs (300 steps),
 # decoded on the eager path (2 cores: ~12 min AVX-512, ~28 min AVX2, with the data).
 demo-train: setup
-	$(RUN) experiment=demo_debian_train $(DEBIAN_DATA) $(SHIPPED) $(REDO)
-	@echo "rows: results/demo_debian_train/rows.jsonl (W&B offline runs: outputs/wandb)"
+	$(RUN) experiment=demo_debian_train $(DEBIAN_DATA) $(SHIPPED) $(REDO) paths.results_dir=$(RESULTS)/demo_debian_train
+	@echo "rows: $(RESULTS)/demo_debian_train/rows.jsonl (W&B offline runs: outputs/wandb)"
 
 # The demo on the small ding corpus (13k pairs, one 2 MB download): the earlier main demo, and the model that
 # make export and make bench-peers use.
 demo-ding: setup
-	$(RUN) experiment=demo $(SHIPPED) $(REDO)
-	@echo "rows: results/demo/rows.jsonl (W&B offline runs: outputs/wandb)"
+	$(RUN) experiment=demo $(SHIPPED) $(REDO) paths.results_dir=$(RESULTS)/demo
+	@echo "rows: $(RESULTS)/demo/rows.jsonl (W&B offline runs: outputs/wandb)"
 
 # Super-resolution on the photo corpus: builds it on first use (a 0.26 GB download; PHOTOS_DEB_DIR and PHOTOS_FETCH
 # as for make data-sr), installs Table 2's fine-tuned model (checkpoints/photos_sr_finetune_sr.pt), decodes 16 test
 # patches. demo-sr-faces: the earlier 4x4 -> 16x16 demo on the five photographs bundled with scikit-image (no download).
 demo-sr: setup
-	$(RUN) experiment=demo_photos_sr $(PHOTOS_DATA) $(SHIPPED) $(REDO)
-	@echo "rows: results/demo_photos_sr/rows.jsonl; image grid under results/demo_photos_sr/outputs/*/grid.png"
+	$(RUN) experiment=demo_photos_sr $(PHOTOS_DATA) $(SHIPPED) $(REDO) paths.results_dir=$(RESULTS)/demo_photos_sr
+	@echo "rows: $(RESULTS)/demo_photos_sr/rows.jsonl; image grid under $(RESULTS)/demo_photos_sr/outputs/*/grid.png"
 
 demo-sr-faces: setup
-	$(RUN) experiment=demo_sr $(SHIPPED) $(REDO)
-	@echo "rows: results/demo-sr/rows.jsonl; image grid under results/demo-sr/outputs/*/grid.png"
+	$(RUN) experiment=demo_sr $(SHIPPED) $(REDO) paths.results_dir=$(RESULTS)/demo-sr
+	@echo "rows: $(RESULTS)/demo-sr/rows.jsonl; image grid under $(RESULTS)/demo-sr/outputs/*/grid.png"
 
 # Table 1 on the embedded corpus: 4 settings, exact for every k, then top-n and minimum block size rows.
 # fast protocol: one k=10 heads model per setting, decoded with every k <= 10; per_k: one model per k.
@@ -150,17 +154,25 @@ reproduce-sr: setup
 	@test -n "$(DATA_DIR)" || { echo "set DATA_DIR=/path/to/celeba (see docs/data.md)"; exit 2; }
 	$(RUN) -m experiment=table2 task.data_dir=$(DATA_DIR) setting=regular,finetune
 
+# The report and figures from the committed rows under results/: into outputs/results/ (REPORT.md, figures/), or with
+# RECORD=1 into results/ with the README's demo table (analysis/readme_table.py). WANDB_RUNS=outputs/wandb: from the
+# rows of the W&B evaluation runs there instead.
+WANDB_RUNS ?=
 figures: setup
-	$(PY) analysis/make_report.py --wandb
-	$(PY) analysis/results_index.py
+	$(PY) analysis/make_report.py --wandb $(if $(RECORD),,--out $(RESULTS)/figures --report $(RESULTS)/REPORT.md) \
+	    $(if $(WANDB_RUNS),--wandb-runs $(WANDB_RUNS),)
+	$(if $(RECORD),$(PY) analysis/readme_table.py,)
+	$(if $(RECORD),$(PY) analysis/results_index.py,)
 
+# A reproduction records: its rows go to results/ and so do the report and figures made from them.
+reproduce: RECORD = 1
 reproduce: reproduce-mt-small reproduce-sr-small figures
 
 reproduce-paper: setup
 	@test -n "$(MT_DATA_DIR)" -a -n "$(SR_DATA_DIR)" || { echo "set MT_DATA_DIR=... SR_DATA_DIR=..."; exit 2; }
 	$(MAKE) reproduce-mt DATA_DIR=$(MT_DATA_DIR)
 	$(MAKE) reproduce-sr DATA_DIR=$(SR_DATA_DIR)
-	$(MAKE) figures
+	$(MAKE) figures RECORD=1
 
 # BENCH_EXPERIMENT=demo: the ding demo's model instead. On the demo's model, the demo's k (its heads go to 10).
 # BENCH_EXPERIMENT=demo_photos_sr: super-resolution (make demo-sr's model), exact and eps = 2 at k = 4 and 10 on
@@ -172,13 +184,14 @@ SR_BENCH := 'bench.batch_sizes=[1]' 'bench.ks=[4,10]' 'bench.criteria=[{name: ex
 bench: setup
 	$(PY) experiments/bench.py experiment=$(BENCH_EXPERIMENT) $(if $(filter demo_debian%,$(BENCH_EXPERIMENT)),$(DEBIAN_DATA),) \
 	    $(if $(filter demo_debian,$(BENCH_EXPERIMENT)),$(DEMO_BENCH_KS),) \
-	    $(if $(filter demo_photos_sr,$(BENCH_EXPERIMENT)),$(PHOTOS_DATA) $(SR_BENCH),)
+	    $(if $(filter demo_photos_sr,$(BENCH_EXPERIMENT)),$(PHOTOS_DATA) $(SR_BENCH),) \
+	    $(if $(RECORD),,bench.results_dir=$(RESULTS)/bench)
 
 # The shipped base as a Hugging Face model + tokenizer and its CTranslate2 conversions, and the demo's heads model
 # with its proposal heads for blockwise decoding in HF generate (trained first if missing: minutes), checked
-# against ours (docs/export.md): outputs/export/<model>/, check rows in results/export/.
+# against ours (docs/export.md): outputs/export/<model>/, check rows in outputs/results/export/ (RECORD=1: results/export/).
 export: setup
-	$(PY) experiments/export.py experiment=demo 'models=[base,heads]'
+	$(PY) experiments/export.py experiment=demo 'models=[base,heads]' results_dir=$(RESULTS)/export
 
 # Our decoders beside HF transformers (greedy, blockwise with our heads, assisted, prompt lookup) and CTranslate2 on
 # the same weights (docs/export.md): the demo's model at batch 1 and 2 threads, rows in results/bench-peers/.

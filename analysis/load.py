@@ -220,6 +220,12 @@ def load_rows(results_dir: Path) -> pd.DataFrame:
             r["is_bench"] = bool(bench or not _is_missing(r.get("t1_ms")))
             r["is_study"] = study
             records.append(r)
+    return rows_frame(records)
+
+
+def rows_frame(records: list[dict[str, Any]]) -> pd.DataFrame:
+    """``load_rows``' frame of rows from anywhere (``analysis.wandb_runs``: W&B runs), each with ``source_file``,
+    ``is_bench`` and ``is_study`` set."""
     df = pd.DataFrame.from_records(records)
     for c in EXPECTED_COLUMNS:
         if c not in df.columns:

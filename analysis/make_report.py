@@ -39,6 +39,7 @@ from analysis.load import (  # noqa: E402
     load_rows,
     paper_value,
     result_files,
+    rows_frame,
 )
 from analysis.tables import build_all, speedup_points  # noqa: E402
 
@@ -301,10 +302,17 @@ paper, or no row of ours yet).
 
 def build_report(results_dir: Path, out_dir: Path, report_path: Path, paper_csv: Path = PAPER_CSV,
                  prefer_mt: tuple[str, ...] = PREFER_MT, prefer_sr: tuple[str, ...] = PREFER_SR,
-                 shipped_dir: Path = SHIPPED_DIR) -> Report:
-    """Read the rows, build every table and figure, and write the markdown report."""
+                 shipped_dir: Path = SHIPPED_DIR, wandb_runs: Path | None = None) -> Report:
+    """Read the rows (those of the W&B runs under ``wandb_runs`` instead, where given), build every table and
+    figure, and write the markdown report."""
     results_dir, out_dir, report_path = Path(results_dir), Path(out_dir), Path(report_path)
-    rows, peer_rows = peers.split_rows(load_rows(results_dir))
+    if wandb_runs is not None:
+        from analysis.wandb_runs import offline_runs, run_records
+
+        loaded = rows_frame(run_records(offline_runs(wandb_runs)))
+    else:
+        loaded = load_rows(results_dir)
+    rows, peer_rows = peers.split_rows(loaded)
     paper = load_paper(paper_csv)
     tables = build_all(rows, paper, prefer_mt, prefer_sr)
     tables["peers"] = peers.peers_table(peer_rows)
@@ -367,12 +375,14 @@ def build_report(results_dir: Path, out_dir: Path, report_path: Path, paper_csv:
     sections.append(_section(t["peers"], [md_table(t["peers"].data, peers.SPEC)] if not t["peers"].data.empty
                              else [], rd))
 
-    files = result_files(results_dir)
+    files = result_files(results_dir) if wandb_runs is None else []
+    where = (f"{len(files)} file(s) under `{_display(results_dir)}`" if wandb_runs is None
+             else f"the W&B evaluation runs under `{_display(Path(wandb_runs))}`")
     missing = [tb.missing for tb in tables.values() if tb.missing]
     lines = [HEADER.format(source=PAPER_SOURCE), summary.summary_md(tables, paper), ""]
     lines.append(
         f"Generated {time.strftime('%Y-%m-%d %H:%M:%S')} by `python analysis/make_report.py` from {len(rows)} "
-        f"rows (latest run of each configuration) in {len(files)} file(s) under `{_display(results_dir)}`."
+        f"rows (latest run of each configuration) in {where}."
     )
     lines += ["", "**Contents:** " + " · ".join(
         f"[{tb.title.split(':')[0]}](#{_anchor(tb.title)})" for tb in tables.values() if tb.key != "sr_reference"
@@ -485,6 +495,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                     help=f"experiment(s) preferred for Table 2 (default: {', '.join(PREFER_SR)}; else any)")
     ap.add_argument("--shipped", type=Path, default=SHIPPED_DIR,
                     help="shipped base models whose manifests' learning curves are drawn (checkpoints/)")
+    ap.add_argument("--wandb-runs", type=Path, default=None,
+                    help="draw from the evaluation runs' rows in this W&B folder (offline runs) instead of --results")
     ap.add_argument("--wandb", action="store_true", help="also log all tables and figures to W&B (offline run)")
     ap.add_argument("--wandb-dir", type=Path, default=REPO_ROOT / "outputs", help="W&B offline directory")
     return ap.parse_args(argv)
@@ -497,7 +509,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     report = build_report(
         args.results, out, report_path, args.paper,
         tuple(args.mt_experiment) if args.mt_experiment else PREFER_MT,
-        tuple(args.sr_experiment) if args.sr_experiment else PREFER_SR, args.shipped,
+        tuple(args.sr_experiment) if args.sr_experiment else PREFER_SR, args.shipped, args.wandb_runs,
     )
     n_missing = sum(1 for t in report.tables.values() if t.missing)
     n_figs = sum(len(p) for p in report.figures.values())

@@ -7,6 +7,7 @@ command), and point at the output files they were scored from, so every number r
 
 from __future__ import annotations
 
+import json
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -100,13 +101,14 @@ class Loaded:
 
 @dataclass(frozen=True)
 class Decoded:
-    """What an evaluation decoded: the decoders' specs, their outputs by decoder name, the split's pairs and the
-    scorer of the examples decoded."""
+    """What an evaluation decoded: the decoders' specs, their outputs by decoder name, the split's pairs, the
+    scorer of the examples decoded, and the decode options asked for."""
 
     specs: list[DecodeSpec]
     outs: dict[str, RunOutput]
     pairs: Pairs
     scorer: Scorer
+    decode: DecodeConfig | None = None
 
 
 def _evaluate(runtime: Runtime, task: Task, loaded: Loaded, d: DecodeConfig, about: Provenance, rid: str,
@@ -167,7 +169,7 @@ def _evaluate(runtime: Runtime, task: Task, loaded: Loaded, d: DecodeConfig, abo
 
     rows, out_dir = save_or_rescue(write, results_dir)
     print(format_table(rows, task.quality))
-    log_to_wandb(runtime, task, Decoded(specs, outs, pairs, scorer), rows, common, rid, out_dir)
+    log_to_wandb(runtime, task, Decoded(specs, outs, pairs, scorer, d), rows, common, rid, out_dir)
     return rows
 
 
@@ -403,15 +405,28 @@ def merge_shards(parts: list[tuple[list[int], dict[str, RunOutput]]], n: int) ->
     return merged
 
 
+#: What each decoder's row puts in the W&B run's summary as ``<decoder>/<figure>`` (``analysis.wandb_runs`` reads
+#: them back into rows), beside the task's quality (bleu or psnr).
+SUMMARY_FIGURES = ("mean_block_size", "speedup", "speedup_ci_low", "speedup_ci_high", "identical_to_greedy",
+                   "wallclock_s")
+
+
 def log_to_wandb(runtime: Runtime, task: Task, decoded: Decoded, rows: list[dict], common: dict, rid: str,
                  out_dir: Path) -> None:
-    """The evaluation's metrics, its rows as a table and the task's samples, as one W&B run."""
+    """The evaluation's metrics, its rows as a table and the task's samples, as one W&B run. Its config holds
+    what a sweep varies (setting, trained k, head architecture, corpus and split, the decode path, ks and
+    criteria: the dashboard's filters), its summary each decoder's figures and, under ``rows``, the whole rows (so
+    ``make figures WANDB_RUNS=...`` draws from runs as from rows.jsonl); the runs of one experiment share a group
+    (``logger.group``, default the experiment's name)."""
     quality = task.quality
-    tracker = make_tracker(runtime, name=f"eval-{rid}", job_type="evaluate", extra={"run_id": rid, **common})
+    d = decoded.decode
+    sweep = {} if d is None else {"engine": d.engine, "ks": list(d.ks), "criteria": [
+        c.name if c.param is None else f"{c.name}{c.param:g}" for c in d.criteria]}
+    tracker = make_tracker(runtime, name=f"eval-{rid}", job_type="evaluate",
+                           extra={"run_id": rid, **common, **sweep})
     for r in rows:
-        tracker.log({f"{r['decoder']}/{k}": r[k] for k in (quality, "mean_block_size", "speedup",
-                                                             "identical_to_greedy", "wallclock_s")
-                     if r.get(k) is not None})
+        tracker.log({f"{r['decoder']}/{k}": r[k] for k in (quality, *SUMMARY_FIGURES) if r.get(k) is not None})
+    tracker.summary({"rows": {r["decoder"]: json.loads(json.dumps(r, default=str)) for r in rows}})
     columns = list(rows[0].keys())[:40]
     tracker.table("results", columns, [[str(r.get(c)) for c in columns] for r in rows])
     task.log_outputs(tracker, decoded.scorer, decoded.outs, decoded.specs, decoded.pairs, out_dir)

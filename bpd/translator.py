@@ -71,8 +71,11 @@ def shipped_tokenizer(path: Path, payload: dict[str, Any], vocab_size: int, ship
     found = sorted(folder.glob(f"{task}_*.spm{vocab_size}.model")) if task else []
     if len(found) != 1:
         what = f"no tokenizer ships for {task}" if task else f"{path} is not a shipped model"
-        raise FileNotFoundError(f"{what}; pass tokenizer=<the spm{vocab_size}.model of the corpus it was trained "
-                                "on> (make data writes it under outputs/cache/data/<corpus>/).")
+        # The file is named after the task.vocab_size asked for, which a small corpus cuts to fewer pieces (the
+        # model's vocab_size): naming spm<pieces>.model would point at a file that does not exist.
+        raise FileNotFoundError(f"{what}; pass tokenizer=<the spm<task.vocab_size>.model of the corpus it was "
+                                f"trained on, {vocab_size} pieces> (training writes it under "
+                                "outputs/cache/data/<corpus>/).")
     return found[0]
 
 

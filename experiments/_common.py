@@ -76,6 +76,7 @@ class ExportEntry(ExperimentSchema):
     export_dir: str = "outputs/export"  # <export_dir>/<checkpoint stem>/{hf,ct2-float32,ct2-int8}
     check: bool = True  # logits and greedy outputs against ours on the test split (results/export/rows.jsonl)
     check_examples: int | None = None  # the first this many test sentences (null: all)
+    results_dir: str = "results/export"  # where the check rows go (make export: outputs/results/export unless RECORD=1)
 
 
 @dataclass

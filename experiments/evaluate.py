@@ -2,6 +2,7 @@
 
     python experiments/evaluate.py heads.k=8 'decode.ks=[2,4,8]' decode.batch_size=1
     python experiments/evaluate.py checkpoint=outputs/cache/models/heads_....pt decode=blockwise
+    python experiments/evaluate.py experiment=demo_debian checkpoint=debian_en_de_both   # a shipped model
 """
 
 from __future__ import annotations
@@ -21,11 +22,20 @@ def run(cfg: ExperimentConfig, entry: EvaluateEntry) -> list[dict]:
     from bpd.stages import Recipe, ensure_draft, ensure_heads
     from bpd.tasks import load_task
 
+    given = checkpoint_path(entry, cfg)  # before the task loads: a wrong name ends at once
     runtime, recipe = Runtime.build(cfg), Recipe.of(cfg)
     task = load_task(runtime, cfg.task, cfg.shipped)
-    path = Path(entry.checkpoint) if entry.checkpoint else ensure_heads(runtime, recipe, task)
+    path = given or ensure_heads(runtime, recipe, task)
     draft = ensure_draft(runtime, recipe, task)  # no draft unless draft.model
     return evaluate(runtime, task, path, cfg.decode, provenance(cfg, draft), draft)
+
+
+def checkpoint_path(entry: EvaluateEntry, cfg: ExperimentConfig) -> Path | None:
+    """``checkpoint=``: a file, or a shipped model's name as translate.py takes it (``debian_en_de_both`` ->
+    checkpoints/debian_en_de_both.pt); a missing one is refused with the shipped names. None: the config's own."""
+    from bpd.translator import resolve_checkpoint
+
+    return resolve_checkpoint(entry.checkpoint, cfg.paths.shipped_dir) if entry.checkpoint else None
 
 
 @hydra.main(config_path=CONF_DIR, config_name="evaluate", version_base="1.3")

@@ -8,7 +8,7 @@ CTranslate2's conversions of the base (float32, int8); checked against our own m
 
 Directories go to <export_dir>/<checkpoint stem>/{hf,ct2-float32,ct2-int8}; the checks' rows (logit gap,
 greedy outputs identical to ours, with the logit gap of every sentence that differs; for a model with heads,
-HF blockwise decoding's outputs too) to results/export/.
+HF blockwise decoding's outputs too) to results_dir (results/export/; make export: outputs/results/export/).
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def run(cfg: ExperimentConfig, entry: ExportEntry) -> list[dict]:
                          "identical_to_greedy": same.identical,
                          "mismatches": [dataclasses.asdict(m) for m in same.mismatches]})
     if rows:
-        append_rows(resolve_path("results/export") / "rows.jsonl", rows)
+        append_rows(resolve_path(entry.results_dir) / "rows.jsonl", rows)
     return rows
 
 

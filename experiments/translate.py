@@ -61,7 +61,11 @@ def read_sentences(cfg: TranslateConfig) -> list[str]:
         path = Path(cfg.input)
         if not path.is_file():
             raise FileNotFoundError(f"input={cfg.input} does not exist; give a text file with one sentence a line.")
-        lines += path.read_text(encoding="utf-8-sig").splitlines()
+        try:
+            lines += path.read_text(encoding="utf-8-sig").splitlines()
+        except UnicodeDecodeError as e:  # the codec's own message names no file
+            raise ValueError(f"input={cfg.input} is not UTF-8 text (byte {e.start}: {e.reason}); save it as "
+                             "UTF-8, one sentence a line.") from e
     if READ_STDIN or cfg.input == "-" or (not lines and not sys.stdin.isatty()):
         lines += sys.stdin.read().splitlines()
     return lines

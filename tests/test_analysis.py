@@ -602,3 +602,19 @@ def test_hardware_names_the_instruction_set_and_threads() -> None:
     assert hardware("cpu:AMD EPYC (AVX2) x1 threads") == "CPU (AVX2), 1 thread"
     assert hardware("cpu:Intel(R) Xeon(R) Processor x2 threads") == "CPU, 2 threads"
     assert hardware("cuda:NVIDIA H200") == "`cuda:NVIDIA H200`" and hardware(None) == "device not recorded"
+
+
+def test_committed_report_is_the_committed_rows(tmp_path):
+    """results/REPORT.md is what `make figures RECORD=1` makes from the rows committed beside it (only the time it
+    was generated may differ): rows committed without their report make this fail."""
+    import re
+
+    rc = make_report.main(["--out", str(tmp_path / "figures"), "--report", str(tmp_path / "REPORT.md")])
+    assert rc == 0
+
+    def timeless(text: str) -> str:
+        return re.sub(r"^Generated \d{4}-\d\d-\d\d \d\d:\d\d:\d\d ", "Generated ", text, flags=re.M)
+
+    fresh = timeless((tmp_path / "REPORT.md").read_text(encoding="utf-8"))
+    committed = timeless((REPO_ROOT / "results" / "REPORT.md").read_text(encoding="utf-8"))
+    assert fresh == committed, "results/REPORT.md is stale against results/**/rows.jsonl: run make figures RECORD=1"

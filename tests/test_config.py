@@ -180,6 +180,17 @@ def test_a_multirun_override_composes_per_job():
     assert (cfg.heads.k, cfg.heads.arch, cfg.decode.ks, cfg.model.d_model) == (4, "medusa", [2, 4], 256)
 
 
+def test_a_heads_k_sweep_drops_the_ks_its_job_cannot_decode(capsys):
+    # One job of the README's `run.py -m setting=... heads.k=2,4,8`: the default decode.ks [2, 4, 8] above heads.k
+    # are skipped with one line, so the multirun goes on; a job where no k fits is still refused.
+    cfg, _ = composed(["setting=regular", "heads.k=2"])
+    assert cfg.decode.ks == [2]
+    assert "decode.ks [4, 8] are above heads.k=2 and are skipped" in capsys.readouterr().out
+    assert composed(["heads.k=8"])[0].decode.ks == [2, 4, 8]
+    with pytest.raises(ValueError, match="decode.ks"):
+        composed(["heads.k=2", "decode.ks=[4]"])
+
+
 def test_entry_point_options_stay_in_their_entry_point():
     run_cfg, entry = composed([])
     assert not hasattr(entry, "bench") and not hasattr(entry, "stage") and not hasattr(entry, "checkpoint")
@@ -191,6 +202,21 @@ def test_entry_point_options_stay_in_their_entry_point():
     demo, _ = composed(["experiment=demo"])
     for entry_name in ENTRIES:  # every entry point hands the library the same experiment config
         assert composed(["experiment=demo"], entry_name)[0] == demo
+
+
+def test_evaluate_takes_a_shipped_checkpoint_name_as_translate_does():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("evaluate_entry", REPO / "experiments" / "evaluate.py")
+    evaluate_entry = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(evaluate_entry)
+    cfg, entry = composed(["experiment=demo_debian", "checkpoint=debian_en_de_both"], "evaluate")
+    assert evaluate_entry.checkpoint_path(entry, cfg) == REPO / "checkpoints" / "debian_en_de_both.pt"
+    cfg, entry = composed(["experiment=demo_debian", "checkpoint=debian_en_de_bth"], "evaluate")
+    with pytest.raises(FileNotFoundError, match="shipped model's name .*debian_en_de_both"):
+        evaluate_entry.checkpoint_path(entry, cfg)
+    cfg, entry = composed(["experiment=demo_debian"], "evaluate")
+    assert evaluate_entry.checkpoint_path(entry, cfg) is None  # the config's own model
 
 
 @pytest.mark.parametrize("override", ["train.max_stpes=3", "heads.k=four", "decode.criteria=[{nam: exact}]"])

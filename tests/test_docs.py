@@ -192,3 +192,22 @@ def test_benchmark_example_is_the_rows():
         (r,) = [r for r in rows if r["decoder"] == decoder and r["engine"] == engine]
         assert (f"{r['mean_block_size']:.2f}", f"{r['tokens_per_s']:.0f}", f"{r['speedup']:.2f}",
                 f"{r['speedup_ci_low']:.2f}", f"{r['speedup_ci_high']:.2f}") == (khat, toks, sp, lo, hi), decoder
+
+
+ROUTINE = ("demo", "demo-train", "demo-ding", "demo-sr", "demo-sr-faces", "bench", "export", "figures")
+
+
+@pytest.mark.parametrize("target", ROUTINE)
+def test_routine_targets_write_under_outputs_unless_recorded(target):
+    """A routine make target leaves a clean checkout clean: its rows, report and figures go under outputs/results/,
+    and into results/ only with RECORD=1 (what `make -n` would run, read without running it)."""
+    import subprocess
+
+    def commands(*extra: str) -> list[str]:
+        out = subprocess.run(["make", "-n", target, *extra], cwd=REPO, capture_output=True, text=True, check=True)
+        return [c for c in out.stdout.replace("\\\n", " ").splitlines()
+                if "experiments/" in c or "analysis/" in c]
+
+    plain, recorded = commands(), commands("RECORD=1")
+    assert plain and all("outputs/results/" in c for c in plain), plain
+    assert recorded and not any("outputs/results" in c for c in recorded), recorded

@@ -330,12 +330,12 @@ def varied_sources(vocab: int) -> list[list[int]]:
     return [torch.randint(3, vocab, (int(n),), generator=g).tolist() for n in [9, 4, 7, 9, 2, 6]]
 
 
-def varied_model(vocab: int, arch: str):
+def varied_model(vocab: int, arch: str, **options):
     """A random micro model with k = 4 heads whose greedy outputs vary (strong random layers), whose heads propose
     close to p_1 (blocks of every size), and whose rows end at different steps: EOS takes the embedding of a token
     some outputs hold (a little longer, so it wins where that token would), so some rows stop early and others run
     to the limit. What exercises every path of a round."""
-    model = build_translation_model(vocab, 4, MICRO, seed=1, heads_arch=arch)
+    model = build_translation_model(vocab, 4, MICRO, seed=1, heads_arch=arch, **options)
     g = torch.Generator().manual_seed(2)
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -430,3 +430,46 @@ def test_export_with_heads_loads_as_plain_pegasus_and_opts_in(exported):
     with pytest.raises(ValueError, match="no proposal heads"):
         base.generate(input_ids=ids, attention_mask=mask, custom_generate=str(heads_dir), trust_remote_code=True,
                       heads_dir=str(base_dir))
+
+
+def test_plain_and_blockwise_generate_agree_without_a_length(exported):
+    """The export's generation config carries a length (the positions' cap): the library's plain generate does not
+    stop at its default of 20 tokens while the exported blockwise one runs on; both give our greedy's tokens."""
+    from transformers import AutoModelForSeq2SeqLM
+
+    from bpd.decoding.peers import as_ours, padded
+    from bpd.export.hf import generation_cap
+
+    _, tok, _, root = exported
+    model = varied_model(tok.vocab_size, "recurrent", max_positions=64)  # a short cap: a quick test
+    hf_dir = export_hf(model, tok.model_path, root / "lengths", max_positions=64)
+    src = varied_sources(tok.vocab_size)
+    ids, mask = padded(src, 0)
+    plain = AutoModelForSeq2SeqLM.from_pretrained(hf_dir).eval()
+    cap = generation_cap(plain.config.max_position_embeddings, model.k)
+    assert plain.generation_config.max_new_tokens == cap
+    greedy = [as_ours(row[1:].tolist(), 2, cap) for row in plain.generate(input_ids=ids, attention_mask=mask)]
+    blockwise = plain.generate(input_ids=ids, attention_mask=mask, custom_generate=str(hf_dir),
+                               trust_remote_code=True, k=4)
+    assert [as_ours(row[1:].tolist(), 2, cap) for row in blockwise] == greedy
+    assert greedy == greedy_decode(model, pad_rows(src, 0, min_width=1), cap).tokens
+    assert max(len(t) for t in greedy) > 20  # not vacuous: rows run past transformers' default
+
+
+@pytest.mark.parametrize("option, match", [({"top_n": 0}, "top_n=0"), ({"top_n": -1}, "top_n=-1"),
+                                           ({"top_n": 1.5}, "top_n=1.5"), ({"k": 2.5}, "k=2.5"), ({"k": 0}, "k=0"),
+                                           ({"k": 5}, "up to k=4")])
+def test_blockwise_generate_refuses_options_it_would_bend(exported, option, match):
+    from transformers import AutoModelForSeq2SeqLM
+
+    from bpd.decoding.peers import padded
+
+    _, tok, _, root = exported
+    hf_dir = root / "options"
+    if not hf_dir.is_dir():
+        export_hf(varied_model(tok.vocab_size, "recurrent"), tok.model_path, hf_dir, max_positions=64)
+    hf = AutoModelForSeq2SeqLM.from_pretrained(hf_dir).eval()
+    ids, mask = padded(varied_sources(tok.vocab_size)[:1], 0)
+    with pytest.raises(ValueError, match=match):
+        hf.generate(input_ids=ids, attention_mask=mask, custom_generate=str(hf_dir), trust_remote_code=True,
+                    **option)

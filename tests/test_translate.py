@@ -138,3 +138,30 @@ def test_threads_and_defaults_are_typed():
     with pytest.raises(ValueError, match="needs a second model"):
         TranslateConfig(checkpoint="x", method="draft").validate()
     assert torch.get_num_threads() >= 1
+
+
+def test_bad_options_and_inputs_name_their_fix(trained, tmp_path):
+    """threads=0 and k=0 are refused (0 threads silently meant torch's default), k's advice points the right way,
+    the tokenizer hint names the file training writes (spm<task.vocab_size>.model, not the model's piece count),
+    and a file that is not UTF-8 is named."""
+    from bpd.config.translate import TranslateConfig
+
+    model, tok, path = trained
+    with pytest.raises(ValueError, match="threads must be >= 1, or null"):
+        TranslateConfig(checkpoint="x", threads=0).validate()
+    with pytest.raises(ValueError, match="k must be >= 1"):
+        TranslateConfig(checkpoint="x", k=0).validate()
+    with pytest.raises(ValueError, match="use k >= 1"):
+        blockwise_decode(model, pad_rows([tok.encode(LINES[0])], 0, min_width=1), k=0)
+    with pytest.raises(ValueError, match="lower k to at most 3"):
+        blockwise_decode(model, pad_rows([tok.encode(LINES[0])], 0, min_width=1), k=4)
+    with pytest.raises(FileNotFoundError, match=rf"spm<task.vocab_size>.model .*{model.cfg.vocab_size} pieces") as hint:
+        load_translator(path)  # the tokenizer asked for 40 pieces; this little corpus gave fewer
+    assert f"spm{model.cfg.vocab_size}.model" not in str(hint.value)
+    sys.path.insert(0, str(ROOT / "experiments"))
+    from translate import read_sentences
+
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes("Grüße aus Köln\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"input=.*latin1.txt is not UTF-8 text .*save it as UTF-8"):
+        read_sentences(TranslateConfig(checkpoint="x", input=str(latin1)))

@@ -93,6 +93,17 @@ class DecodeConfig:
             check(all(m >= 1 for m in c.min_block_sizes), f"decode.criteria min_block_sizes must be >= 1 ({c}).")
         check_methods(self.methods, "decode.methods")
 
+    def fit_ks(self, trained_k: int) -> list[int]:
+        """Drop the decode-time ks above ``trained_k`` when at least one k fits, and return the dropped ones: a
+        sweep over ``heads.k`` with the default ``decode.ks`` decodes each job at the ks its heads allow instead of
+        aborting at its first job. When none fits, nothing is dropped and ``validate`` refuses the config."""
+        kept = [k for k in self.ks if k <= trained_k]
+        dropped = [k for k in self.ks if k > trained_k]
+        if kept and dropped:
+            self.ks = kept
+            return dropped
+        return []
+
     def output_limit(self, src_len: int) -> int:
         """Translation output length limit a * source length + b (fairseq's max_len_a / max_len_b): a weak
         model's degenerate repetitions stop early instead of costing tens of wasted steps per sentence."""

@@ -132,6 +132,10 @@ class ExperimentConfig:
         self.heads.validate()
         self.train.validate("train")
         self.heads_train_config  # noqa: B018 (validates the overlay)
+        dropped = self.decode.fit_ks(self.heads.k)
+        if dropped:
+            print(f"note: decode.ks {dropped} are above heads.k={self.heads.k} and are skipped; decoding at "
+                  f"decode.ks={list(self.decode.ks)}.")
         self.decode.validate(self.heads.k)
         corpus = split_parts(self.decode.split)[0]
         # A held-out set that only some corpora's folders hold (the face test set: the photo corpus's).

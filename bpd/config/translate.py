@@ -54,4 +54,8 @@ class TranslateConfig:
               "greedy, beam, blockwise or tree here.")
         check(self.batch_size >= 1, f"batch_size must be >= 1 (got {self.batch_size}).")
         check(self.engine in ENGINES, f"engine={self.engine} is not a decode path; use one of {', '.join(ENGINES)}.")
+        check(self.k >= 1, f"k must be >= 1 (got {self.k}): a round proposes k tokens; k=1 is greedy.")
+        # 0 would read as "unset" and silently run on torch's default count: refused as the experiments refuse it.
+        check(self.threads is None or self.threads >= 1,
+              f"threads must be >= 1, or null for torch's default (got {self.threads}).")
         return self

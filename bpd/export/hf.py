@@ -135,8 +135,16 @@ def to_pegasus(model, max_positions: int = 1024):
     c = model.cfg
     hf.generation_config = GenerationConfig(
         decoder_start_token_id=c.bos_id, bos_token_id=c.bos_id, eos_token_id=c.eos_id, pad_token_id=c.pad_id,
-        forced_eos_token_id=None, num_beams=1, do_sample=False, max_length=None)
+        forced_eos_token_id=None, num_beams=1, do_sample=False, max_length=None,
+        max_new_tokens=generation_cap(hf.config.max_position_embeddings, model.k))
     return hf
+
+
+def generation_cap(positions: int, k: int) -> int:
+    """The exported generation config's ``max_new_tokens``: as many tokens as the positions hold once a blockwise
+    round's k proposals past the last one fit too. Without it the library's plain ``generate`` stops at its default
+    of 20 tokens while the exported blockwise one runs on, so the two would differ; both stop at EOS before it."""
+    return positions - 1 - k
 
 
 def export_hf(model, spm_model: str | Path, out_dir: str | Path, max_positions: int = 1024) -> Path:

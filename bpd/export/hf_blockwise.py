@@ -22,9 +22,11 @@ The heads were trained on our model's residual stream; the exported Pegasus mode
 ours (``bpd.export.hf``), so the heads read the decoder state with the permutation undone and use the shared
 embedding in our order.
 
-Options beside ``generate``'s own: ``k`` (block size, default the trained k), ``top_n`` (None: exact acceptance;
-n >= 2: top-n), ``heads_dir`` (where the heads are, default the model's own folder). ``max_new_tokens`` (or
-``max_length``) caps the output; without either, bpd's rule applies (1.5 x source length + 10). Beam search,
+Options beside ``generate``'s own: ``k`` (block size, a whole number, default the trained k), ``top_n`` (None or 1:
+exact acceptance; a whole n >= 2: top-n), ``heads_dir`` (where the heads are, default the model's own folder).
+``max_new_tokens`` (or ``max_length``) caps the output; without either, the generation config's (an export sets
+``max_new_tokens``, so the library's plain ``generate`` stops where this one does), else bpd's rule (1.5 x source
+length + 10). Beam search,
 sampling and assisted generation are handed to the library's ``generate``. ``return_dict_in_generate=True`` returns
 the sequences with each row's rounds and accepted block sizes.
 """
@@ -32,6 +34,7 @@ the sequences with each row's rounds and accepted block sizes.
 from __future__ import annotations
 
 import json
+import numbers
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -239,6 +242,20 @@ def accepted_runs(logits: torch.Tensor, best: torch.Tensor, props: torch.Tensor,
     return ok.long().cumprod(dim=1).sum(dim=1)
 
 
+def check_options(k, top_n, trained_k: int) -> None:
+    """``k`` and ``top_n`` refused in one sentence unless whole numbers in range: ``int(2.5)`` would silently
+    decode at k = 2, and top_n = 1.5 would act as top-2."""
+    def whole(x) -> bool:
+        return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
+    if k is not None and not (whole(k) and 1 <= k <= trained_k):
+        raise ValueError(f"k={k!r}: the exported heads propose up to k={trained_k}; choose a whole number k between "
+                         "1 and that.")
+    if top_n is not None and not (whole(top_n) and top_n >= 1):
+        raise ValueError(f"top_n={top_n!r}: give a whole number n >= 2 for top-n acceptance, or None (or 1) for "
+                         "exact acceptance.")
+
+
 def output_limit(input_ids: torch.Tensor, max_new_tokens, max_length, config_new, config_max) -> int:
     if max_new_tokens is not None:
         return int(max_new_tokens)
@@ -276,9 +293,8 @@ def generate(model, input_ids: torch.Tensor | None = None, attention_mask: torch
                                         max_new_tokens=max_new_tokens, max_length=max_length,
                                         generation_config=generation_config, **plain)
     heads = load_heads(model, heads_dir)
+    check_options(k, top_n, heads.k)
     k = heads.k if k is None else int(k)
-    if not 1 <= k <= heads.k:
-        raise ValueError(f"k={k}: the exported heads propose up to k={heads.k}; choose k between 1 and that.")
     start, eos, pad = config.decoder_start_token_id, config.eos_token_id, config.pad_token_id
     eos = eos[0] if isinstance(eos, list) else eos
     limit = output_limit(input_ids, max_new_tokens, max_length, config.max_new_tokens, config.max_length)

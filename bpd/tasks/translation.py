@@ -242,7 +242,7 @@ class TranslationTask(Task):
                    / max(1, sum(outs[s.name].iterations)))
         o, tok = outs[best.name], self.tokenizer
         rows = []
-        for i in range(min(20, len(pairs))):
+        for i in range(min(20, len(o.tokens))):  # decode.n_examples may stop short of the split
             pieces, pos, marked = [tok.id_to_piece(t) for t in o.tokens[i]], 0, []
             for b in o.block_sizes[i]:
                 marked.append("".join(pieces[pos : pos + b]).replace("\u2581", " ").strip())

@@ -169,10 +169,8 @@ def blockwise_decode(
     """
     k = model.k if k is None else int(k)
     if not 1 <= k <= model.k:
-        raise ValueError(
-            f"decode-time k must be between 1 and the model's trained k={model.k} (got {k}); "
-            "train more heads or lower k."
-        )
+        fix = "use k >= 1" if k < 1 else f"lower k to at most {model.k}, or train more heads"
+        raise ValueError(f"decode-time k must be between 1 and the model's trained k={model.k} (got {k}); {fix}.")
     criterion = checked_criterion(criterion)
     floor = block_floor(criterion, k, min_block_size)
     if checked_engine(engine) != "eager":
