@@ -21,12 +21,14 @@ from analysis.load import MT_ROWS, SR_SETTINGS  # noqa: E402
 from bpd.config.methods import DECODE_METHODS, Role, methods_of  # noqa: E402
 
 MARKERS = {"regular": "o", "distillation": "s", "approximate": "s", "finetune": "^", "both": "D",
-           "finetune_gentle": "v", "both_gentle": "d"}
+           "finetune_gentle": "v", "both_gentle": "d", "finetune_anchored": "<", "both_anchored": ">"}
 COLORS = {"regular": "tab:blue", "distillation": "tab:orange", "approximate": "tab:orange", "finetune": "tab:green",
-          "both": "tab:red", "finetune_gentle": "tab:olive", "both_gentle": "tab:purple"}
+          "both": "tab:red", "finetune_gentle": "tab:olive", "both_gentle": "tab:purple",
+          "finetune_anchored": "tab:cyan", "both_anchored": "tab:brown"}
 LABELS = {"regular": "Regular", "distillation": "Distillation", "approximate": "Approximate (eps 2)",
           "finetune": "Fine tuning", "both": "Both", "finetune_gentle": "Fine tuning, gentle",
-          "both_gentle": "Both, gentle"}
+          "both_gentle": "Both, gentle", "finetune_anchored": "Fine tuning, p_1 anchored",
+          "both_anchored": "Both, p_1 anchored"}
 TASK_TITLES = {"translation": "Translation (MT)", "image": "Super-resolution (SR)"}
 
 

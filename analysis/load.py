@@ -25,9 +25,9 @@ SHIPPED_DIR = REPO_ROOT / "checkpoints"  # the shipped base models and their man
 STUDIES_DIR = "studies"
 
 MT_SETTINGS = ("regular", "distillation", "finetune", "both")
-#: Our labelled recipes beside the paper's columns (conf/setting/*_gentle.yaml): shown as their own rows with no
-#: paper value, never merged into the paper's fine-tuning columns whose recipe they are not.
-MT_VARIANTS = ("finetune_gentle", "both_gentle")
+#: Our labelled recipes beside the paper's columns (conf/setting/*_gentle.yaml, *_anchored.yaml): shown as their own
+#: rows with no paper value, never merged into the paper's fine-tuning columns whose recipe they are not.
+MT_VARIANTS = ("finetune_gentle", "both_gentle", "finetune_anchored", "both_anchored")
 MT_ROWS = MT_SETTINGS + MT_VARIANTS  # Table 1's rows: the paper's columns, then our labelled recipes
 SR_SETTINGS = ("regular", "approximate", "finetune", "both")
 #: The epsilon of the paper's "approximate" (distance) acceptance for images.

@@ -224,6 +224,7 @@ def row_provenance(about: Provenance, d: DecodeConfig, task: Task, model_path: P
         "heads_targets": ex["heads_targets"],
         "heads_loss": ex["heads_loss"],  # mean over the heads or one sampled head per batch
         "heads_p1_weight": ex["heads_p1_weight"],  # p_1's loss weight while fine-tuning (1: as any head)
+        "heads_p1_distill": ex.get("heads_p1_distill", 0.0),  # p_1 held near the base's own (0: off)
         "distilled": ex["distilled"],
         "setting": ex["setting"],
         "batch_size": d.batch_size,

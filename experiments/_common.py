@@ -124,6 +124,7 @@ def provenance(cfg: ExperimentConfig, draft_path: Path | None = None) -> Provena
         "heads_targets": cfg.heads.targets,
         "heads_loss": cfg.heads.loss,
         "heads_p1_weight": cfg.heads.p1_weight,
+        "heads_p1_distill": cfg.heads.p1_distill,
         "distilled": cfg.base_targets == "distilled",
         "setting": cfg.setting,
         "seed": cfg.seed,

@@ -150,6 +150,12 @@ def test_settings_override_the_experiment():
         cfg, _ = composed(["experiment=table1_small", f"setting={name}"])
         assert (cfg.setting, cfg.heads.p1_weight, cfg.heads_train_config.base_lr_scale) == (name, p1, scale)
     assert composed(["experiment=table1_small", "setting=both_gentle"])[0].base_targets == "distilled"
+    # The anchored recipe is the paper's rate and loss plus p_1's KL from the base; every other setting leaves it off.
+    for name, targets in (("finetune_anchored", "gold"), ("both_anchored", "distilled")):
+        anchored = composed(["experiment=table1_debian", f"setting={name}"])[0]
+        assert (anchored.heads.p1_weight, anchored.heads_train_config.base_lr_scale, anchored.heads.p1_distill,
+                anchored.base_targets, anchored.heads.targets) == (1.0, 1.0, 10.0, targets, targets)
+    assert composed(["experiment=table1_debian", "setting=finetune"])[0].heads.p1_distill == 0.0
 
 
 def test_table2_photos_fine_tuning_is_the_command_of_its_rows():

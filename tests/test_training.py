@@ -600,3 +600,71 @@ def test_soft_targets_are_p1_at_the_guessed_position(every_position):
     assert h.grad is not None and torch.isfinite(h.grad).all()
     with pytest.raises(ValueError, match="identity_p1=true"):
         HeadsConfig(k=3, identity_p1=False, soft_targets=True).validate()
+
+
+@pytest.mark.parametrize("every_position", [False, True])
+def test_p1_distill_adds_the_kl_from_the_base_to_p1_alone(every_position):
+    """heads.p1_distill: p_1's loss gains the weighted KL(base's p_1 || p_1) over the non-padding targets, the
+    proposal slots' losses are untouched, no gradient reaches the base's distributions, and a model anchored to
+    itself has nothing added."""
+    import torch.nn.functional as F
+
+    from bpd.training.losses import p1_anchor
+
+    base, model = fresh_model(k=3, identity_p1=True).eval(), fresh_model(k=3, seed=1, identity_p1=True).eval()
+    src = torch.tensor([[5, 6, 7, 8], [7, 9, 3, 4], [4, 5, 6, 7]])
+    tgt_out = torch.tensor([[5, 6, 7, 8, 2, 0], [7, 9, 2, 0, 0, 0], [4, 5, 6, 7, 9, 2]])
+    tgt_in = torch.cat([torch.ones(3, 1, dtype=torch.long), tgt_out[:, :-1]], dim=1)
+    h, _ = model.teacher_forced(src, tgt_in)
+    anchor = p1_anchor(base, src, tgt_in, tgt_out, weight=0.5)
+    assert not anchor.log_probs.requires_grad
+    hard = head_losses(model, h, tgt_out, [0, 1, 2], every_position=every_position)
+    held = head_losses(model, h, tgt_out, [0, 1, 2], every_position=every_position, anchor=anchor)
+
+    keep = tgt_out != model.pad_id
+    p_base = F.softmax(base.heads.base_logits(base.teacher_forced(src, tgt_in)[0]), dim=-1)[keep]
+    logp = F.log_softmax(model.heads.base_logits(h), dim=-1)[keep]
+    kl = (p_base * (p_base.log() - logp)).sum(-1).mean()
+    torch.testing.assert_close(held[0], hard[0] + 0.5 * kl)
+    assert float(kl.detach()) > 0.01  # two different models: the term is there to be measured
+    for i in (1, 2):
+        torch.testing.assert_close(held[i], hard[i])
+    itself = p1_anchor(model, src, tgt_in, tgt_out, weight=3.0)
+    torch.testing.assert_close(head_losses(model, h, tgt_out, [0, 1, 2], anchor=itself)[0], hard[0])
+
+
+def test_p1_distill_holds_a_finetuned_p1_near_the_base_and_resumes_to_the_same_model(tmp_path):
+    """Fine-tuned with the base at the heads' rate, p_1 drifts less from the base's own distributions with
+    heads.p1_distill than without; off (the default) nothing is copied and the cache key is unchanged; and an
+    interrupted anchored run resumed from its checkpoint is the uninterrupted one (the anchor is the base the
+    stage started from, not the resumed weights)."""
+    import torch.nn.functional as F
+
+    from bpd.config.common import keyed
+
+    src, tgt_in, tgt_out = next(toy_batches(seed=9)(0))
+
+    def drift(p1_distill: float, path: Path, max_steps: int = 12, model=None):
+        model = model if model is not None else fresh_model(k=3, identity_p1=True)
+        base = fresh_model(k=3, identity_p1=True).eval()
+        cfg = TrainConfig(lr=1e-2, warmup_steps=1, max_steps=max_steps, ckpt_every=4, max_minutes=None)
+        heads = HeadsConfig(k=3, training="finetune", p1_distill=p1_distill)
+        train(model, toy_batches(), cfg, quiet(path), heads=heads)
+        with torch.no_grad():
+            p = F.log_softmax(model.eval().heads.base_logits(model.teacher_forced(src, tgt_in)[0]), -1)
+            q = F.log_softmax(base.heads.base_logits(base.teacher_forced(src, tgt_in)[0]), -1)
+        return float(F.kl_div(p, q, log_target=True, reduction="batchmean")), model
+
+    free, _ = drift(0.0, tmp_path / "free.pt")
+    held, whole = drift(20.0, tmp_path / "held.pt")
+    assert held < 0.5 * free, (held, free)
+    assert "p1_distill" not in keyed(HeadsConfig(k=3, training="finetune"))
+
+    drift(20.0, tmp_path / "cut.pt", max_steps=6)  # stops at step 6; its resume state is at step 6
+    state = load_checkpoint(tmp_path / "cut.state.pt")
+    assert state["step"] == 6
+    _, resumed = drift(20.0, tmp_path / "cut.pt")
+    for (n, p), q in zip(whole.state_dict().items(), resumed.state_dict().values()):
+        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6, msg=f"{n} differs after resume")
+    with pytest.raises(ValueError, match="p1_distill"):
+        HeadsConfig(k=3, training="frozen", p1_distill=1.0).validate()

@@ -70,10 +70,13 @@ class DebianOptions:
 
 @dataclass
 class PhotosOptions:
-    """The Debian photo corpus: where its packages come from (neither changes the corpus)."""
+    """The Debian photo corpus: where its packages come from (neither changes the corpus), and its flatness filter."""
 
     deb_dir: str | None = None  # a folder of .deb files to build from instead of downloading (offline, repeatable)
     fetch: str = "auto"  # as task.corpora.debian.fetch
+    # A patch is flat (dropped) when no channel varies by 2 levels, instead of its R, G and B values pooled (which a
+    # uniform coloured patch passes): another corpus, in its own folder (corpora.photos.build.PhotoOptions).
+    flat_per_channel: bool = False
 
     NOT_KEYED = ("deb_dir", "fetch")
 

@@ -90,6 +90,10 @@ class HeadsConfig:
     # not only the target token there: self-distillation with soft targets (Medusa-2). With self targets the
     # argmax of that distribution is the target token; the rest says how close the other tokens came.
     soft_targets: bool = False
+    # Fine-tuning: p_1's loss adds this many times its KL divergence from the base model's own p_1 (a frozen copy
+    # taken before the first step, teacher forced on the same targets), so the shared decoder moves where the
+    # proposal slots gain and p_1's outputs stay put. 0: p_1 learns the targets alone (the paper's recipe).
+    p1_distill: float = 0.0
 
     #: What is logged, not trained: left out of cache keys.
     NOT_KEYED = ("eval_vs_self",)
@@ -116,6 +120,10 @@ class HeadsConfig:
         check(self.targets in TARGETS, f"unknown heads.targets {self.targets!r}; use gold, distilled or self.")
         check(self.proposal_vocab is None or self.proposal_vocab >= 1,
                f"heads.proposal_vocab={self.proposal_vocab}: use a positive number of tokens, or null.")
+        check(self.p1_distill >= 0, f"heads.p1_distill must be >= 0 (got {self.p1_distill}); 0 is off.")
+        check(self.p1_distill == 0 or (self.training == "finetune" and self.identity_p1),
+               "heads.p1_distill keeps a fine-tuned p_1 near the base model's own: it needs heads.training=finetune "
+               "and heads.identity_p1=true (or heads.p1_distill=0).")
         check(not self.soft_targets or self.identity_p1,
                "heads.soft_targets=true distils p_1's distributions into the proposal slots, so p_1 must be the base "
                "model's own (heads.identity_p1=true).")

@@ -57,8 +57,8 @@ class PhotosCorpus(ImageCorpus):
 
     def folder(self, cfg: ImageTaskConfig, options: Any, data_cache: Path) -> Path:
         deb_dir = Path(options.deb_dir).expanduser() if options.deb_dir else None
-        return prepare_photos(data_cache, PhotoOptions(lr_size=cfg.lr_size, hr_size=cfg.hr_size), deb_dir=deb_dir,
-                              fetch=options.fetch)
+        opts = PhotoOptions(lr_size=cfg.lr_size, hr_size=cfg.hr_size, flat_per_channel=options.flat_per_channel)
+        return prepare_photos(data_cache, opts, deb_dir=deb_dir, fetch=options.fetch)
 
     def prepare(self, cfg: ImageTaskConfig, options: Any, data_cache: Path) -> Images:
         images = open_photos(self.folder(cfg, options, data_cache))

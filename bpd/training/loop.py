@@ -17,6 +17,7 @@ step), ``evaluation`` (dev rows, the best weights), ``ranks`` (what DDP changes)
 
 from __future__ import annotations
 
+import copy
 import random
 import time
 from collections.abc import Callable, Iterator
@@ -108,6 +109,8 @@ def _prepare(model, cfg: TrainConfig, heads: HeadsConfig | None, seed: int, out:
         smoothing = ordinal_table(model.heads.output.weight.shape[0], *ordinal, cfg.ordinal_sigma,
                                   cfg.label_smoothing).to(place.device)
     model.to(place.device).train()
+    # Copied before a resume loads the run's own weights, so a resumed run is anchored to the same base.
+    anchor = frozen_copy(model) if heads is not None and heads.p1_distill > 0 else None
     ranks = Ranks.of(place.ddp_model)
     groups = configure_params(model, cfg, heads)
     opt = torch.optim.Adam(groups, lr=cfg.lr, betas=tuple(cfg.betas), eps=1e-9, weight_decay=cfg.weight_decay)
@@ -127,7 +130,17 @@ def _prepare(model, cfg: TrainConfig, heads: HeadsConfig | None, seed: int, out:
         slots=trained_heads(model, heads),
         dev=dev,
         smoothing=smoothing,
+        anchor_model=anchor,
     )
+
+
+def frozen_copy(model) -> torch.nn.Module:
+    """``model`` as it is now, in eval mode (no dropout: the same target distributions every step) and without
+    gradients: the base a fine-tuned p_1 is held near (``heads.p1_distill``)."""
+    anchor = copy.deepcopy(model).eval()
+    for p in anchor.parameters():
+        p.requires_grad_(False)
+    return anchor
 
 
 def train(

@@ -8,6 +8,7 @@ materialises one head's logits); the mean over all heads is the natural, lower-v
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -92,12 +93,42 @@ def head_losses(
     every_position: bool = False,
     source=None,
     soft: bool = False,
+    anchor: Anchor | None = None,
 ) -> dict[int, torch.Tensor]:
     """Cross-entropy of each requested head (index 0 = p_1) from decoder states ``h`` (B, T, d): the mean over
     its non-padding targets (among ``heads.loss_ids`` for a proposal slot, when set; against p_1's
-    distribution there with ``soft``)."""
-    return {i: slot_loss(logits, tgt, label_smoothing)
-            for i, logits, tgt in slot_scores(model, h, tgt_out, heads, every_position, source, soft)}
+    distribution there with ``soft``). ``anchor``: p_1's loss also counts its weighted KL divergence from the
+    anchor's distributions (``p1_anchor``)."""
+    out = {}
+    for i, logits, tgt in slot_scores(model, h, tgt_out, heads, every_position, source, soft):
+        out[i] = slot_loss(logits, tgt, label_smoothing)
+        if i == 0 and anchor is not None:
+            out[i] = out[i] + anchor.weight * anchor_kl(anchor.log_probs, logits)
+    return out
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """The frozen base model's p_1 log-probabilities (N, V) at a batch's non-padding targets, in ``slot_scores``'
+    order for p_1, and the weight of p_1's KL divergence from them (``heads.p1_distill``)."""
+
+    log_probs: torch.Tensor
+    weight: float
+
+
+def p1_anchor(base, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor, weight: float) -> Anchor:
+    """``base``'s p_1 log-probabilities at the non-padding targets of ``tgt_out`` (teacher forced on ``tgt_in``),
+    without gradient: the distributions a fine-tuned p_1 is held near."""
+    with torch.no_grad():
+        h, _ = base.teacher_forced(src, tgt_in)
+        keep = (tgt_out != base.pad_id).flatten()
+        return Anchor(F.log_softmax(base.heads.base_logits(h.flatten(0, 1)[keep]).float(), dim=-1), weight)
+
+
+def anchor_kl(anchor: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+    """Mean KL(anchor || softmax(logits)) over the rows: zero where p_1 still predicts as the base did."""
+    kl = F.kl_div(F.log_softmax(logits.float(), dim=-1), anchor, log_target=True, reduction="sum")
+    return kl / max(1, len(anchor))
 
 
 def slot_loss(logits: torch.Tensor, tgt: torch.Tensor, label_smoothing: Smoothing = 0.0) -> torch.Tensor:
@@ -166,7 +197,7 @@ class LossModule(torch.nn.Module):
 
     def forward(
         self, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor, heads: list[int],
-        label_smoothing: Smoothing, soft: bool = False,
+        label_smoothing: Smoothing, soft: bool = False, anchor: Anchor | None = None,
     ) -> dict[int, torch.Tensor]:
         h, source = self.model.teacher_forced(src, tgt_in)
-        return head_losses(self.model, h, tgt_out, heads, label_smoothing, source=source, soft=soft)
+        return head_losses(self.model, h, tgt_out, heads, label_smoothing, source=source, soft=soft, anchor=anchor)

@@ -41,6 +41,9 @@ class Run:
     slots: list[int]
     dev: DevEvaluation
     smoothing: Smoothing = 0.0  # what the losses smooth hard targets with (``bpd.training.losses.slot_loss``)
+    # heads.p1_distill: a frozen copy of the model as the stage got it (the base), whose p_1 a fine-tuned p_1 is
+    # held near; None when off.
+    anchor_model: Any = None
 
     @property
     def stage(self) -> str:
@@ -67,6 +70,10 @@ class Run:
     @property
     def p1_weight(self) -> float:
         return 1.0 if self.heads is None else self.heads.p1_weight
+
+    @property
+    def p1_distill(self) -> float:
+        return 0.0 if self.heads is None else self.heads.p1_distill
 
     @property
     def budget_s(self) -> float | None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 
 from bpd.config import TrainConfig
-from bpd.training.losses import combine
+from bpd.training.losses import combine, p1_anchor
 from bpd.training.noise import noisy_inputs
 from bpd.training.run import Run
 
@@ -42,7 +42,10 @@ def _backward(
     tgt_in = noisy_inputs(tgt_in, cfg.input_noise, model.pad_id)
     with run.ranks.accumulating(last):
         with torch.autocast(device_type=torch.device(run.device).type, dtype=torch.bfloat16, enabled=cfg.bf16):
-            losses = run.loss_module(src, tgt_in, tgt_out, chosen, run.smoothing, run.soft_targets)
+            # p_1 alone is anchored: a step that samples a proposal slot has no p_1 loss to add it to.
+            anchor = None if run.anchor_model is None or 0 not in chosen else \
+                p1_anchor(run.anchor_model, src, tgt_in, tgt_out, run.p1_distill)
+            losses = run.loss_module(src, tgt_in, tgt_out, chosen, run.smoothing, run.soft_targets, anchor)
             w = int((tgt_out != model.pad_id).sum()) / max(1, n_tok)
             loss = combine(losses, run.p1_weight) * (w * world)
         loss.backward()

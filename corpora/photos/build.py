@@ -64,11 +64,18 @@ class PhotoOptions:
     dev_frac: float = 0.05
     test_frac: float = 0.1
     min_std: float = 2.0  # patches whose intensities vary less (sky, flat backgrounds) are dropped
+    # How a patch's variation is measured: false, over its R, G and B values pooled, so a uniform coloured patch
+    # (a clear blue sky: three different constants) passes; true, in each channel, the patch flat when no channel
+    # varies by min_std. Off in the key only when false: the corpora built before it keep their folder.
+    flat_per_channel: bool = False
     duplicate_distance: float = 6.0  # mean |difference| of two 16x16 grey thumbnails that marks one photograph
     seed: int = 0
 
     def key(self) -> str:
-        blob = json.dumps({**asdict(self), "format": FORMAT_VERSION}, sort_keys=True)
+        fields = asdict(self)
+        if not self.flat_per_channel:
+            del fields["flat_per_channel"]
+        blob = json.dumps({**fields, "format": FORMAT_VERSION}, sort_keys=True)
         return hashlib.sha1(blob.encode()).hexdigest()[:10]
 
     def validate(self) -> None:
@@ -182,8 +189,16 @@ def photo_patches(img: np.ndarray, opts: PhotoOptions, stride: int) -> tuple[np.
     if not parts:
         return np.empty((0, opts.hr_size, opts.hr_size, 3), dtype=np.uint8), 0
     hr = np.concatenate(parts)
-    keep = hr.reshape(len(hr), -1).std(axis=1) >= opts.min_std
+    keep = variation(hr, opts.flat_per_channel) >= opts.min_std
     return hr[keep], int((~keep).sum())
+
+
+def variation(hr: np.ndarray, per_channel: bool) -> np.ndarray:
+    """(N,) how much each of the patches ``hr`` (N, H, W, 3) varies: the standard deviation of all its values, or
+    with ``per_channel`` the largest of its channels' own standard deviations."""
+    if per_channel:
+        return hr.reshape(len(hr), -1, hr.shape[-1]).std(axis=1).max(axis=1)
+    return hr.reshape(len(hr), -1).std(axis=1)
 
 
 def face_images(faces: list[Photo], hr_size: int, lr_size: int) -> tuple[np.ndarray, np.ndarray]:

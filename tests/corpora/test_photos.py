@@ -161,6 +161,33 @@ def test_patches_are_cut_on_a_centred_grid_and_never_enlarged():
     assert len(hr) == 0 and dropped == 4  # the 128 side is above the photo's: not enlarged
 
 
+def test_flatness_per_channel_drops_a_uniform_coloured_patch_and_keys_its_own_corpus(tmp_path, monkeypatch):
+    """task.corpora.photos.flat_per_channel: a clear blue sky (three different constants) passes the pooled filter
+    and not the per-channel one; a patch that varies in one channel passes both; off, the corpus keeps the key it
+    had before the option existed, on, it gets its own; and the task hands the option to the builder."""
+    sky = np.empty((64, 64, 3), dtype=np.uint8)
+    sky[...] = (90, 150, 230)
+    textured = sky.copy()
+    textured[..., 2] = np.random.default_rng(0).integers(200, 256, (64, 64))
+    pooled, per_channel = PhotoOptions(short_sides=(64,)), PhotoOptions(short_sides=(64,), flat_per_channel=True)
+    for img, kept_pooled, kept_per_channel in ((sky, 4, 0), (textured, 4, 4)):
+        assert len(photo_patches(img, pooled, stride=32)[0]) == kept_pooled
+        assert len(photo_patches(img, per_channel, stride=32)[0]) == kept_per_channel
+    blob = json.dumps({**dataclasses.asdict(pooled), "format": build_mod.FORMAT_VERSION}, sort_keys=True)
+    old = {k: v for k, v in json.loads(blob).items() if k != "flat_per_channel"}
+    import hashlib
+
+    assert pooled.key() == hashlib.sha1(json.dumps(old, sort_keys=True).encode()).hexdigest()[:10]
+    assert per_channel.key() != pooled.key()
+
+    from bpd.tasks import image as image_mod
+
+    built = []
+    monkeypatch.setattr(image_mod, "prepare_photos", lambda cache, opts, **kw: built.append(opts) or tmp_path)
+    image_mod.PhotosCorpus().folder(ImageTaskConfig(source="photos"), PhotosOptions(flat_per_channel=True), tmp_path)
+    assert built[0].flat_per_channel
+
+
 def test_near_duplicates_are_grouped_transitively():
     t = np.array([[0.0] * 4, [5.0] * 4, [9.0] * 4, [100.0] * 4], dtype=np.float32)
     assert duplicate_groups(t, 6.0) == [0, 0, 0, 3]
