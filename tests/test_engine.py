@@ -368,3 +368,21 @@ def test_image_models_decode_on_the_static_path_unpadded():
     eager = blockwise_decode(model, src, k=3, criterion=crit, max_len=n)
     static = blockwise_decode(model, src, k=3, criterion=crit, max_len=n, engine="static")
     assert static.tokens == eager.tokens and static.block_sizes == eager.block_sizes
+
+
+@pytest.mark.slow
+def test_image_models_decode_on_the_compiled_path():
+    """make demo-sr's path: an image model (fixed-length source, slots that read ahead) through compiled packages
+    gives the static path's pixels and blocks under the distance criterion."""
+    from test_superres import ahead_model
+
+    from bpd.decoding.criteria import Distance
+
+    model = ahead_model(seed=3).float()
+    src = torch.randint(0, 256, (2, 12), generator=torch.Generator().manual_seed(4))
+    want = greedy_decode(model, src, 48, engine="static").tokens
+    assert greedy_decode(model, src, 48, engine="compiled").tokens == want
+    crit = Distance(eps=2.0, offset=0)
+    static = blockwise_decode(model, src, k=3, criterion=crit, max_len=48, engine="static")
+    compiled = blockwise_decode(model, src, k=3, criterion=crit, max_len=48, engine="compiled")
+    assert compiled.tokens == static.tokens and compiled.block_sizes == static.block_sizes
