@@ -151,7 +151,7 @@ reproduce-sr: setup
 	$(RUN) -m experiment=table2 task.data_dir=$(DATA_DIR) setting=regular,finetune
 
 figures: setup
-	$(PY) analysis/make_report.py --wandb
+	$(PY) analysis/make_report.py --wandb $(if $(ACCEPT_DAMAGED),--accept-damaged)
 
 reproduce: reproduce-mt-small reproduce-sr-small figures
 
