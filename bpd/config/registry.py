@@ -134,11 +134,12 @@ def _load_plugin(plugin: str) -> None:
     except Exception as e:  # whatever the plugin's own code raises while it declares
         raise PluginError(f"the plugin {plugin} ({PLUGINS}) failed while it was imported ({type(e).__name__}: {e}); "
                           f"{fix}.") from None
-    where = Path(getattr(module, "__file__", None) or "")
-    if is_path and path.resolve() not in (where.resolve(), where.resolve().parent):
+    file = getattr(module, "__file__", None)
+    found = {Path(f).resolve() for f in [*getattr(module, "__path__", []), *([file] if file else [])]}
+    if is_path and path.resolve() not in found | {f.parent for f in found}:
         # An import by the file's stem finds any module of that name first (``typing.py`` is the standard library's).
-        raise PluginError(f"the plugin {plugin} ({PLUGINS}) is named {name!r} like the module {where}, imported "
-                          "instead; rename its file or folder.")
+        raise PluginError(f"the plugin {plugin} ({PLUGINS}) is named {name!r} like the module {file or name}, "
+                          "imported instead; rename its file or folder.")
     if not torch_before and "torch" in sys.modules:
         raise PluginError(f"the plugin {name} imports torch where it declares; configs and the report read "
                           "declarations without torch: keep torch in the modules its entries name (module=).")
