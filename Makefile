@@ -159,7 +159,7 @@ reproduce-sr: setup
 # rows of the W&B evaluation runs there instead.
 WANDB_RUNS ?=
 figures: setup
-	$(PY) analysis/make_report.py --wandb $(if $(RECORD),,--out $(RESULTS)/figures --report $(RESULTS)/REPORT.md) \
+	$(PY) analysis/make_report.py --wandb $(if $(ACCEPT_DAMAGED),--accept-damaged) $(if $(RECORD),,--out $(RESULTS)/figures --report $(RESULTS)/REPORT.md) \
 	    $(if $(WANDB_RUNS),--wandb-runs $(WANDB_RUNS),)
 	$(if $(RECORD),$(PY) analysis/readme_table.py,)
 	$(if $(RECORD),$(PY) analysis/results_index.py,)

@@ -1,8 +1,8 @@
 """Reading result rows and the paper's reference numbers into tidy DataFrames.
 
-Rows are appended by several processes over days, so the reader must tolerate a line cut by a crash,
-columns a row's writer did not record (committed rows span many versions of it), and the same configuration
-decoded more than once (the latest run is the one the code now produces, so it wins).
+Rows are appended by several processes over days, so the reader names a line cut by a crash (refused unless
+the caller accepts leaving it out), tolerates columns that older code did not write, and keeps the latest run of a
+configuration decoded more than once (it is the one the code now produces).
 """
 
 from __future__ import annotations
@@ -71,28 +71,52 @@ def _mark_arch(df: pd.DataFrame, rows: pd.Series, suffix: str | pd.Series) -> No
     df.loc[rows, "heads_arch"] = df.loc[rows, "heads_arch"].fillna("?").astype(str) + suffix
 
 
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
+class DamagedRows(ValueError):
+    """A rows file with lines that do not parse as rows, read without ``accept_damaged``."""
+
+
+def read_jsonl(path: Path, skipped: list[str] | None = None) -> list[dict[str, Any]]:
     """Parse one JSON-lines file line by line.
 
     ``pandas.read_json(lines=True)`` rejects the whole file when one line is malformed (a writer killed
-    mid-line); parsing each line keeps every good row and skips only the broken ones.
+    mid-line); parsing each line keeps every good row. Each line left out (and an unreadable file) is named
+    with why in ``skipped`` (``<file> line <n>: <why>``): the caller decides whether that fails the report.
     """
     rows: list[dict[str, Any]] = []
+    skipped = [] if skipped is None else skipped
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+    except OSError as e:
+        skipped.append(f"{path}: unreadable ({e.strerror or e})")
         return rows
-    for line in text.splitlines():
+    for lineno, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         if not line:
             continue
         try:
             obj = json.loads(line)
-        except json.JSONDecodeError:
+        except json.JSONDecodeError as e:
+            skipped.append(f"{path} line {lineno}: not JSON ({e.msg}, column {e.colno})")
             continue
         if isinstance(obj, dict):
             rows.append(obj)
+        else:
+            skipped.append(f"{path} line {lineno}: not a row (a JSON {type(obj).__name__})")
     return rows
+
+
+def refuse_damaged(skipped: list[str], accept_damaged: bool, log=print) -> None:
+    """Rows files must parse whole: a damaged line (a run killed mid-write, a bad merge) would change a cell of
+    the report without a word. Refused in one sentence naming the first line and the fix; ``accept_damaged``
+    builds the report without them, naming each one."""
+    if not skipped:
+        return
+    if not accept_damaged:
+        more = f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else ""
+        raise DamagedRows(f"{skipped[0]}{more}; mend or delete the damaged line, or accept leaving it out "
+                          "(make figures ACCEPT_DAMAGED=1, or --accept-damaged).")
+    for s in skipped:
+        log(f"skipped {s}")
 
 
 #: Result folders whose rows are not decoding rows (data-path and training-step measurements).
@@ -202,8 +226,9 @@ def dedupe_latest(df: pd.DataFrame) -> pd.DataFrame:
     return df.loc[order.index[keep.to_numpy()]].sort_index()
 
 
-def load_rows(results_dir: Path) -> pd.DataFrame:
-    """All result rows under ``results_dir``, with derived columns, deduplicated.
+def load_rows(results_dir: Path, accept_damaged: bool = False) -> pd.DataFrame:
+    """All result rows under ``results_dir``, with derived columns, deduplicated; a line that does not parse is
+    refused (``DamagedRows``), or with ``accept_damaged`` left out and named (``df.attrs["skipped"]``).
 
     Added columns: ``table_setting`` (the paper's column), ``is_bench`` (benchmark rows, kept out of the
     paper's tables), ``is_study`` (rows under ``results/studies/``, never a sweep's own folder),
@@ -211,16 +236,20 @@ def load_rows(results_dir: Path) -> pd.DataFrame:
     """
     records: list[dict[str, Any]] = []
     results_dir = Path(results_dir)
+    skipped: list[str] = []
     for path in result_files(results_dir):
         bench = _is_bench_file(path)
         study = _is_study_file(path, results_dir)
-        for r in read_jsonl(path):
+        for r in read_jsonl(path, skipped):
             r = dict(r)
             r["source_file"] = str(path)
             r["is_bench"] = bool(bench or not _is_missing(r.get("t1_ms")))
             r["is_study"] = study
             records.append(r)
-    return rows_frame(records)
+    refuse_damaged(skipped, accept_damaged)
+    df = rows_frame(records)
+    df.attrs["skipped"] = skipped
+    return df
 
 
 def rows_frame(records: list[dict[str, Any]]) -> pd.DataFrame:

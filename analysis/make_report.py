@@ -33,6 +33,7 @@ from analysis.load import (  # noqa: E402
     PUBLISHED_CSV,
     REPO_ROOT,
     SHIPPED_DIR,
+    DamagedRows,
     _is_missing,
     load_learning_curves,
     load_paper,
@@ -302,17 +303,20 @@ paper, or no row of ours yet).
 
 def build_report(results_dir: Path, out_dir: Path, report_path: Path, paper_csv: Path = PAPER_CSV,
                  prefer_mt: tuple[str, ...] = PREFER_MT, prefer_sr: tuple[str, ...] = PREFER_SR,
-                 shipped_dir: Path = SHIPPED_DIR, wandb_runs: Path | None = None) -> Report:
+                 shipped_dir: Path = SHIPPED_DIR, wandb_runs: Path | None = None, accept_damaged: bool = False
+                 ) -> Report:
     """Read the rows (those of the W&B runs under ``wandb_runs`` instead, where given), build every table and
-    figure, and write the markdown report."""
+    figure, and write the markdown report. A rows line that does not parse is refused (``DamagedRows``) unless
+    ``accept_damaged``: then it is left out and named, here and in the report."""
     results_dir, out_dir, report_path = Path(results_dir), Path(out_dir), Path(report_path)
     if wandb_runs is not None:
         from analysis.wandb_runs import offline_runs, run_records
 
-        loaded = rows_frame(run_records(offline_runs(wandb_runs)))
+        every = rows_frame(run_records(offline_runs(wandb_runs)))
     else:
-        loaded = load_rows(results_dir)
-    rows, peer_rows = peers.split_rows(loaded)
+        every = load_rows(results_dir, accept_damaged)
+    skipped = every.attrs.get("skipped", [])
+    rows, peer_rows = peers.split_rows(every)
     paper = load_paper(paper_csv)
     tables = build_all(rows, paper, prefer_mt, prefer_sr)
     tables["peers"] = peers.peers_table(peer_rows)
@@ -384,6 +388,9 @@ def build_report(results_dir: Path, out_dir: Path, report_path: Path, paper_csv:
         f"Generated {time.strftime('%Y-%m-%d %H:%M:%S')} by `python analysis/make_report.py` from {len(rows)} "
         f"rows (latest run of each configuration) in {where}."
     )
+    if skipped:
+        lines += ["", f"**Left out ({len(skipped)} damaged line(s), `--accept-damaged`):** "
+                  + "; ".join(f"`{s}`" for s in skipped)]
     lines += ["", "**Contents:** " + " · ".join(
         f"[{tb.title.split(':')[0]}](#{_anchor(tb.title)})" for tb in tables.values() if tb.key != "sr_reference"
     )]
@@ -497,6 +504,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                     help="shipped base models whose manifests' learning curves are drawn (checkpoints/)")
     ap.add_argument("--wandb-runs", type=Path, default=None,
                     help="draw from the evaluation runs' rows in this W&B folder (offline runs) instead of --results")
+    ap.add_argument("--accept-damaged", action="store_true",
+                    help="leave out (and name) rows lines that do not parse instead of failing")
     ap.add_argument("--wandb", action="store_true", help="also log all tables and figures to W&B (offline run)")
     ap.add_argument("--wandb-dir", type=Path, default=REPO_ROOT / "outputs", help="W&B offline directory")
     return ap.parse_args(argv)
@@ -506,11 +515,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     out = args.out if args.out is not None else args.results / "figures"
     report_path = args.report if args.report is not None else args.results / "REPORT.md"
-    report = build_report(
-        args.results, out, report_path, args.paper,
-        tuple(args.mt_experiment) if args.mt_experiment else PREFER_MT,
-        tuple(args.sr_experiment) if args.sr_experiment else PREFER_SR, args.shipped, args.wandb_runs,
-    )
+    try:
+        report = build_report(
+            args.results, out, report_path, args.paper,
+            tuple(args.mt_experiment) if args.mt_experiment else PREFER_MT,
+            tuple(args.sr_experiment) if args.sr_experiment else PREFER_SR, args.shipped, args.wandb_runs,
+            args.accept_damaged,
+        )
+    except DamagedRows as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     n_missing = sum(1 for t in report.tables.values() if t.missing)
     n_figs = sum(len(p) for p in report.figures.values())
     print(f"wrote {report_path} ({report.n_rows} rows, {n_figs} figure files in {out}, "

@@ -8,6 +8,7 @@ command), and point at the output files they were scored from, so every number r
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -161,10 +162,16 @@ def _evaluate(runtime: Runtime, task: Task, loaded: Loaded, d: DecodeConfig, abo
 
     def write(folder: Path) -> tuple[list[dict], Path]:
         out_dir = fresh_folder(folder / "outputs", rid)
-        rows = make_rows(outs, specs, scorer, common, out_dir, task.eos_id)
-        explain_mismatches(model, sources, outs, specs, rows)
-        rows += task.extra_rows(scorer, outs, specs, rows, common, out_dir)
-        append_rows(folder / "rows.jsonl", rows)
+        try:
+            rows = make_rows(outs, specs, scorer, common, out_dir, task.eos_id)
+            explain_mismatches(model, sources, outs, specs, rows)
+            rows += task.extra_rows(scorer, outs, specs, rows, common, out_dir)
+            append_rows(folder / "rows.jsonl", rows)
+        except OSError:
+            # No row points at this run's outputs (append_rows undoes a partial append): an empty or cut
+            # greedy.hyp.txt left behind would look like a finished output.
+            shutil.rmtree(out_dir, ignore_errors=True)
+            raise
         return rows, out_dir
 
     rows, out_dir = save_or_rescue(write, results_dir)

@@ -18,7 +18,6 @@ targets on every machine.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from bpd.integrity import file_digest
 from bpd.runtime import repo_relative, resolve_path
 from bpd.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 
@@ -64,7 +64,7 @@ def install(path: Path, fingerprint: str, shipped_dir: str | Path) -> bool:
             f"has (fingerprint {m['fingerprint']} vs {fingerprint}); run with shipped=false (make ... "
             f"FROM_SCRATCH=1) to train a {what} on your data."
         )
-    payload = load_checkpoint(m["manifest"].with_suffix(".pt"))
+    payload = load_checkpoint(verified(m["manifest"]))
     payload["model"] = _widened(payload["model"])
     payload["shipped"] = repo_relative(m["manifest"].with_suffix(".pt"))
     save_checkpoint(path, payload)
@@ -134,6 +134,7 @@ def export(path: Path, name: str, fingerprint: str, shipped_dir: str | Path, sco
         **scores,
         "parameters": sum(v.numel() for v in payload["model"].values()),
         "bytes": (folder / f"{name}.pt").stat().st_size,
+        "sha256": file_digest(folder / f"{name}.pt"),  # checked before the weights are used (``verified``)
         "model_config": payload["model_config"],
         "train_config": payload["train_config"],
         "trained_by": {k: payload.get("meta", {}).get(k) for k in ("command", "git_sha")},
@@ -148,11 +149,27 @@ def export(path: Path, name: str, fingerprint: str, shipped_dir: str | Path, sco
     return out
 
 
-def load_shipped(manifest: str | Path):
-    """The model of a shipped checkpoint (its manifest or its ``.pt``) as runs install it, in eval mode."""
+def verified(manifest: str | Path) -> Path:
+    """The ``.pt`` of a shipped checkpoint (given its manifest or itself), refused in one sentence unless its size
+    and sha256 are the ones its manifest recorded (a manifest from before digests were recorded: its size alone)."""
+    pt = Path(manifest).with_suffix(".pt")
+    m = json.loads(pt.with_suffix(".json").read_text())
+    if not pt.is_file():
+        raise CheckpointError(f"the shipped checkpoint {pt} is missing; restore it with git checkout.")
+    size = pt.stat().st_size
+    if size != m.get("bytes", size) or ("sha256" in m and file_digest(pt) != m["sha256"]):
+        raise CheckpointError(f"the shipped checkpoint {pt} does not match its manifest's size and sha256 (damaged or "
+                              "replaced); restore it with git checkout, or re-export it.")
+    return pt
+
+
+def load_shipped(manifest: str | Path, check: bool = True):
+    """The model of a shipped checkpoint (its manifest or its ``.pt``) as runs install it, in eval mode; ``check``
+    false skips the manifest's digest (``export``'s golden sample, decoded before the manifest is written)."""
     from bpd.models import model_from_config
 
-    payload = load_checkpoint(Path(manifest).with_suffix(".pt"))
+    pt = Path(manifest).with_suffix(".pt")
+    payload = load_checkpoint(verified(pt) if check else pt)
     model = model_from_config(payload["model_config"])
     model.load_state_dict(_widened(payload["model"]))
     return model.eval()
@@ -166,7 +183,7 @@ def golden_sample(manifest: str | Path, sources: list[list[int]], max_len: int |
     from bpd.data.batches import pad_rows
     from bpd.decoding import blockwise_decode, greedy_decode
 
-    model = load_shipped(manifest)
+    model = load_shipped(manifest, check=False)
     padded = [pad_rows([s], model.pad_id, min_width=1) for s in sources]
     out = {"sources": sources, "max_len": max_len,
            "greedy": [greedy_decode(model, src, max_len=max_len).tokens[0] for src in padded]}
@@ -193,7 +210,7 @@ def export_greedy_targets(manifest: str | Path, outputs: tuple[np.ndarray, np.nd
     if not sample_agrees(load_shipped(manifest), sample):
         raise RuntimeError(f"{out.name}: the shipped weights decode its sample differently than the batched run did.")
     m = json.loads(manifest.read_text())
-    m["greedy_train"] = {"file": out.name, "lines": int(len(index)), "of": len(train), "sha256": _sha256(out),
+    m["greedy_train"] = {"file": out.name, "lines": int(len(index)), "of": len(train), "sha256": file_digest(out),
                          "sample": sample}
     manifest.write_text(json.dumps(m, indent=1) + "\n")
 
@@ -224,10 +241,7 @@ def greedy_targets(base_path: Path, shipped_dir: str | Path, sources: int) -> Pa
     if load_checkpoint(base_path).get("shipped") != repo_relative(m["manifest"].with_suffix(".pt")):
         return None
     out = m["manifest"].with_name(m["greedy_train"]["file"])
-    if _sha256(out) != m["greedy_train"]["sha256"]:
+    if file_digest(out) != m["greedy_train"]["sha256"]:
         raise CheckpointError(f"{out} does not match its manifest's checksum; restore it with git checkout.")
     return out
 
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()

@@ -29,6 +29,7 @@ from bpd.config import (
     keyed,
 )
 from bpd.locks import exclusive
+from bpd.models.checkpoint import DamagedCheckpoint
 from bpd.runtime import Runtime
 from bpd.shipped import install, manifests
 from bpd.targets import base_outputs, distilled_pairs, self_pairs
@@ -100,7 +101,8 @@ def finished(path: Path) -> bool:
     except CheckpointError as e:
         bad = path.with_name(path.name + ".corrupt")
         os.replace(path, bad)
-        print(f"warning: {e} Moved it to {bad.name}; retraining.")
+        why = e.damage if isinstance(e, DamagedCheckpoint) else str(e).split(";")[0]
+        print(f"note: {why}; moved it to {bad.name}, retraining it.")
         return False
 
 

@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 
 from bpd.config import DecodeConfig, DistillConfig
 from bpd.data.batches import pad_rows
-from bpd.data.store import ListPairs, PairStore, write_store
+from bpd.data.store import ListPairs, PairStore, open_intact, write_store
 from bpd.decoding import beam_decode, greedy_decode
 from bpd.locks import exclusive
 from bpd.runtime import Runtime
@@ -55,8 +55,9 @@ def decode_targets(runtime: Runtime, task: Task, model_path: Path, out: Path, se
     """
     out.mkdir(parents=True, exist_ok=True)
     final = out / "targets.store"
-    if (final / "manifest.json").is_file():
-        return PairStore(final)
+    # A damaged store is removed and assembled again from its shards (kept beside it), not decoded again.
+    if (final / "manifest.json").is_file() and (store := open_intact(final)) is not None:
+        return store
     beam, alpha = search.beam, search.alpha
     with exclusive(out / "decode.lock", lambda: (final / "manifest.json").is_file()) as done:  # one job decodes
         if done:

@@ -28,8 +28,17 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
     p for p in (str(Path(__file__).resolve().parent), os.environ.get("PYTHONPATH")) if p
 )
 
-from bpd.config import BenchConfig, ExperimentConfig, ImageTaskConfig, TranslationTaskConfig  # noqa: E402
-from bpd.config.translate import TranslateConfig  # noqa: E402
+try:
+    from bpd.config import BenchConfig, ExperimentConfig, ImageTaskConfig, TranslationTaskConfig
+    from bpd.config.translate import TranslateConfig
+except ValueError as e:
+    # bpd.config imports the plugins (BPD_PLUGINS) as it makes its configs, before any entry point's handler runs:
+    # a plugin that cannot load ends here with its one sentence (PluginError), not a traceback.
+    registry = sys.modules.get("bpd.config.registry")
+    if registry is None or not isinstance(e, registry.PluginError):
+        raise
+    print(f"error: {e}", file=sys.stderr)
+    sys.exit(2)
 
 if TYPE_CHECKING:
     from bpd.evaluate import Provenance

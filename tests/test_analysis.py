@@ -186,9 +186,11 @@ def make_results(root: Path) -> Path:
 def report(tmp_path_factory):
     """Build the synthetic folder and run the CLI once; the tests below read its tables and files."""
     res = make_results(tmp_path_factory.mktemp("analysis"))
-    rc = make_report.main(["--results", str(res), "--out", str(res / "figures"), "--report", str(res / "REPORT.md")])
+    # Its two malformed lines (test_reader_skips_malformed_lines_and_keeps_latest) are accepted and named.
+    rc = make_report.main(["--results", str(res), "--out", str(res / "figures"), "--report", str(res / "REPORT.md"),
+                           "--accept-damaged"])
     assert rc == 0
-    rows = load_rows(res)
+    rows = load_rows(res, accept_damaged=True)
     return res, rows, build_all(rows, load_paper())
 
 
@@ -220,6 +222,7 @@ def test_paper_reference_csv() -> None:
 def test_reader_skips_malformed_lines_and_keeps_latest(report) -> None:
     res, rows, _ = report
     assert len(read_jsonl(res / "table1_small" / "rows.jsonl")) == 15  # 2 malformed lines skipped
+    assert "**Left out (2 damaged line(s), `--accept-damaged`):**" in (res / "REPORT.md").read_text()
     both4 = rows[(rows["experiment"] == "table1_small") & (rows["table_setting"] == "both") & (rows["k"] == 4)
                  & (rows["criterion"] == "exact") & ~rows["is_study"]]
     assert len(both4) == 1 and both4.iloc[0]["mean_block_size"] == 3.0  # newer run, earlier in the file

@@ -17,8 +17,9 @@ BPD = Path(__file__).resolve().parents[1] / "bpd"
 #: Each top-level package or module of bpd/ (``bpd.<unit>``) and its layer; lower rank = lower layer. An import may
 #: point to the same layer or a lower one; two layers of the same rank (decoding, training) stay apart.
 LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
-    # Plain values and helpers that import nothing of bpd: the configs, metrics, machine load, progress bars.
-    "base": (0, ("config", "metrics", "machine_load", "progress")),
+    # Plain values and helpers that import nothing of bpd: the configs, metrics, machine load, progress bars, the
+    # integrity checks and atomic writes every layer's artifacts use.
+    "base": (0, ("config", "metrics", "machine_load", "progress", "integrity")),
     "data": (1, ("data",)),
     "models": (2, ("models",)),
     "decoding": (3, ("decoding",)),

@@ -93,23 +93,56 @@ def plugins() -> tuple[str, ...]:
     return tuple(p.strip() for p in os.environ.get(PLUGINS, "").split(",") if p.strip())
 
 
+class PluginError(ValueError):
+    """A plugin ``BPD_PLUGINS`` names that cannot be loaded: one sentence naming it and the fix."""
+
+
 def load_plugins() -> None:
     """Import every plugin once: a path (``my_ext/``, ``my_ext.py``) as fairseq imports a ``--user-dir``, its
-    folder put on ``sys.path`` (so its implementation modules import by name too); anything else by its name."""
+    folder put on ``sys.path`` (so its implementation modules import by name too); anything else by its name.
+    Whatever goes wrong is a ``PluginError`` naming the plugin and the fix."""
     global _plugins_loaded
     if _plugins_loaded:
         return
     _plugins_loaded = True  # first: a plugin's own import of bpd.config comes back here
     for plugin in plugins():
-        path = Path(plugin)
-        if plugin.endswith(".py") or "/" in plugin or os.sep in plugin or path.is_dir():
-            sys.path.insert(0, str(path.resolve().parent))
-            plugin = path.stem
-        torch_before = "torch" in sys.modules
-        importlib.import_module(plugin)
-        if not torch_before and "torch" in sys.modules:
-            raise ImportError(f"the plugin {plugin} imports torch where it declares; configs and the report read "
-                              "declarations without torch: keep torch in the modules its entries name (module=).")
+        _load_plugin(plugin)
+
+
+def _load_plugin(plugin: str) -> None:
+    path = Path(plugin)
+    is_path = plugin.endswith(".py") or "/" in plugin or os.sep in plugin or path.is_dir()
+    name = path.stem if is_path else plugin
+    fix = f"fix it or remove it from {PLUGINS}"
+    if is_path:
+        if not path.exists():
+            raise PluginError(f"the plugin {plugin} ({PLUGINS}) does not exist; give the path of a module file or a "
+                              f"package folder, or remove it from {PLUGINS}.")
+        sys.path.insert(0, str(path.resolve().parent))
+    torch_before = "torch" in sys.modules
+    try:
+        module = importlib.import_module(name)
+    except SyntaxError as e:
+        raise PluginError(f"the plugin {plugin} ({PLUGINS}) has a syntax error in {e.filename} line {e.lineno} "
+                          f"({e.msg}); {fix}.") from None
+    except ModuleNotFoundError as e:
+        if e.name != name:  # the plugin itself imports what is missing
+            raise PluginError(f"the plugin {plugin} ({PLUGINS}) imports {e.name!r}, which is not installed; install "
+                              f"it, or remove the plugin from {PLUGINS}.") from None
+        raise PluginError(f"the plugin {plugin} ({PLUGINS}) is no importable module; give its import name or the path "
+                          f"of its file or folder, or remove it from {PLUGINS}.") from None
+    except Exception as e:  # whatever the plugin's own code raises while it declares
+        raise PluginError(f"the plugin {plugin} ({PLUGINS}) failed while it was imported ({type(e).__name__}: {e}); "
+                          f"{fix}.") from None
+    file = getattr(module, "__file__", None)
+    found = {Path(f).resolve() for f in [*getattr(module, "__path__", []), *([file] if file else [])]}
+    if is_path and path.resolve() not in found | {f.parent for f in found}:
+        # An import by the file's stem finds any module of that name first (``typing.py`` is the standard library's).
+        raise PluginError(f"the plugin {plugin} ({PLUGINS}) is named {name!r} like the module {file or name}, "
+                          "imported instead; rename its file or folder.")
+    if not torch_before and "torch" in sys.modules:
+        raise PluginError(f"the plugin {name} imports torch where it declares; configs and the report read "
+                          "declarations without torch: keep torch in the modules its entries name (module=).")
 
 
 def implementations(kind: str, package: str, base: type, attr: str, declared: Sequence[str] | None = None

@@ -6,12 +6,16 @@ A store is a folder ``<name>.store/``::
     src.bin, tgt.bin        every line's token ids, concatenated (uint16 when the vocabulary fits, else int32)
     src.idx, tgt.idx        int64 offsets: line i is tokens[idx[i]:idx[i + 1]]
     src.len, tgt.len        int32 lengths (what batching reads: 4 bytes per line, mapped too)
-    manifest.json           format version, dtype, line count, the tokenizer's hash, and what encoding did
-                            (lines kept, cut to max_len, dropped for an empty side, empty sources padded)
+    manifest.json           format version, dtype, line count, the tokenizer's hash, what encoding did
+                            (lines kept, cut to max_len, dropped for an empty side, empty sources padded), and
+                            each file's size and the sha256 of the index files (``files``, ``index_sha256``)
 
 ``build_store`` encodes a pair of text files in chunks (each chunk's arrays written atomically to a partial
 folder, so a killed build resumes at the first missing chunk), concatenates them and renames the folder into
-place: a half-built store is never seen as a store. ``PairStore`` opens one with ``np.memmap``.
+place: a half-built store is never seen as a store. ``PairStore`` opens one with ``np.memmap``, after checking
+it against its manifest (``check_store``: file sizes, the index's ends and the digest of the index files, never
+the token files: opening a large store costs milliseconds); a damaged store is rebuilt where the harness builds
+it (``build_store``, decoded targets) and refused in one sentence naming it elsewhere.
 
 ``ArrayPairs`` gives fixed-length arrays (image tokens) the same interface, so batching and collation do not
 care where pairs come from.
@@ -30,16 +34,26 @@ from typing import Any
 
 import numpy as np
 
+from bpd.integrity import DamagedArtifact, file_digest
 from corpora.layout import count_lines
 
 FORMAT = 2
 CHUNK_LINES = 200_000
+#: The files of a store beside its manifest; the index files are small (12 bytes a line) and digested whole.
+SIDES = ("src", "tgt")
+INDEX_FILES = tuple(f"{side}.{ext}" for side in SIDES for ext in ("idx", "len"))
+
+
+class DamagedStore(DamagedArtifact):
+    """A token store whose files disagree with its manifest (cut, damaged, or another store's)."""
 
 
 class PairStore:
     """(source ids, target ids) pairs of a store folder, memory-mapped (nothing is read until it is used)."""
 
-    def __init__(self, path: str | os.PathLike) -> None:
+    def __init__(self, path: str | os.PathLike, check: bool = True) -> None:
+        """Open the store at ``path``, refused in one sentence if its files disagree with its manifest (``check``
+        false: already checked, ``open_intact``)."""
         self.path = Path(path)
         manifest = self.path / "manifest.json"
         if not manifest.is_file():
@@ -48,6 +62,11 @@ class PairStore:
         if self.manifest.get("format") != FORMAT:
             raise ValueError(f"{self.path} has store format {self.manifest.get('format')}, this code reads {FORMAT}; "
                              "delete it and it is rebuilt.")
+        if check:
+            try:
+                check_store(self.path, self.manifest)
+            except DamagedStore as e:
+                raise DamagedStore(f"{e}; delete it and run the command that built it again to rebuild it.") from None
         self._arrays: dict[str, np.ndarray] | None = None
 
     # A store travels to DataLoader workers as its path; each process maps the files itself.
@@ -97,6 +116,43 @@ class PairStore:
     def target_counts(self, vocab_size: int) -> np.ndarray:
         """How often each token id occurs among the targets (one pass over the mapped array)."""
         return token_counts(self.arrays["tgt"], vocab_size)
+
+
+def check_store(path: Path, manifest: dict[str, Any]) -> None:
+    """Raise ``DamagedStore`` unless the store at ``path`` matches ``manifest``: every file's size (a store from
+    before sizes were recorded: what its line count implies), the index files' sha256 where recorded, and each
+    side's index running from 0 to the end of its token file. The token files are not read (a large corpus is
+    not re-hashed at every run): a cut one is caught by its size."""
+    lines, width = int(manifest["lines"]), np.dtype(manifest["dtype"]).itemsize
+    sizes = manifest.get("files") or {f"{side}.idx": 8 * (lines + 1) for side in SIDES} | \
+        {f"{side}.len": 4 * lines for side in SIDES}
+    for name, size in sizes.items():
+        f = path / name
+        if not f.is_file() or f.stat().st_size != size:
+            got = f"{f.stat().st_size} bytes" if f.is_file() else "missing"
+            raise DamagedStore(f"the token store {path} is damaged: {name} is {got}, its manifest says {size} bytes")
+    for name, digest in (manifest.get("index_sha256") or {}).items():
+        if file_digest(path / name) != digest:
+            raise DamagedStore(f"the token store {path} is damaged: {name} does not match its manifest's sha256")
+    for side in SIDES:
+        idx, tokens = path / f"{side}.idx", path / f"{side}.bin"
+        ends = np.fromfile(idx, dtype=np.int64, count=1), np.fromfile(idx, dtype=np.int64, offset=8 * lines)
+        size = tokens.stat().st_size if tokens.is_file() else -1
+        if ends[0].tolist() != [0] or ends[1].tolist() != [size // width] or size % width:
+            raise DamagedStore(f"the token store {path} is damaged: {side}.idx ends at token {ends[1].tolist()}, "
+                               f"{side}.bin holds {size / width:g}")
+
+
+def open_intact(path: Path, log: Callable[[str], None] = print) -> PairStore | None:
+    """The store at ``path``, or None after removing it (with a one-line note) if it is damaged: for stores the
+    harness builds, which are then built again."""
+    try:
+        check_store(path, json.loads((path / "manifest.json").read_text()))
+    except DamagedStore as e:
+        log(f"note: {e}; rebuilding it.")
+        shutil.rmtree(path, ignore_errors=True)  # ranks that find it damaged together all remove it
+        return None
+    return PairStore(path, check=False)
 
 
 class ArrayPairs:
@@ -277,8 +333,11 @@ def build_store(
     if (path / "manifest.json").is_file():
         old = json.loads((path / "manifest.json").read_text())
         if all(old.get(k) == v for k, v in options.items()):
-            return PairStore(path)
-        shutil.rmtree(path)  # another tokenizer, options or format: rebuilt, never read as this one
+            store = open_intact(path, log)
+            if store is not None:
+                return store
+        else:
+            shutil.rmtree(path)  # another tokenizer, options or format: rebuilt, never read as this one
     src_file, tgt_file = Path(src_file), Path(tgt_file)
     n_src, n_tgt = count_lines(src_file), count_lines(tgt_file)
     if n_src != n_tgt:
@@ -389,8 +448,11 @@ def _write_index(staging: Path, side: str, offsets: np.ndarray) -> None:
 
 
 def _publish(staging: Path, path: Path, manifest: dict[str, Any]) -> bool:
-    """Write the manifest and rename the staging folder to ``path``: the store appears whole, or not at all.
-    False if another process (a rank, a parallel job) published the same store first: theirs is used."""
+    """Write the manifest (with the files' sizes and the index files' digests that ``check_store`` checks) and
+    rename the staging folder to ``path``: the store appears whole, or not at all. False if another process (a
+    rank, a parallel job) published the same store first: theirs is used."""
+    manifest = {**manifest, "files": {f.name: f.stat().st_size for f in sorted(staging.iterdir())},
+                "index_sha256": {name: file_digest(staging / name) for name in INDEX_FILES}}
     (staging / "manifest.json").write_text(json.dumps(manifest, indent=1))
     try:
         os.replace(staging, path)

@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from bpd.integrity import DamagedArtifact, check_zip
 from bpd.models import model_from_config
 
 
@@ -14,10 +15,24 @@ class CheckpointError(RuntimeError):
     pass
 
 
+class DamagedCheckpoint(CheckpointError, DamagedArtifact):
+    """A checkpoint whose bytes fail their check: a user's is refused with the fix, a stage's cached product is set
+    aside and retrained (``damage``: what is wrong, without the fix)."""
+
+    def __init__(self, damage: str) -> None:
+        self.damage = damage
+        super().__init__(f"{damage}; restore it from a copy, or delete it and retrain it.")
+
+
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     path = Path(path)
     if not path.exists():
         raise CheckpointError(f"checkpoint {path} does not exist; train it first (experiments/train.py) or fix it.")
+    try:
+        # torch.load checks no CRC: damaged weights would load as NaNs and decode garbage without a word.
+        check_zip(path, "checkpoint")
+    except DamagedArtifact as e:
+        raise DamagedCheckpoint(str(e)) from None
     try:
         payload = torch.load(path, map_location=map_location, weights_only=False)
     except Exception as e:  # torch raises many types for truncated/corrupt files

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from bpd.integrity import write_atomic
 
 # Reading a checkpoint is the models layer's (decoders load their own draft models too); re-exported here.
 from bpd.models.checkpoint import CheckpointError, load_checkpoint, load_model
@@ -28,8 +29,22 @@ def final_file(state: str | Path) -> Path:
 
 
 def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(payload, tmp)
-    os.replace(tmp, path)  # atomic on POSIX: readers see the old or the new file, never half of one
+    """Write ``payload`` to ``path`` atomically (readers see the old or the new file, never half of one); a full
+    disk leaves the previous checkpoint in place and raises ``bpd.integrity.DiskFull`` with the space needed."""
+    write_atomic(path, lambda tmp: torch.save(payload, tmp), size_hint=_tensor_bytes(payload))
+
+
+def _tensor_bytes(obj: Any, seen: dict[int, int] | None = None) -> int:
+    """The bytes of the tensor storages in a (nested) payload, each shared storage once (tied embeddings): about
+    what its file needs on disk."""
+    seen = {} if seen is None else seen
+    if isinstance(obj, torch.Tensor):
+        storage = obj.untyped_storage()
+        seen[storage.data_ptr()] = storage.nbytes()
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            _tensor_bytes(v, seen)
+    elif isinstance(obj, list | tuple):
+        for v in obj:
+            _tensor_bytes(v, seen)
+    return sum(seen.values())

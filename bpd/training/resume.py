@@ -53,7 +53,7 @@ def _own_state(run: Run) -> dict[str, Any] | None:
         bad = state_path.with_name(state_path.name + ".corrupt")
         if run.is_main:
             os.replace(state_path, bad)
-            print(f"warning: {e} Moved it to {bad.name}; training this stage from the start.")
+            print(f"warning: {str(e).split(';')[0]}; moved it to {bad.name}, training this stage from the start.")
         return None
 
 
