@@ -195,6 +195,17 @@ def friendly(fn: Callable[[ExperimentConfig, Any], object], cfg: DictConfig,
     return guarded(call)
 
 
+def _disk_full_in(e: BaseException | None) -> OSError | None:
+    """The full-disk ``OSError`` that ``e`` is or was raised from (its causes and contexts), if any."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.errno in DISK_FULL:
+            return e
+        e = e.__cause__ or e.__context__
+    return None
+
+
 def guarded(call: Callable[[], object]) -> object:
     """``call()`` with ``friendly``'s endings for user errors, a full disk and Ctrl-C (entry points whose config
     is not an experiment, such as translate.py, use it directly)."""
@@ -210,10 +221,12 @@ def guarded(call: Callable[[], object]) -> object:
     except (FileNotFoundError, ValueError, CheckpointError, ArchiveError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
-    except OSError as e:
-        if e.errno not in DISK_FULL:
+    except Exception as e:
+        # A full disk may arrive wrapped: inductor's InductorError around the OSError of a compiled step's build.
+        full = _disk_full_in(e)
+        if full is None:
             raise
-        print(f"error: {e.strerror} writing {e.filename or 'a file'}; free disk space there and run the same "
+        print(f"error: {full.strerror} writing {full.filename or 'a file'}; free disk space there and run the same "
               "command again (finished stages are cached, training resumes from its last checkpoint).",
               file=sys.stderr)
         sys.exit(1)

@@ -212,6 +212,30 @@ def test_a_full_disk_during_a_checkpoint_save_keeps_the_previous_one(tmp_path, m
     assert load_checkpoint(path)["step"] == 1 and sorted(p.name for p in tmp_path.iterdir()) == ["m.pt"]
 
 
+def test_a_full_disk_wrapped_by_the_compiler_is_one_sentence(tmp_path, capsys):
+    """Inductor raises its own error around the OSError of a compiled step's build (``InductorError: OSError:
+    [Errno 28]``): the entry point still ends with the full-disk sentence, not a traceback."""
+    sys.path.insert(0, str(REPO / "experiments"))
+    from _common import guarded
+
+    class CompilerError(RuntimeError):
+        pass
+
+    def build():
+        try:
+            raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "step.so"))
+        except OSError as e:
+            raise CompilerError("InductorError: OSError: [Errno 28] No space left on device") from e
+
+    with pytest.raises(SystemExit) as e:
+        guarded(build)
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 1 and "\n" not in err
+    assert err.startswith("error: No space left on device writing ") and "step.so" in err
+    with pytest.raises(CompilerError):  # any other compiler error is not taken for a full disk
+        guarded(lambda: (_ for _ in ()).throw(CompilerError("a bug")))
+
+
 def test_training_resumes_from_the_checkpoint_before_a_full_disk(tmp_path, monkeypatch):
     from test_training import quiet, toy_batches
 
