@@ -321,3 +321,26 @@ def test_a_bad_plugin_ends_an_entry_point_with_one_sentence(tmp_path):
                          env=env, cwd=REPO, capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
     assert out.stderr.startswith(f"error: the plugin {tmp_path / 'nowhere' / 'typing.py'} (BPD_PLUGINS) does not exist")
+
+
+def test_a_damaged_built_corpus_is_built_again(tmp_path, capsys):
+    """A built Debian corpus is reused only while its split files match the digests its manifest recorded (a cut
+    or altered file is noted and the corpus built again from its cached packages)."""
+    from types import SimpleNamespace
+
+    from corpora.debian.archive import sha256_file
+    from corpora.debian.build import _reuse
+    from corpora.layout import SPLITS
+
+    files = {}
+    for s in SPLITS:
+        for x in ("src", "tgt"):
+            (tmp_path / f"{s}.{x}").write_text(f"{s} {x} one\n{s} {x} two\n", encoding="utf-8")
+            files[f"{s}.{x}"] = sha256_file(tmp_path / f"{s}.{x}")
+    (tmp_path / "manifest.json").write_text(json.dumps({"files": files}), encoding="utf-8")
+    opts = SimpleNamespace(direction="en-de")
+    assert _reuse(tmp_path, opts)
+    (tmp_path / "train.tgt").write_text("train tgt one\n", encoding="utf-8")  # cut
+    capsys.readouterr()
+    assert not _reuse(tmp_path, opts)
+    assert "train.tgt differ from its manifest" in capsys.readouterr().out

@@ -287,6 +287,13 @@ def _reuse(folder: Path, opts: DebianOptions) -> bool:
     if not ((folder / "manifest.json").is_file() and all((folder / f"{s}.{x}").is_file()
                                                           for s in SPLITS for x in ("src", "tgt"))):
         return False
+    # Every split file against the digest the build recorded: a damaged corpus is built again, never read.
+    recorded = json.loads((folder / "manifest.json").read_text(encoding="utf-8")).get("files", {})
+    damaged = [name for name, digest in recorded.items() if sha256_file(folder / name) != digest]
+    if damaged:
+        print(f"note: the corpus in {folder} is damaged ({', '.join(damaged)} differ from its manifest): "
+              "building it again.")
+        return False
     counts = {s: count_lines(folder / f"{s}.src") for s in SPLITS}
     print(f"debian {opts.direction}: reusing {folder} (train {counts['train']}, dev {counts['dev']}, "
           f"test {counts['test']})")
