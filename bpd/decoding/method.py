@@ -113,7 +113,8 @@ def options_type(name: str, info: MethodInfo) -> type[Options]:
         return base
     if name not in _TYPES:
         own = info.one
-        default = field(default_factory=own) if is_dataclass(own) else field(default=None)
+        # Not hashed: a config's options are plain (mutable) dataclasses; equal options still hash alike.
+        default = field(default_factory=own, hash=False) if is_dataclass(own) else field(default=None, hash=False)
         cls = make_dataclass(name.title().replace("_", "") + "Decoding", [(name, own | None, default)], bases=(base,),
                              frozen=True, namespace={"OWN": name, "__module__": __name__})
         _TYPES[name] = globals()[cls.__name__] = cls  # found by name: pickled options load
