@@ -22,17 +22,12 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-# Jobs started by submitit launchers unpickle the entry point and import this module by name.
-os.environ["PYTHONPATH"] = os.pathsep.join(
-    p for p in (str(Path(__file__).resolve().parent), os.environ.get("PYTHONPATH")) if p
-)
 
-
-def configured_plugins(argv: list[str], base: Path = ROOT / "conf" / "base.yaml") -> list[str]:
-    """The plugins the config names: ``plugins=[...]`` on the command line, else ``plugins:`` in conf/base.yaml.
-    Read before Hydra composes, since the schema it composes with is made from the registry the plugins extend."""
+def configured_plugins(argv: list[str], base: Path | None = None) -> list[str]:
+    """The plugins the config names: ``plugins=[...]`` on the command line, else ``plugins:`` in ``base``
+    (conf/base.yaml). Read before Hydra composes, since the schema it composes with is made from the registry the
+    plugins extend."""
+    base = Path(__file__).resolve().parents[1] / "conf" / "base.yaml" if base is None else base
     for arg in argv[1:]:
         if arg.lstrip("+").startswith("plugins="):
             listed = OverridesParser.create().parse_override(arg).value()  # as Hydra reads it: [a,b] or a
@@ -40,18 +35,19 @@ def configured_plugins(argv: list[str], base: Path = ROOT / "conf" / "base.yaml"
     return [str(p) for p in (OmegaConf.load(base).get("plugins") or [])] if base.is_file() else []
 
 
-# Beside BPD_PLUGINS (bpd.config.registry.PLUGINS), for this process and the jobs it starts.
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+# Jobs started by submitit launchers unpickle the entry point and import this module by name.
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (str(Path(__file__).resolve().parent), os.environ.get("PYTHONPATH")) if p
+)
+# The plugins the config names join BPD_PLUGINS (bpd.config.registry.PLUGINS) before bpd.config reads the
+# registry, for this process and the jobs it starts.
 if configured_plugins(sys.argv):
     os.environ["BPD_PLUGINS"] = ",".join(dict.fromkeys(
         [p for p in os.environ.get("BPD_PLUGINS", "").split(",") if p.strip()] + configured_plugins(sys.argv)))
 
-from bpd.config import (  # noqa: E402
-    BenchConfig,
-    ExperimentConfig,
-    ImageTaskConfig,
-    TranslationTaskConfig,
-    registry,  # noqa: E402
-)
+from bpd.config import BenchConfig, ExperimentConfig, ImageTaskConfig, TranslationTaskConfig  # noqa: E402
 from bpd.config.translate import TranslateConfig  # noqa: E402
 
 if TYPE_CHECKING:
@@ -126,8 +122,10 @@ register()
 
 def to_configs(cfg: DictConfig) -> tuple[ExperimentConfig, Any]:
     """The library's ``ExperimentConfig`` (validated) and the entry point's whole typed config."""
+    from bpd.config.registry import plugins
+
     entry = OmegaConf.to_object(cfg)
-    late = [p for p in getattr(entry, "plugins", []) if p not in registry.plugins()]
+    late = [p for p in getattr(entry, "plugins", []) if p not in plugins()]
     if late:
         raise ValueError(f"the plugins {late} are named too late (the config's types are made before it is "
                          "composed): name them on the command line (plugins=[...]) or in conf/base.yaml.")
