@@ -19,7 +19,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hydra.core.config_store import ConfigStore
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
+
+
+def configured_plugins(argv: list[str], base: Path | None = None) -> list[str]:
+    """The plugins the config names: ``plugins=[...]`` on the command line, else ``plugins:`` in ``base``
+    (conf/base.yaml). Read before Hydra composes, since the schema it composes with is made from the registry the
+    plugins extend."""
+    base = Path(__file__).resolve().parents[1] / "conf" / "base.yaml" if base is None else base
+    for arg in argv[1:]:
+        if arg.lstrip("+").startswith("plugins="):
+            listed = OverridesParser.create().parse_override(arg).value()  # as Hydra reads it: [a,b] or a
+            return [str(p) for p in (listed if isinstance(listed, list) else [listed])]
+    return [str(p) for p in (OmegaConf.load(base).get("plugins") or [])] if base.is_file() else []
+
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -27,6 +41,11 @@ sys.path.insert(0, str(ROOT))
 os.environ["PYTHONPATH"] = os.pathsep.join(
     p for p in (str(Path(__file__).resolve().parent), os.environ.get("PYTHONPATH")) if p
 )
+# The plugins the config names join BPD_PLUGINS (bpd.config.registry.PLUGINS) before bpd.config reads the
+# registry, for this process and the jobs it starts.
+if configured_plugins(sys.argv):
+    os.environ["BPD_PLUGINS"] = ",".join(dict.fromkeys(
+        [p for p in os.environ.get("BPD_PLUGINS", "").split(",") if p.strip()] + configured_plugins(sys.argv)))
 
 try:
     from bpd.config import BenchConfig, ExperimentConfig, ImageTaskConfig, TranslationTaskConfig
@@ -51,6 +70,9 @@ class ExperimentSchema(ExperimentConfig):
     """``ExperimentConfig`` as Hydra composes it: the task group's file picks the task's schema."""
 
     task: Any = None
+    # Plugins (bpd.config.registry): read from the command line or conf/base.yaml before composing
+    # (``configured_plugins``); ``to_configs`` refuses any named only later (an experiment or setting file).
+    plugins: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -110,7 +132,13 @@ register()
 
 def to_configs(cfg: DictConfig) -> tuple[ExperimentConfig, Any]:
     """The library's ``ExperimentConfig`` (validated) and the entry point's whole typed config."""
+    from bpd.config.registry import plugins
+
     entry = OmegaConf.to_object(cfg)
+    late = [p for p in getattr(entry, "plugins", []) if p not in plugins()]
+    if late:
+        raise ValueError(f"the plugins {late} are named too late (the config's types are made before it is "
+                         "composed): name them on the command line (plugins=[...]) or in conf/base.yaml.")
     experiment = ExperimentConfig(**{f.name: getattr(entry, f.name) for f in fields(ExperimentConfig)})
     experiment.command = " ".join(["python", *sys.argv])
     return experiment.validate(), entry

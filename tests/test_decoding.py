@@ -18,7 +18,7 @@ from conftest import random_model, random_src
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bpd.config import BeamConfig, CriterionConfig, MethodsConfig, RescoreConfig, parse_tree_shape
+from bpd.config import BeamOptions, CriterionConfig, MethodsConfig, RescoreOptions, parse_tree_shape
 from bpd.decoding import (
     DecodeResult,
     beam_decode,
@@ -141,7 +141,7 @@ EXACT_OPTIONS: dict[str, Callable[[Case], dict | None]] = {
     "blockwise": lambda c: {"k": c.k},
     # Tree verification, with a shape no deeper than the k - 1 proposal slots.
     "tree": lambda c: {"k": c.k, "tree": tree_shape(c.tree, c.k - 1)} if c.k > 1 else None,
-    "rescored": lambda c: {"k": c.k, "rescore_beam": 2, "rescore_weight": 1.0} if c.k > 1 else None,
+    "rescored": lambda c: {"k": c.k, "rescored": {"beam": 2, "weight": 1.0}} if c.k > 1 else None,
     "draft": lambda c: {"k": c.k} if c.k > 1 else None,
 }
 
@@ -194,8 +194,8 @@ def test_each_registered_method_decodes_a_request_in_one_call(engine):
     greedy = greedy_decode(model, src, max_len=max_len).tokens
     plan = Plan((1, 2, 4), (CriterionConfig("exact", None, [1, 2]), CriterionConfig("topk", 2.0)),
                 models=frozenset({"draft"}))
-    asked = MethodsConfig(naive_greedy=True, beam=BeamConfig(3), tree=["3x2", "beam2"],
-                          rescored=[RescoreConfig(2, 0.5)])
+    asked = MethodsConfig(naive_greedy=True, beam=BeamOptions(3), tree=["3x2", "beam2"],
+                          rescored=[RescoreOptions(2, 0.5)])
     prepared = Prepared(built={"draft": random_model(24, 1, seed=6, head_noise=0.0),
                                "rescored": NgramLM.fit(greedy, 24, model.bos_id)})
     specs = specs_for(plan, asked, engine)
@@ -487,10 +487,10 @@ def test_bad_k_and_criterion_errors():
         blockwise_decode(model, src, k=3, min_block_size=9)
     with pytest.raises(ValueError, match=r"between 1 and k=2 \(got 3\)"):
         blockwise_decode(model, src, k=2, criterion=criteria.TopK(n=2, min_block_size=3))
-    from bpd.config import BeamConfig, CriterionConfig, DecodeConfig, MethodsConfig
+    from bpd.config import BeamOptions, CriterionConfig, DecodeConfig, MethodsConfig
     from bpd.decoding.spec import decode_specs
 
-    specs = decode_specs(DecodeConfig(ks=[2, 4], methods=MethodsConfig(beam=BeamConfig(0)),
+    specs = decode_specs(DecodeConfig(ks=[2, 4], methods=MethodsConfig(beam=BeamOptions(0)),
                                       criteria=[CriterionConfig("exact", None, [1, 3])]), 4)
     assert [(s.k, s.min_block_size, s.columns()["criterion_label"]) for s in specs[1:]] == [
         (2, 1, "exact"), (4, 1, "exact"), (4, 3, "exact, min block 3 (approximate)")]  # no l=3 at k=2

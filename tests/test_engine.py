@@ -276,7 +276,7 @@ def test_new_weights_make_a_new_engine():
 def test_methods_without_a_static_path_decode_eagerly():
     model = random_model(20, 3, seed=1, arch="recurrent", head_noise=0.05)
     src = random_src(2, 5, 20, seed=1)
-    beam = DecodeSpec("beam", beam_size=2)
+    beam = DecodeSpec("beam", beam={"size": 2})
     assert beam.entry.engine_of("compiled") == "eager"
     assert DecodeSpec("blockwise", k=3).entry.engine_of("compiled") == "compiled"
     eager = beam.entry.decode(model, src, 8, beam.options)

@@ -64,11 +64,37 @@ def test_a_plugins_declarations_are_read_without_torch(tmp_path):
             "from bpd.config.registry import names; assert 'torch' not in sys.modules; "
             "print(DecodeConfig().methods.toy_bigram, TranslationTaskConfig().corpora.toy_reverse, names('head'))")
     out = with_plugin(["-c", code], check=True).stdout
-    assert "BigramConfig(on=False, min_count=1) ReverseOptions(n_train=300, seed=0)" in out and "'toy_shared'" in out
+    assert "BigramOptions(on=False, min_count=1) ReverseOptions(n_train=300, seed=0)" in out and "'toy_shared'" in out
     heavy = tmp_path / "heavy.py"
     heavy.write_text("import torch  # noqa: F401\n")
     out = with_plugin(["-c", "import bpd.config"], plugin=heavy)
     assert out.returncode != 0 and "the plugin heavy imports torch where it declares" in out.stderr
+
+
+@without_toys
+def test_plugins_are_named_in_config_too(tmp_path):
+    """An entry point also loads the plugins its config names (``plugins=[...]`` on the command line, else
+    ``plugins:`` in conf/base.yaml), before Hydra composes with the schema they extend; one named only where the
+    config is composed (an experiment file) is refused with where to name it."""
+    sys.path.insert(0, str(REPO / "experiments"))
+    import _common
+
+    base = tmp_path / "base.yaml"
+    base.write_text("plugins: [my_ext]\n")
+    assert _common.configured_plugins(["run.py", "plugins=[tests/toys,b]"], base) == ["tests/toys", "b"]
+    assert _common.configured_plugins(["run.py", "+plugins=tests/toys"], base) == ["tests/toys"]
+    assert _common.configured_plugins(["run.py", "decode.ks=[2]"], base) == ["my_ext"]
+    assert _common.configured_plugins(["run.py"]) == []  # conf/base.yaml names none
+    code = ("import sys; sys.argv = ['evaluate.py', 'plugins=[tests/toys]']; sys.path.insert(0, 'experiments'); "
+            "import _common; from hydra import compose, initialize_config_dir; "
+            "ctx = initialize_config_dir(config_dir=_common.CONF_DIR, version_base='1.3'); ctx.__enter__(); "
+            "ok = compose('evaluate', overrides=['plugins=[tests/toys]', 'decode.methods.toy_bigram.on=true']); "
+            "print(_common.to_configs(ok)[0].decode.methods.toy_bigram); "
+            "late = compose('evaluate', overrides=['plugins=[tests/toys,other]']); _common.to_configs(late)")
+    env = {k: v for k, v in os.environ.items() if k != PLUGINS}
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, capture_output=True, text=True)
+    assert "BigramOptions(on=True, min_count=1)" in out.stdout, out.stderr[-2000:]
+    assert "the plugins ['other'] are named too late" in out.stderr
 
 
 @without_toys

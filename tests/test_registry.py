@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bpd.config import BeamConfig, BenchConfig, CriterionConfig, DecodeConfig, MethodsConfig, RescoreConfig
+from bpd.config import BeamOptions, BenchConfig, CriterionConfig, DecodeConfig, MethodsConfig, RescoreOptions
 from bpd.config.methods import DECODE_METHODS, Role, methods_of, role_of
 from bpd.config.registry import entries, lookup, register
 from bpd.decoding.method import Plan, RoundOptions
@@ -21,8 +21,8 @@ from bpd.decoding.spec import COLUMNS, RECORD, DecodeSpec, bench_specs, decode_s
 #: A plan and options that ask every method for something.
 EVERYTHING = (Plan((1, 2, 4), (CriterionConfig("exact", None, [1, 2]), CriterionConfig("topk", 2.0)),
                    models=frozenset({"draft"})),
-              MethodsConfig(naive_greedy=True, beam=BeamConfig(3), tree=["3x2", "beam2"],
-                            rescored=[RescoreConfig(2, 0.5)]))
+              MethodsConfig(naive_greedy=True, beam=BeamOptions(3), tree=["3x2", "beam2"],
+                            rescored=[RescoreOptions(2, 0.5)]))
 
 
 def test_registry_implements_the_declarations_in_their_order():
@@ -55,16 +55,42 @@ def test_every_method_fills_the_same_row_columns():
     for s in specs:
         assert list(s.columns()) == ["decoder", "method", *COLUMNS], s.name
         assert list(s.record()) == ["method", *RECORD], s.name
-        own = set(s.options.columns()) - common
+        own = set(s.entry.columns(s.options)) - common
         assert own == set(s.entry.own_columns), s.name
         assert s.rounds == (s.columns()["criterion"] is not None) and s.columns()["k"] == s.k
+
+
+def test_a_methods_options_are_declared_once_and_read_as_they_are():
+    """A method's options are one type, declared beside its registration (``bpd/config/methods/``): a config holds
+    it, and each decoder's options hold one value of it, under the method's name, as the config gave it (the same
+    object); no implementation declares options, or what the method is (exact, engines, quadratic), of its own."""
+    import dataclasses
+    import importlib
+    import pkgutil
+
+    from bpd.decoding import methods as package
+    from bpd.decoding.method import Options, own_fields
+
+    shared = {f.name for f in own_fields(RoundOptions)}
+    for name, m in METHODS.items():
+        own = [f.name for f in own_fields(m.options) if f.name not in shared]
+        assert own == ([name] if m.info.one is not None else []), name
+        assert not {"options", "exact", "engines", "quadratic"} & set(vars(type(m))), name
+    for info in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
+        module = importlib.import_module(info.name)
+        assert not [c for c in vars(module).values() if isinstance(c, type) and issubclass(c, Options)
+                    and c.__module__ == module.__name__ and dataclasses.is_dataclass(c)], info.name
+    plan, asked = EVERYTHING
+    by_method = {s.method: s.options.own for s in specs_for(plan, asked)}
+    assert by_method["beam"] is asked.beam and by_method["rescored"] is asked.rescored[0]
+    assert DecodeSpec("beam", beam={"size": 2}).options.beam == BeamOptions(2)
 
 
 def test_evaluation_and_bench_sweeps():
     """The evaluation decodes every minimum block size and k = 1 only as plain exact; the bench times l = 1 at
     every k and no beam; both start with greedy."""
     crits = [CriterionConfig("exact", None, [1, 2]), CriterionConfig("topk", 2.0)]
-    ev = decode_specs(DecodeConfig(ks=[1, 2], methods=MethodsConfig(beam=BeamConfig(2)), criteria=crits), 4)
+    ev = decode_specs(DecodeConfig(ks=[1, 2], methods=MethodsConfig(beam=BeamOptions(2)), criteria=crits), 4)
     assert [s.name for s in ev] == ["greedy", "beam2_a0.6", "blockwise_k1_exact", "blockwise_k2_exact",
                                     "blockwise_k2_exact_l2", "blockwise_k2_topk2"]
     bench = bench_specs(BenchConfig(criteria=crits), [1, 2])
@@ -82,9 +108,11 @@ def test_bad_specs_are_refused_with_the_fix():
         DecodeSpec("tree", k=4, tree="2x2x2x2")
     with pytest.raises(ValueError, match="unknown acceptance criterion"):
         DecodeSpec("draft", k=2, criterion="vibes")
-    with pytest.raises(ValueError, match="rescore_beam >= 1"):
-        DecodeSpec("rescored", k=2)
-    with pytest.raises(ValueError, match="either a BeamOptions or its option values"):
+    with pytest.raises(ValueError, match=r"rescored needs beam >= 1 and weight >= 0 \(got beam=0"):
+        DecodeSpec("rescored", k=2, rescored={"beam": 0})
+    with pytest.raises(ValueError, match="a beam search decoder needs beam.size >= 1"):
+        DecodeSpec("beam", beam=BeamOptions(0))
+    with pytest.raises(ValueError, match="either a BeamDecoding or its option values"):
         DecodeSpec("beam", RoundOptions())
 
 

@@ -12,7 +12,7 @@ import torch
 from toy import evaluate_toy, self_pairs, staged, toy_config, toy_task, tweak
 
 from bpd import stages, targets
-from bpd.config import BeamConfig, CriterionConfig, MethodsConfig
+from bpd.config import BeamOptions, CriterionConfig, MethodsConfig
 from bpd.decoding.spec import decode_specs
 from bpd.evaluate import run_id
 from bpd.runtime import resolve_path
@@ -60,7 +60,7 @@ ROW_COLUMNS = {
 }
 
 #: Decoding without beam search (decode.methods.beam.size=0).
-NO_BEAM = MethodsConfig(beam=BeamConfig(0))
+NO_BEAM = MethodsConfig(beam=BeamOptions(0))
 
 
 @pytest.fixture(scope="module")
@@ -224,11 +224,11 @@ def test_tree_rescored_and_draft_rows_beside_the_chain(toy, tmp_path):
     """decode.methods.tree, decode.methods.rescored and a draft model (draft.model) add their own rows to an evaluation,
     token-identical to greedy with exact acceptance; the draft is a cached base model of its own sizes, built by
     its stage: evaluation without it refuses, training nothing."""
-    from bpd.config import DraftConfig, ModelConfig, RescoreConfig
+    from bpd.config import DraftConfig, ModelConfig, RescoreOptions
 
     _, cfg, task = toy
     draft = DraftConfig(ModelConfig("nano", 16, 2, 32, 1, 1, 0.0), max_steps=12)
-    methods = MethodsConfig(beam=BeamConfig(2), tree=["2x2", "beam2"], rescored=[RescoreConfig(2, 1.0)])
+    methods = MethodsConfig(beam=BeamOptions(2), tree=["2x2", "beam2"], rescored=[RescoreOptions(2, 1.0)])
     c = tweak(cfg, decode={"methods": methods,
                            "criteria": [CriterionConfig("exact")]}, draft=draft,
               paths={"cache_dir": cfg.paths.cache_dir, "results_dir": str(tmp_path / "res")})

@@ -11,7 +11,7 @@ from conftest import IMAGE_MICRO
 from toy import evaluate_toy, staged, toy_config, toy_task, tweak
 
 from bpd import stages
-from bpd.config import BeamConfig, CriterionConfig, HeadsConfig, ImageTaskConfig, MethodsConfig, TrainConfig
+from bpd.config import BeamOptions, CriterionConfig, HeadsConfig, ImageTaskConfig, MethodsConfig, TrainConfig
 from bpd.data import images as im
 from bpd.decoding import blockwise_decode, criteria, greedy_decode
 from bpd.decoding.methods.draft import draft_decode
@@ -23,7 +23,7 @@ from bpd.runtime import resolve_path
 def sr_config(tmp, **over):
     task = ImageTaskConfig(lr_size=2, hr_size=4, n_train=96, n_dev=8, n_test=8, seed=0)
     cfg = tweak(toy_config(tmp), task=task, model=IMAGE_MICRO, train={"max_tokens": 48 * 8},
-                decode={"methods": MethodsConfig(beam=BeamConfig(0)), "ks": [2, 3],
+                decode={"methods": MethodsConfig(beam=BeamOptions(0)), "ks": [2, 3],
                         "criteria": [CriterionConfig("exact"), CriterionConfig("distance", 2.0)]})
     return tweak(cfg, **over).validate()
 

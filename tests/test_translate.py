@@ -49,7 +49,7 @@ def test_translate_is_the_evaluations_decoding(trained):
     top2 = [tok.decode(blockwise_decode(model, pad_rows([tok.encode(t)], 0, min_width=1), k=3,
                                         criterion=criteria.TopK(2)).tokens[0]) for t in LINES]
     assert bpd.translate(model, tok, LINES, method="blockwise", k=3, criterion="topk", criterion_param=2) == top2
-    assert len(bpd.translate(model, tok, LINES, method="beam", beam_size=2, batch_size=3)) == len(LINES)
+    assert len(bpd.translate(model, tok, LINES, method="beam", beam={"size": 2}, batch_size=3)) == len(LINES)
     with pytest.raises(ValueError, match="takes no option k"):
         bpd.translate(model, tok, LINES, method="greedy", k=4)
     with pytest.raises(ValueError, match="unknown decoding method"):

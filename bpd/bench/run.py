@@ -43,7 +43,7 @@ from bpd.bench.step_costs import StepTiming, step_costs
 from bpd.config.methods import Role
 from bpd.data.batches import pad_rows
 from bpd.decoding.method import NOTHING, Prepared
-from bpd.decoding.methods.tree import TreeOptions
+from bpd.decoding.methods.tree import TreeVerification
 from bpd.decoding.spec import DecodeSpec
 from bpd.decoding.timed import Passes, RunOutput, decode_and_time
 
@@ -217,7 +217,7 @@ def run_bench(model, sources: list[list[int]], plan: BenchPlan, device: torch.de
     rows: list[dict[str, Any]] = []
     records: dict[str, list[dict[str, Any]]] = {}
     ks = sorted({s.k for s in specs if s.role is Role.CHAIN})
-    trees = [(s.k, s.shape) for s in specs if isinstance(s.options, TreeOptions)]
+    trees = [(s.k, s.entry.shape(s.options)) for s in specs if isinstance(s.entry, TreeVerification)]
     for bs in plan.batch_sizes:
         n = min(len(sources), (plan.n_examples or {}).get(bs, len(sources)))
         srcs = sources[:n]

@@ -49,14 +49,14 @@ from bpd.config.experiment import (
 )
 from bpd.config.heads import chained_archs
 from bpd.config.methods import MethodsConfig
-from bpd.config.methods.beam import BeamConfig
-from bpd.config.methods.rescored import RescoreConfig
+from bpd.config.methods.beam import BeamOptions
+from bpd.config.methods.rescored import RescoreOptions
 from bpd.config.methods.tree import check_tree_shapes, parse_tree_shape
 from bpd.config.model import HeadsConfig, HeadsTrainConfig, ModelConfig, TrainConfig, heads_train_config
 from bpd.config.task import ImageTaskConfig, TaskConfig, TranslationTaskConfig, corpora, task_config
 
 __all__ = [
-    "BeamConfig",
+    "BeamOptions",
     "BenchConfig",
     "CRITERIA",
     "CriterionConfig",
@@ -73,7 +73,7 @@ __all__ = [
     "MethodsConfig",
     "ModelConfig",
     "PathsConfig",
-    "RescoreConfig",
+    "RescoreOptions",
     "SPLITS",
     "split_parts",
     "task_config",

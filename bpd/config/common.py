@@ -13,6 +13,9 @@ SPLITS = ("train", "dev", "test")
 CRITERIA = ("exact", "topk", "distance")
 DTYPES = ("float32", "bfloat16", "float16")
 TARGETS = ("gold", "distilled", "self")
+#: What ``decode.engine`` may be (``bpd.decoding.engine``): the eager reference path; the static path's fixed-shape
+#: functions run as they are; the same compiled (inductor on a CPU, CUDA graphs on a GPU).
+ENGINES = ("eager", "static", "compiled")
 
 
 def split_parts(split: str) -> tuple[str | None, str]:

@@ -5,11 +5,11 @@ task prepares it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from bpd.config.common import check
 from bpd.config.registry import register
-from corpora.debian import FETCH_MODES
+from corpora.debian import DebianOptions, check_fetch
 
 
 @dataclass(frozen=True)
@@ -45,29 +45,6 @@ class DingOptions:
         check(self.sentence_repeat >= 1, f"{where}.sentence_repeat must be >= 1 (got {self.sentence_repeat}).")
 
 
-def _fetch_check(fetch: str, where: str) -> None:
-    check(fetch in FETCH_MODES, f"{where}.fetch must be one of {', '.join(FETCH_MODES)} (got {fetch!r}).")
-
-
-@dataclass
-class DebianOptions:
-    """The Debian English-German corpus, built from Debian's packages (docs/data.md)."""
-
-    sources: list[str] | None = None  # which extractors (null = all)
-    kinds: list[str] = field(default_factory=lambda: ["sentences", "strings"])  # which kinds of text
-    min_words: int = 1  # the shortest English side
-    deb_dir: str | None = None  # a folder of .deb files to build from instead of downloading (offline, repeatable)
-    # How the packages are fetched: apt, http (bookworm's from deb.debian.org, no apt needed) or auto (apt on
-    # Debian bookworm, the release of the reference build; http on any other machine).
-    fetch: str = "auto"
-
-    #: Where the packages come from does not change the corpus (its content hash keys it): left out of cache keys.
-    NOT_KEYED = ("deb_dir", "fetch")
-
-    def validate(self, where: str) -> None:
-        _fetch_check(self.fetch, where)
-
-
 @dataclass
 class PhotosOptions:
     """The Debian photo corpus: where its packages come from (neither changes the corpus), and its flatness filter."""
@@ -81,7 +58,7 @@ class PhotosOptions:
     NOT_KEYED = ("deb_dir", "fetch")
 
     def validate(self, where: str) -> None:
-        _fetch_check(self.fetch, where)
+        check_fetch(self.fetch, where)
 
 
 register("corpus", "ding", DingOptions, CorpusInfo("translation", scores_others=True))  # embedded

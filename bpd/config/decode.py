@@ -5,16 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bpd.config.common import CRITERIA, SPLITS, check, split_parts
+from bpd.config.common import CRITERIA, ENGINES, SPLITS, check, split_parts
 from bpd.config.methods import MethodsConfig, check_methods
 from bpd.config.registry import entries
 from bpd.config.task import other_corpora
 
 #: What ``decode.proposal_precision`` may be (``ProposalHeads.set_proposal_precision``).
 PROPOSAL_PRECISIONS = ("float32", "int8")
-#: What ``decode.engine`` may be (``bpd.decoding.engine``): the eager reference path; the static path's fixed-shape
-#: functions run as they are; the same compiled (inductor on a CPU, CUDA graphs on a GPU).
-ENGINES = ("eager", "static", "compiled")
 
 
 @dataclass

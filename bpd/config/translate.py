@@ -10,6 +10,7 @@ from typing import Any
 from bpd.config.common import check
 from bpd.config.decode import ENGINES
 from bpd.config.methods import DECODE_METHODS
+from bpd.config.methods.beam import BeamOptions
 
 #: Methods that build a second model beside the checkpoint (a draft model, an n-gram model of the training
 #: targets): an evaluation builds those from its corpus, a translation of free text has none.
@@ -39,10 +40,11 @@ class TranslateConfig:
     cache_dir: str = "outputs/cache"  # where compiled steps are kept (the experiments' stage cache)
 
     def method_options(self, option_names: tuple[str, ...]) -> dict[str, Any]:
-        """The options of this config the method takes (``option_names``: its options' fields)."""
+        """The options of this config the method takes (``option_names``: its decoder's fields; a method's own
+        options are one field, under its name)."""
         param = 2.0 if self.criterion == "topk" and self.criterion_param is None else self.criterion_param
         values = {"k": self.k, "criterion": self.criterion, "criterion_param": param,
-                  "min_block_size": self.min_block_size, "beam_size": self.beam_size, "alpha": self.alpha,
+                  "min_block_size": self.min_block_size, "beam": BeamOptions(self.beam_size, self.alpha),
                   "tree": self.tree}
         return {name: values[name] for name in option_names if name in values}
 

@@ -1,18 +1,19 @@
-"""What a decoding method is to the rest of the harness: its options, its decoders' names and row columns, which
+"""What a decoding method is to the rest of the harness: its decoders' names and row columns, which
 configurations an evaluation or benchmark runs, what it builds beside the model, and ``decode``, which decodes a
 batch with given options. One subclass of ``Method`` per method, in a module of ``bpd/decoding/methods/`` where
 ``bpd.decoding.registry`` finds it; ``bpd.decoding.spec.DecodeSpec`` pairs a method with its options.
 
-Rows, tables and the benchmark ask a method what it is (``role``, ``rounds``) rather than testing its name. Its
-role, label and order are its torch-free declaration's (``bpd/config/methods/``, registered under its name), so
-the report knows every method without importing torch.
+Rows, tables and the benchmark ask a method what it is (``role``, ``rounds``, ``exact``) rather than testing its
+name. All of that is its torch-free declaration's (``bpd/config/methods/``, registered under its name, beside the
+one dataclass of its options), so the report knows every method without importing torch; a decoder's options
+(``options_type``) are the shared ones plus that dataclass's value, read as it is.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import Field, dataclass, field, fields
+from dataclasses import Field, dataclass, field, fields, is_dataclass, make_dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -27,16 +28,25 @@ from bpd.decoding.result import DecodeResult
 
 @dataclass(frozen=True)
 class Options:
-    """A method's options (none of its own for greedy) and the shared decode setting every method is handed:
-    ``engine``, the decode path asked for (``decode.engine``; a method without that path decodes eagerly,
-    ``Method.engine_of``). One-token-a-step methods decode k = 1 and carry no criterion."""
+    """The shared decode setting every method is handed: ``engine``, the decode path asked for (``decode.engine``;
+    a method without that path decodes eagerly, ``Method.engine_of``). One-token-a-step methods decode k = 1 and
+    carry no criterion. A method with options of its own decodes with ``options_type``'s subclass, which holds
+    them under its name."""
 
     k: ClassVar[int] = 1
-    # Keyword-only, so that a method's own options keep their positions (``RoundOptions(k, criterion)``).
+    #: The field holding the method's own options (``options_type``); None: it has none.
+    OWN: ClassVar[str | None] = None
+    # Keyword-only, so that the round options keep their positions (``RoundOptions(k, criterion)``).
     engine: str = field(default="eager", kw_only=True)
 
     def __post_init__(self) -> None:
         checked_engine(self.engine)  # refused before any decoding
+
+    @property
+    def own(self) -> Any:
+        """The method's own options, of their declared type (``bpd/config/methods/``): a ``BeamOptions``, a lattice,
+        a tree shape; None for a method without."""
+        return None if self.OWN is None else getattr(self, self.OWN)
 
     def columns(self) -> dict[str, Any]:
         """The row columns these options fill (the others keep ``DecodeSpec.columns``' defaults: k = 1, None)."""
@@ -84,9 +94,31 @@ class RoundOptions(Options):
 
 
 def own_fields(options: Options | type[Options]) -> tuple[Field, ...]:
-    """A method's own options, without the shared ``engine``: what its config and ``DecodeSpec("name", **values)``
-    set, and what the ``spec`` row column records (rows have an ``engine`` column of their own)."""
+    """A decoder's options without the shared ``engine``: what ``DecodeSpec("name", **values)`` sets (the round
+    options, and the method's own under its name) and what the ``spec`` row column records (rows have an
+    ``engine`` column of their own)."""
     return tuple(f for f in fields(options) if f.name != "engine")
+
+
+_TYPES: dict[str, type[Options]] = {}
+
+
+def options_type(name: str, info: MethodInfo) -> type[Options]:
+    """The type of one decoder's options of the method ``name``: the shared ones (``RoundOptions`` for a method with
+    rounds, else ``Options``), and for a method with options of its own one field more, under its name, holding
+    one value of their declared type as it is (``o.beam.size``, ``o.tree``, ``o.rescored.weight``). Made once per
+    method from its declaration, so that the method's options are declared once (``bpd/config/methods/``)."""
+    base = RoundOptions if info.rounds else Options
+    if info.one is None:
+        return base
+    if name not in _TYPES:
+        own = info.one
+        # Not hashed: a config's options are plain (mutable) dataclasses; equal options still hash alike.
+        default = field(default_factory=own, hash=False) if is_dataclass(own) else field(default=None, hash=False)
+        cls = make_dataclass(name.title().replace("_", "") + "Decoding", [(name, own | None, default)], bases=(base,),
+                             frozen=True, namespace={"OWN": name, "__module__": __name__})
+        _TYPES[name] = globals()[cls.__name__] = cls  # found by name: pickled options load
+    return _TYPES[name]
 
 
 @dataclass(frozen=True)
@@ -132,24 +164,40 @@ NOTHING = Prepared()
 
 
 class Method(ABC):
-    """One decoding method (subclass per method; the registry holds one instance of each)."""
+    """One decoding method (subclass per method; the registry holds one instance of each). What it is (role,
+    label, exact, engines, quadratic) is its declaration's (``info``), read here."""
 
     name: ClassVar[str]  # its declaration's in ``bpd/config/methods/``: in rows and configs
-    options: ClassVar[type[Options]] = Options
-    #: With exact acceptance its output is greedy's, token for token: the property test runs it against greedy.
-    exact: ClassVar[bool] = False
-    #: Row columns of its own beyond the common ones (``RoundOptions.columns``), filled by its options.
+    #: Row columns of its own beyond the common ones (``RoundOptions.columns``), filled by ``columns``.
     own_columns: ClassVar[tuple[str, ...]] = ()
-    #: Recomputes the whole prefix at every step (cost quadratic in length): the bench times it at batch 1 only.
-    quadratic: ClassVar[bool] = False
-    #: The decode paths it has (``bpd.decoding.engine``): a method with a static path decodes on the one its
-    #: options ask for; the others decode eagerly whatever ``decode.engine`` says (``engine_of`` tells which ran).
-    engines: ClassVar[tuple[str, ...]] = ("eager",)
 
     @property
     def info(self) -> MethodInfo:
         """Its torch-free declaration (``bpd.config.methods``)."""
         return DECODE_METHODS[self.name]
+
+    @property
+    def options(self) -> type[Options]:
+        """The type of its decoders' options (``options_type``)."""
+        return options_type(self.name, self.info)
+
+    @property
+    def exact(self) -> bool:
+        """With exact acceptance its output is greedy's, token for token: the property test runs it against
+        greedy."""
+        return self.info.exact
+
+    @property
+    def quadratic(self) -> bool:
+        """Recomputes the whole prefix at every step: the bench times it at batch 1 only."""
+        return self.info.quadratic
+
+    @property
+    def engines(self) -> tuple[str, ...]:
+        """The decode paths it has (``bpd.decoding.engine``): a method with a static path decodes on the one its
+        options ask for; the others decode eagerly whatever ``decode.engine`` says (``engine_of`` tells which
+        ran)."""
+        return self.info.engines
 
     @property
     def role(self) -> Role:
@@ -173,15 +221,29 @@ class Method(ABC):
     @property
     def rounds(self) -> bool:
         """Verifies proposals in rounds: its rows carry k, the criterion and k̂ (mean accepted block size)."""
-        return issubclass(self.options, RoundOptions)
+        return self.info.rounds
 
     def make_options(self, **values: Any) -> Options:
+        """Its decoder's options from their values (its own options as their type, or as a mapping of its fields)."""
+        own = self.info.one
         try:
+            if is_dataclass(own) and isinstance(values.get(self.name), dict):
+                values[self.name] = own(**values[self.name])
             return self.options(**values)
         except TypeError as e:
             known = ", ".join(f.name for f in own_fields(self.options)) or "none"
             raise ValueError(f"decoding method {self.name!r} takes the options {known} (got {sorted(values)}): "
                              f"{e}.") from None
+
+    def check(self, o: Options) -> None:
+        """Refuse options none of its decoders takes, before any decoding: its own options' ``validate`` (where
+        they have one); a method adds what depends on the round options too (a tree's depth against k)."""
+        if hasattr(o.own, "validate"):
+            o.own.validate(self.name)
+
+    def columns(self, o: Options) -> dict[str, Any]:
+        """The row columns ``o`` fills: the round options' (``RoundOptions.columns``), and its ``own_columns``."""
+        return o.columns()
 
     def decoder_name(self, o: Options) -> str:
         """The decoder's name in rows, output folders and tables (unique per configuration)."""

@@ -4,10 +4,10 @@ evaluations decode and tables list them).
 The implementations are found, not listed: every concrete ``Method`` subclass defined in a module of
 ``bpd/decoding/methods/`` (or in the module a plugin's declaration names, ``BPD_PLUGINS``), each paired by its
 ``name`` with the method's torch-free declaration in the registry (``bpd/config/methods/``: its role, label,
-order and the options a config asks of it). A new method is its
-declaration there, its module here (options, decoder name, row columns, sweep, ``prepare`` if it builds a model
-of its own, decoder; its rounds run in ``bpd.decoding.loop``) and, if it is exact, its entry in the exact ==
-greedy property test (tests/test_decoding.py).
+order, what it is, and the one dataclass of its options, which its decoders read as they are). A new method is
+its declaration there, its module here (decoder name, row columns, sweep, ``prepare`` if it builds a model of its
+own, decoder; its rounds run in ``bpd.decoding.loop``) and, if it is exact, its entry in the exact == greedy
+property test (tests/test_decoding.py).
 """
 
 from __future__ import annotations

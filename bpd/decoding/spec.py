@@ -7,11 +7,12 @@ tests a method's name."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, Field, dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
 from bpd.config import BenchConfig, DecodeConfig
+from bpd.config.common import plain
 from bpd.decoding.method import Method, Options, Plan, Prepared, Resources, Role, RoundOptions, own_fields
 from bpd.decoding.registry import METHODS, registered
 
@@ -21,8 +22,15 @@ __all__ = ["DecodeSpec", "Plan", "Prepared", "Resources", "bench_specs", "decode
 #: columns (``RoundOptions.columns``), then each method's own in registry order.
 COLUMNS: dict[str, Any] = {c: None for c in RoundOptions().columns()} | {"k": 1} | {
     c: None for m in METHODS.values() for c in m.own_columns} | {"engine": "eager"}
-#: The ``spec`` row column: every option of every method, at its default where this method has no such option.
-RECORD: dict[str, Any] = {f.name: f.default for cls in (RoundOptions, *(m.options for m in METHODS.values()))
+
+
+def _default(f: Field) -> Any:
+    return plain(f.default_factory() if f.default is MISSING else f.default)
+
+
+#: The ``spec`` row column: every option of every method (a method's own under its name), at its default where
+#: this method has no such option.
+RECORD: dict[str, Any] = {f.name: _default(f) for cls in (RoundOptions, *(m.options for m in METHODS.values()))
                           for f in own_fields(cls)}
 
 
@@ -45,6 +53,7 @@ class DecodeSpec:
             raise ValueError(f"give {method!r} either a {m.options.__name__} or its option values.")
         elif engine is not None and engine != options.engine:
             options = replace(options, engine=engine)
+        m.check(options)
         object.__setattr__(self, "method", method)
         object.__setattr__(self, "options", options)
         object.__setattr__(self, "entry", m)
@@ -96,11 +105,12 @@ class DecodeSpec:
 
     def columns(self) -> dict[str, Any]:
         """The row columns that identify this decoder (None where a column does not apply)."""
-        return {"decoder": self.name, "method": self.method, **COLUMNS, **self.options.columns(), "engine": self.path}
+        return {"decoder": self.name, "method": self.method, **COLUMNS, **self.entry.columns(self.options),
+                "engine": self.path}
 
     def record(self) -> dict[str, Any]:
         """The ``spec`` row column: the method and every option (other methods' at their defaults)."""
-        return {"method": self.method, **RECORD, **{f.name: getattr(self.options, f.name)
+        return {"method": self.method, **RECORD, **{f.name: plain(getattr(self.options, f.name))
                                                      for f in own_fields(self.options)}}
 
     @property

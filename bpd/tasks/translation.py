@@ -32,7 +32,8 @@ from bpd.metrics import bleu
 from bpd.models import build_translation_model
 from bpd.tasks.base import Corpus, Pairs, Task, heads_options, task_key
 from bpd.tracking import Tracker
-from corpora.debian.build import SOURCE_ORDER, DebianOptions, corpus_hash, prepare_debian
+from corpora.debian import DebianOptions
+from corpora.debian.build import HeldOut, corpus_hash, prepare_debian
 from corpora.ding import prepare_ding
 
 WMT14_LAYOUT = "train.{en,de}, newstest2013.{en,de}, newstest2014.{en,de}"
@@ -59,20 +60,14 @@ class DingCorpus(TranslationCorpus):
 class DebianCorpus(TranslationCorpus):
     source = "debian"
 
-    def prepare(self, cfg: TranslationTaskConfig, options: Any, data_cache: Path) -> Path:
-        return prepare_debian(data_cache, debian_options(cfg, options),
-                              deb_dir=Path(options.deb_dir) if options.deb_dir else None, fetch=options.fetch)
+    def prepare(self, cfg: TranslationTaskConfig, options: DebianOptions, data_cache: Path) -> Path:
+        """Its options (``task.corpora.debian``) as they are, with the task's direction and held-out sizes."""
+        return prepare_debian(data_cache, options, HeldOut(cfg.direction, cfg.n_dev, cfg.n_test))
 
     def content_key(self, cfg: TranslationTaskConfig, options: Any, data_cache: Path, prepared: Path) -> str | None:
         # The same options build another corpus after a format change or a point release: the corpus's own hash
         # keys the stores and every model trained on them, so no run resumes on a different corpus.
         return corpus_hash(prepared)
-
-
-def debian_options(cfg: TranslationTaskConfig, options: Any) -> DebianOptions:
-    """What the Debian corpus builder is asked for (what its folder's name hashes)."""
-    return DebianOptions(direction=cfg.direction, sources=tuple(options.sources or SOURCE_ORDER),
-                         kinds=tuple(options.kinds), min_words=options.min_words, n_dev=cfg.n_dev, n_test=cfg.n_test)
 
 
 class Wmt14Corpus(TranslationCorpus):

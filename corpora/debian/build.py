@@ -24,12 +24,12 @@ import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from corpora.debian import ArchiveError
+from corpora.debian import ArchiveError, DebianOptions
 from corpora.debian import sources as _sources  # noqa: F401  (registers every source)
 from corpora.debian.archive import DISK_NEEDED_GB, Archive, DebInfo, check_disk, sha256_file
 from corpora.debian.clean import Pair, clean_pairs
@@ -38,9 +38,6 @@ from corpora.debian.sources.base import SOURCES, Document, members_to_unpack
 from corpora.ding import prepare_ding
 from corpora.layout import SPLITS, atomic_write_lines, check_direction, count_lines
 
-#: The order sources are read in (fixed: the first occurrence of a duplicate pair wins).
-SOURCE_ORDER = ("docbooks", "ddtp", "libreoffice_help", "manpages", "gnome_help", "kde_doc", "lyx", "gettext", "qt",
-                "mozilla")
 TEST_DOCS = "debian-handbook/"
 DEV_DOCS = "debian-reference/"
 #: The committed manifest of the reference build: a build of the same options is compared against it.
@@ -57,35 +54,32 @@ _ALIGN_COST_ORDER = ("docbooks", "gnome_help", "kde_doc", "libreoffice_help", "m
 
 
 @dataclass(frozen=True)
-class DebianOptions:
-    """What determines the corpus (the folder name carries its hash)."""
+class HeldOut:
+    """What the task asks of the corpus beside its options (``DebianOptions``): the direction its files are
+    written in, the sizes of the held-out sets and the seed that samples them (``task.direction``, ``task.n_dev``,
+    ``task.n_test``)."""
 
     direction: str = "en-de"
-    sources: tuple[str, ...] = SOURCE_ORDER
-    kinds: tuple[str, ...] = ("sentences", "strings")  # ("sentences",): no interface strings
-    min_words: int = 1  # pairs with fewer English words are dropped
     n_dev: int = 500
     n_test: int = 1000
     seed: int = 0
 
-    def key(self) -> str:
-        blob = json.dumps({**asdict(self), "direction": None, "format": FORMAT_VERSION}, sort_keys=True)
-        return hashlib.sha1(blob.encode()).hexdigest()[:10]
-
     def validate(self) -> None:
         check_direction(self.direction)
-        unknown = [s for s in self.sources if s not in SOURCES]
-        if unknown:
-            raise ValueError(f"unknown Debian corpus source(s) {', '.join(unknown)}; choose from "
-                             f"{', '.join(SOURCE_ORDER)} (task.corpora.debian.sources).")
-        bad = [k for k in self.kinds if k not in ("sentences", "strings")]
-        if bad or not self.kinds:
-            raise ValueError(f"task.corpora.debian.kinds must name sentences and/or strings (got {list(self.kinds)}).")
-        if self.min_words < 1 or self.n_dev < 1 or self.n_test < 1:
-            raise ValueError("task.corpora.debian.min_words, task.n_dev and task.n_test must be >= 1.")
-        if "docbooks" not in self.sources:
-            raise ValueError("the dev and test sets are books of the docbooks source: keep docbooks in "
-                             "task.corpora.debian.sources.")
+        if self.n_dev < 1 or self.n_test < 1:
+            raise ValueError(f"task.n_dev and task.n_test must be >= 1 (got {self.n_dev} and {self.n_test}).")
+
+
+def determining(opts: DebianOptions, held: HeldOut) -> dict:
+    """What determines the corpus: the folder's name hashes it (``corpus_key``), its manifest records it."""
+    return {"direction": held.direction, "sources": list(opts.chosen), "kinds": list(opts.kinds),
+            "min_words": opts.min_words, "n_dev": held.n_dev, "n_test": held.n_test, "seed": held.seed}
+
+
+def corpus_key(opts: DebianOptions, held: HeldOut) -> str:
+    """The corpus folder's key: what determines it but the direction (one build serves both), and the format."""
+    blob = json.dumps({**determining(opts, held), "direction": None, "format": FORMAT_VERSION}, sort_keys=True)
+    return hashlib.sha1(blob.encode()).hexdigest()[:10]
 
 
 @dataclass
@@ -96,8 +90,8 @@ class BuildReport:
     duplicates: int = 0
 
 
-def corpus_folder(cache_dir: Path, opts: DebianOptions) -> Path:
-    return Path(cache_dir) / f"debian_{opts.direction.replace('-', '_')}_{opts.key()}"
+def corpus_folder(cache_dir: Path, opts: DebianOptions, held: HeldOut) -> Path:
+    return Path(cache_dir) / f"debian_{held.direction.replace('-', '_')}_{corpus_key(opts, held)}"
 
 
 # ---- aligning each source (cached per source and package versions) ---------------------------------------
@@ -179,7 +173,7 @@ def _sample(pairs: list[Pair], n: int, seed: int) -> list[Pair]:
     return order[:n]
 
 
-def _split(docs: Iterator[tuple[str, Document]], opts: DebianOptions, ding_test_en: set[str],
+def _split(docs: Iterator[tuple[str, Document]], opts: DebianOptions, sizes: HeldOut, ding_test_en: set[str],
            report: BuildReport) -> tuple[list[Pair], list[Pair], list[Pair], dict[str, list]]:
     """(train, dev, test) pairs and per-package [pairs, hash] of training (for drift reports)."""
     held: dict[str, list[Pair]] = {"test": [], "dev": []}
@@ -196,10 +190,10 @@ def _split(docs: Iterator[tuple[str, Document]], opts: DebianOptions, ding_test_
             held["dev"] += pairs
         elif doc.kind in opts.kinds:
             train_docs.append((doc.doc_id, pairs))
-    test = _sample(held["test"], opts.n_test, opts.seed)
+    test = _sample(held["test"], sizes.n_test, sizes.seed)
     test_en = {e for e, _ in test}
     dev_pool = [p for p in held["dev"] if p[0] not in test_en]
-    dev = _sample(dev_pool, opts.n_dev, opts.seed)
+    dev = _sample(dev_pool, sizes.n_dev, sizes.seed)
     blocked = {e for e, _ in held["test"]} | {e for e, _ in held["dev"]} | ding_test_en
     seen: set[Pair] = set()
     train: list[Pair] = []
@@ -254,35 +248,35 @@ def corpus_hash(folder: Path) -> str:
     return json.loads((Path(folder) / "manifest.json").read_text(encoding="utf-8"))["corpus_hash"]
 
 
-def prepare_debian(cache_dir: Path, opts: DebianOptions, deb_dir: Path | None = None,
-                   progress: bool = True, fetch: str = "auto") -> Path:
-    """Build (or reuse) the corpus folder for ``opts`` under ``cache_dir`` and return it; ``fetch``: apt, http or
-    auto (``corpora.debian.mirror.open_archive``)."""
+def prepare_debian(cache_dir: Path, opts: DebianOptions, held: HeldOut = HeldOut(), progress: bool = True) -> Path:
+    """Build (or reuse) the corpus folder for ``opts`` and ``held`` under ``cache_dir`` and return it (the packages
+    from ``opts.deb_dir``, or fetched as ``opts.fetch`` says: ``corpora.debian.mirror.open_archive``)."""
     opts.validate()
-    folder = corpus_folder(cache_dir, opts)
-    if _reuse(folder, opts):
+    held.validate()
+    folder = corpus_folder(cache_dir, opts, held)
+    if _reuse(folder, held):
         return folder
     t0 = time.perf_counter()
-    fetched = _fetch(cache_dir, opts, deb_dir, progress, fetch)
+    fetched = _fetch(cache_dir, opts, progress)
     t_extract = time.perf_counter()
-    splits, per_pkg, report, align_seconds = _align_and_split(cache_dir, opts, fetched, progress)
+    splits, per_pkg, report, align_seconds = _align_and_split(cache_dir, opts, held, fetched, progress)
     t_align = time.perf_counter()
-    hashes = _write_splits(folder, opts.direction, splits)
+    hashes = _write_splits(folder, held.direction, splits)
     seconds = {"download": round(fetched.fetched_at - t0, 1),
                "extract_after_download": round(t_extract - fetched.fetched_at, 1),
                "align_clean": round(t_align - t_extract, 1), "write": round(time.perf_counter() - t_align, 1),
                "workers": fetched.workers, "align_per_source": align_seconds}
-    manifest = _manifest(opts, splits, hashes, report, per_pkg, fetched, seconds)
+    manifest = _manifest(determining(opts, held), splits, hashes, report, per_pkg, fetched, seconds)
     _write_manifest(folder, manifest)
     words = manifest["english_words"]
-    print(f"debian {opts.direction}: {len(splits['train'])} train / {len(splits['dev'])} dev / "
+    print(f"debian {held.direction}: {len(splits['train'])} train / {len(splits['dev'])} dev / "
           f"{len(splits['test'])} test pairs ({words['train']:,} English words in train) in {folder} "
           f"[{time.perf_counter() - t0:.0f} s]")
     print(drift_report(manifest))
     return folder
 
 
-def _reuse(folder: Path, opts: DebianOptions) -> bool:
+def _reuse(folder: Path, held: HeldOut) -> bool:
     """Whether ``folder`` holds a complete build (the manifest is written last), which is then reused."""
     if not ((folder / "manifest.json").is_file() and all((folder / f"{s}.{x}").is_file()
                                                           for s in SPLITS for x in ("src", "tgt"))):
@@ -295,7 +289,7 @@ def _reuse(folder: Path, opts: DebianOptions) -> bool:
               "building it again.")
         return False
     counts = {s: count_lines(folder / f"{s}.src") for s in SPLITS}
-    print(f"debian {opts.direction}: reusing {folder} (train {counts['train']}, dev {counts['dev']}, "
+    print(f"debian {held.direction}: reusing {folder} (train {counts['train']}, dev {counts['dev']}, "
           f"test {counts['test']})")
     return True
 
@@ -313,15 +307,16 @@ class _Fetched:
     fetched_at: float  # perf_counter when the index and the downloads were done (unpacking ran alongside)
 
 
-def _fetch(cache_dir: Path, opts: DebianOptions, deb_dir: Path | None, progress: bool, fetch: str) -> _Fetched:
-    """Download the pinned packages of ``opts.sources`` (or take them from ``deb_dir``) and unpack what the
-    extractors read, after checking the disk; the Translation indexes too when ddtp is chosen. ``fetch``: how
+def _fetch(cache_dir: Path, opts: DebianOptions, progress: bool) -> _Fetched:
+    """Download the pinned packages of the chosen sources (or take them from ``opts.deb_dir``) and unpack what the
+    extractors read, after checking the disk; the Translation indexes too when ddtp is chosen. ``opts.fetch``: how
     (``corpora.debian.mirror.open_archive``)."""
-    archive = open_archive(Path(cache_dir) / "debian", deb_dir=deb_dir, fetch=fetch, progress=progress)
+    deb_dir = Path(opts.deb_dir).expanduser() if opts.deb_dir else None
+    archive = open_archive(Path(cache_dir) / "debian", deb_dir=deb_dir, fetch=opts.fetch, progress=progress)
     if isinstance(archive, MirrorArchive):
         print(f"debian: fetching Debian {RELEASE}'s packages over HTTP from {archive.suites[0][0]} (no apt)")
     archive.update()
-    wanted_names = sorted({p for s in opts.sources for p in SOURCES[s].packages()})
+    wanted_names = sorted({p for s in opts.chosen for p in SOURCES[s].packages()})
     available = archive.candidates(wanted_names)
     missing = [p for p in wanted_names if p not in available]
     if missing:
@@ -335,36 +330,36 @@ def _fetch(cache_dir: Path, opts: DebianOptions, deb_dir: Path | None, progress:
     infos, roots = archive.download_and_extract(available, members_to_unpack(available, SOURCES.values()), workers)
     fetched_at = t_fetch + archive.download_seconds
     extra: dict[str, str] = {}
-    if "ddtp" in opts.sources:
+    if "ddtp" in opts.chosen:
         i18n, extra = archive.translations()
         roots = {**roots, "ddtp": i18n}
     return _Fetched(archive, infos, roots, extra, missing, workers, fetched_at)
 
 
 def _align_and_split(
-    cache_dir: Path, opts: DebianOptions, fetched: _Fetched, progress: bool
+    cache_dir: Path, opts: DebianOptions, held: HeldOut, fetched: _Fetched, progress: bool
 ) -> tuple[dict[str, Sequence[Pair]], dict[str, list], BuildReport, dict[str, float]]:
     """The splits (with the ding test set when it can be prepared), the per-package training hashes, the
     build report and each aligned source's seconds: sources not cached yet are aligned while the ones that
     are done are cleaned and split, in corpus order."""
     paths = {name: _aligned_path(fetched.archive, name, fetched.infos, fetched.extra if name == "ddtp" else {})
-             for name in opts.sources}
+             for name in opts.chosen}
     report = BuildReport()
     ding = _ding_test(cache_dir)
-    aligner = _Aligner([n for n in opts.sources if not paths[n].is_file()], fetched.roots, paths, fetched.workers,
+    aligner = _Aligner([n for n in opts.chosen if not paths[n].is_file()], fetched.roots, paths, fetched.workers,
                        progress)
     try:
 
         def documents() -> Iterator[tuple[str, Document]]:
-            for name in opts.sources:  # cleaned in corpus order while later sources still align
+            for name in opts.chosen:  # cleaned in corpus order while later sources still align
                 for doc in _read_aligned(aligner.wait(name)):
                     yield name, doc
 
-        train, dev, test, per_pkg = _split(documents(), opts, set(ding[0]) if ding else set(), report)
+        train, dev, test, per_pkg = _split(documents(), opts, held, set(ding[0]) if ding else set(), report)
     finally:
         aligner.close()
-    if len(test) < opts.n_test:
-        raise ArchiveError(f"the held-out test book gave {len(test)} pairs, fewer than task.n_test={opts.n_test}: "
+    if len(test) < held.n_test:
+        raise ArchiveError(f"the held-out test book gave {len(test)} pairs, fewer than task.n_test={held.n_test}: "
                            "lower task.n_test, or check that debian-handbook was downloaded.")
     splits: dict[str, Sequence[Pair]] = {"train": train, "dev": dev, "test": test}
     if ding:
@@ -372,12 +367,12 @@ def _align_and_split(
     return splits, per_pkg, report, aligner.seconds
 
 
-def _manifest(opts: DebianOptions, splits: dict[str, Sequence[Pair]], hashes: dict[str, str], report: BuildReport,
+def _manifest(options: dict, splits: dict[str, Sequence[Pair]], hashes: dict[str, str], report: BuildReport,
               per_pkg: dict[str, list], fetched: _Fetched, seconds: dict) -> dict:
     """What ``manifest.json`` records: options, hashes (the corpus's without the ding test set, and the held-out
     sets' on their own), counts, what cleaning dropped, every package's version and sha256, and timings."""
     return {
-        "options": asdict(opts),
+        "options": options,
         "format": FORMAT_VERSION,
         "corpus_hash": _corpus_hash({k: v for k, v in hashes.items() if not k.startswith("test_ding")}),
         "held_out_hash": _corpus_hash({k: v for k, v in hashes.items() if k.startswith(("dev.", "test."))}),

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from corpora.debian import ArchiveError
+from corpora.debian import ArchiveError, DebianOptions
 from corpora.debian import build as build_mod
 from corpora.debian.archive import Archive
-from corpora.debian.build import DebianOptions, drift_report, prepare_debian
+from corpora.debian.build import HeldOut, corpus_folder, drift_report, prepare_debian
 from corpora.debian.clean import clean_pairs, reject_reason, sentence_pairs
 from corpora.debian.sources.base import Document, Source
 
@@ -70,7 +70,12 @@ def fake(monkeypatch, tmp_path):
     return _make_deb(tmp_path)
 
 
-OPTS = DebianOptions(sources=("docbooks",), n_dev=4, n_test=6)
+HELD = HeldOut(n_dev=4, n_test=6)
+
+
+def offline(debs: Path, **options) -> DebianOptions:
+    """The docbooks source (and ``options``), built from the .deb files in ``debs``."""
+    return DebianOptions(**{"sources": ["docbooks"], "deb_dir": str(debs), **options})
 
 
 def _read(folder: Path, name: str) -> list[str]:
@@ -78,7 +83,7 @@ def _read(folder: Path, name: str) -> list[str]:
 
 
 def test_build_holds_out_by_document_and_cleans(fake, tmp_path, capsys):
-    folder = prepare_debian(tmp_path / "cache", OPTS, deb_dir=fake, progress=False)
+    folder = prepare_debian(tmp_path / "cache", offline(fake), HELD, progress=False)
     train, test, dev = _read(folder, "train.src"), _read(folder, "test.src"), _read(folder, "dev.src")
     assert len(test) == 6 and len(dev) == 4
     assert set(test) <= {e for e, _ in HANDBOOK} and set(dev) <= {e for e, _ in REFERENCE}
@@ -93,13 +98,13 @@ def test_build_holds_out_by_document_and_cleans(fake, tmp_path, capsys):
     assert man["duplicates"] == 1 and man["held_out_dropped_from_train"] == 1
     # a second run opens the folder without touching the archive
     capsys.readouterr()
-    assert prepare_debian(tmp_path / "cache", OPTS, deb_dir=fake, progress=False) == folder
+    assert prepare_debian(tmp_path / "cache", offline(fake), HELD, progress=False) == folder
     assert "reusing" in capsys.readouterr().out
 
 
 def test_same_packages_same_corpus_hash_and_drift_report(fake, tmp_path):
-    a = prepare_debian(tmp_path / "a", OPTS, deb_dir=fake, progress=False)
-    b = prepare_debian(tmp_path / "b", OPTS, deb_dir=fake, progress=False)
+    a = prepare_debian(tmp_path / "a", offline(fake), HELD, progress=False)
+    b = prepare_debian(tmp_path / "b", offline(fake), HELD, progress=False)
     ma, mb = (json.loads((f / "manifest.json").read_text()) for f in (a, b))
     assert ma["corpus_hash"] == mb["corpus_hash"]
     ref = tmp_path / "ref.json"
@@ -113,8 +118,8 @@ def test_same_packages_same_corpus_hash_and_drift_report(fake, tmp_path):
 
 
 def test_sentences_only_and_direction(fake, tmp_path):
-    opts = DebianOptions(sources=("docbooks",), n_dev=4, n_test=6, kinds=("sentences",), direction="de-en")
-    folder = prepare_debian(tmp_path / "cache", opts, deb_dir=fake, progress=False)
+    folder = prepare_debian(tmp_path / "cache", offline(fake, kinds=["sentences"]), HeldOut("de-en", 4, 6),
+                            progress=False)
     assert _read(folder, "train.src") == ["Öffnen Sie die Datei.", "Das Programm jetzt beenden."]
 
 
@@ -124,25 +129,25 @@ def test_resume_after_a_killed_build(fake, tmp_path):
     (archive.debs / ".partial" / "fakedoc_1.0_all.deb").write_bytes(b"half")  # a killed download
     archive.pkgs.mkdir(parents=True)
     (archive.pkgs / ".fakedoc.abc").mkdir()  # a killed extraction
-    folder = prepare_debian(tmp_path / "cache", OPTS, deb_dir=fake, progress=False)
+    folder = prepare_debian(tmp_path / "cache", offline(fake), HELD, progress=False)
     assert len(_read(folder, "train.src")) == 3
     assert not (archive.debs / ".partial").exists() and not (archive.pkgs / ".fakedoc.abc").exists()
 
 
 def test_bad_conditions_get_one_sentence(fake, tmp_path, monkeypatch):
     with pytest.raises(ArchiveError, match="is not a folder"):
-        prepare_debian(tmp_path / "c1", OPTS, deb_dir=tmp_path / "nope", progress=False)
+        prepare_debian(tmp_path / "c1", offline(tmp_path / "nope"), HELD, progress=False)
     with pytest.raises(ValueError, match="unknown Debian corpus source"):
-        prepare_debian(tmp_path / "c1", DebianOptions(sources=("docbooks", "nosuch")), progress=False)
+        prepare_debian(tmp_path / "c1", DebianOptions(sources=["docbooks", "nosuch"]), progress=False)
     with pytest.raises(ArchiveError, match="fewer than task.n_test"):
-        prepare_debian(tmp_path / "c1", DebianOptions(sources=("docbooks",), n_test=50), deb_dir=fake, progress=False)
+        prepare_debian(tmp_path / "c1", offline(fake), HeldOut(n_test=50), progress=False)
 
     class Usage:
         free = 10**6
 
     monkeypatch.setattr(shutil, "disk_usage", lambda p: Usage())
     with pytest.raises(ArchiveError, match="GB free but"):
-        prepare_debian(tmp_path / "c2", OPTS, deb_dir=fake, progress=False)
+        prepare_debian(tmp_path / "c2", offline(fake), HELD, progress=False)
     assert not (tmp_path / "c2" / "debian" / "debs").exists()  # refused before any download
 
 
@@ -170,3 +175,24 @@ def test_cleaning_rules():
     stats: Counter[str] = Counter()
     got = list(clean_pairs([("\ufeffA  file&amp;folder was   found.", "Eine Datei  wurde gefunden.")], stats))
     assert got == [("A file&folder was found.", "Eine Datei wurde gefunden.")] and stats["kept"] == 1
+
+
+def test_the_corpus_folder_keys_are_pinned():
+    """One options type (``task.corpora.debian``, read as it is by the builder beside the task's ``HeldOut``) names
+    the folders the two types before it named: a built corpus is found again."""
+    assert corpus_folder(Path("c"), DebianOptions(), HeldOut()).name == "debian_en_de_a8a185c75b"
+    opts = DebianOptions(sources=["docbooks", "qt"], kinds=["sentences"], min_words=2, deb_dir="x", fetch="http")
+    assert corpus_folder(Path("c"), opts, HeldOut("de-en", 4, 6)).name == "debian_de_en_daf902ecef"
+
+
+def test_bad_options_are_refused_where_the_config_is_checked():
+    """The builder's checks are the options' own, so a config is refused before any build starts."""
+    from bpd.config import TranslationTaskConfig
+
+    for bad, match in (({"sources": ["qt"]}, "keep docbooks in task.corpora.debian.sources"),
+                       ({"kinds": ["poems"]}, "task.corpora.debian.kinds must name"),
+                       ({"min_words": 0}, "task.corpora.debian.min_words must be >= 1")):
+        cfg = TranslationTaskConfig(name="debian_en_de", source="debian")
+        cfg.corpora.debian = DebianOptions(**bad)
+        with pytest.raises(ValueError, match=match):
+            cfg.validate()

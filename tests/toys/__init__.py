@@ -20,19 +20,19 @@ from bpd.config.registry import register
 
 
 @dataclass
-class BigramConfig:
-    """``decode.methods.toy_bigram``: the chain, its blocks drafted by a bigram table of the training targets."""
+class BigramOptions:
+    """``decode.methods.toy_bigram``: the chain, its blocks drafted by a bigram table of the training targets (its
+    decoders read these options as they are, ``o.toy_bigram``)."""
 
     on: bool = False  # decode with it: a decoder at every k >= 2 and criterion of the evaluation
     min_count: int = 1  # a successor seen fewer times is not drafted (the token is repeated instead)
 
+    def validate(self, where: str) -> None:
+        check(self.min_count >= 1, f"{where}.min_count must be >= 1 (got {self.min_count}).")
 
-def check_bigram(options: BigramConfig, where: str) -> None:
-    check(options.min_count >= 1, f"{where}.min_count must be >= 1 (got {options.min_count}).")
 
-
-declare("toy_bigram", Role.BEYOND, "bigram-drafted chain", 70, options=BigramConfig, default=BigramConfig,
-        check=check_bigram, auxiliary=True, module=f"{__name__}.bigram")
+declare("toy_bigram", Role.BEYOND, "bigram-drafted chain", 70, options=BigramOptions, auxiliary=True, exact=True,
+        module=f"{__name__}.bigram")
 
 register("head", "toy_shared", info=HeadInfo(), module=f"{__name__}.heads")
 

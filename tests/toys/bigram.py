@@ -43,44 +43,33 @@ class Bigram:
                                                                                   device=self.count.device))
 
 
-@dataclass(frozen=True)
-class BigramOptions(RoundOptions):
-    bigram_min_count: int = 1
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.bigram_min_count < 1:
-            raise ValueError(f"a bigram-drafted chain needs bigram_min_count >= 1 (got {self.bigram_min_count}).")
-
-    def columns(self) -> dict[str, Any]:
-        return super().columns() | {"bigram_min_count": self.bigram_min_count}
-
-
 class BigramChain(Method):
+    """Its options are the plugin's ``BigramOptions`` (``o.toy_bigram``), as a config asks for them."""
+
     name = "toy_bigram"
-    exact = True
-    options = BigramOptions
     own_columns = ("bigram_min_count",)
 
-    def decoder_name(self, o: BigramOptions) -> str:
-        return f"toy_bigram_m{o.bigram_min_count}_k{o.k}_{o.criterion_suffix}"
+    def columns(self, o: RoundOptions) -> dict[str, Any]:
+        return o.columns() | {"bigram_min_count": o.toy_bigram.min_count}
+
+    def decoder_name(self, o: RoundOptions) -> str:
+        return f"toy_bigram_m{o.toy_bigram.min_count}_k{o.k}_{o.criterion_suffix}"
 
     def sweep(self, plan: Plan, asked: Any) -> list[Options]:
         """Every criterion x k >= 2, when ``decode.methods.toy_bigram.on``."""
         if not asked.on:
             return []
-        return [BigramOptions(k, c.name, c.param, bigram_min_count=asked.min_count)
-                for c in plan.criteria for k in plan.round_ks]
+        return [self.options(k, c.name, c.param, toy_bigram=asked) for c in plan.criteria for k in plan.round_ks]
 
     def prepare(self, task, model, resources: Resources) -> Bigram:
         train = task.pairs("train")
         return Bigram.fit((train.tgt(i).tolist() for i in range(len(train))), model.cfg.vocab_size,
                           model.bos_id).to(resources.device)
 
-    def decode(self, model, src: torch.Tensor, max_len: int | None, o: BigramOptions, run: Prepared = NOTHING
+    def decode(self, model, src: torch.Tensor, max_len: int | None, o: RoundOptions, run: Prepared = NOTHING
                ) -> DecodeResult:
         bigram = self.built(run, o, "the bigram table of the training targets (BigramChain.prepare builds it).")
-        table = bigram.table(o.bigram_min_count)
+        table = bigram.table(o.toy_bigram.min_count)
 
         def draft(model, h_last: torch.Tensor, first: torch.Tensor, k: int, prev: torch.Tensor, enc=None
                   ) -> torch.Tensor:

@@ -1,12 +1,14 @@
-"""The decoding methods' declarations: each method's name, role beside the others, label and order, and the
-options an evaluation or the benchmark asks of it (``decode.methods.<name>``, ``bench.methods.<name>``): plain
-values that configs, rows and the report (which imports no torch) share; rows and tables ask a method's role
-here instead of testing its name.
+"""The decoding methods' declarations: each method's name, role beside the others, label and order, what it is
+(exact, its decode paths, quadratic cost), and the options an evaluation or the benchmark asks of it
+(``decode.methods.<name>``, ``bench.methods.<name>``): plain values that configs, rows and the report (which
+imports no torch) share; rows and tables ask a method's role here instead of testing its name.
 
-Every module of this package declares its methods (``declare``, which registers them in ``bpd.config.registry``)
-and owns their options' types; the package imports each module it holds, so a new method is found, not listed.
-Their decoders live in ``bpd/decoding/methods/`` (``bpd.decoding.registry`` pairs each one with its declaration).
-A plugin (``BPD_PLUGINS``) declares its methods the same way, naming its decoder's module (``module=``).
+Every module of this package declares its methods (``declare``, one call beside its options' dataclass, which
+registers them in ``bpd.config.registry``) and owns that dataclass: the one type of its options, which configs
+hold and its decoder reads as it is (``bpd.decoding.method.Options``: a decoder's options are the shared ones
+plus that value, under the method's name). The package imports each module it holds, so a new method is found,
+not listed. Their decoders live in ``bpd/decoding/methods/`` (``bpd.decoding.registry`` pairs each one with its
+declaration). A plugin declares its methods the same way, naming its decoder's module (``module=``).
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from collections.abc import Callable
-from dataclasses import dataclass, field, make_dataclass
+from dataclasses import dataclass, field, is_dataclass, make_dataclass
 from enum import IntEnum
-from typing import Any
+from typing import Any, get_args, get_origin
 
 from bpd.config.registry import entries, made_from, register
 
@@ -39,23 +41,48 @@ class MethodInfo:
     # options have neither.
     default: Callable[[], Any] | None = None
     bench_default: Callable[[], Any] | None = None
-    # Refuses a bad value of its options with the fix (``where``: the option's path, e.g. decode.methods.tree).
+    # Refuses a bad value of its options with the fix, for options that are no dataclass with a ``validate`` of
+    # their own (``where``: the option's path, e.g. decode.methods.tree).
     check: Callable[[Any, str], None] | None = None
     # It builds a model of its own beside the checkpoint (its decoder's ``prepare``): a draft, an n-gram model.
     auxiliary: bool = False
+    # With exact acceptance its output is greedy's, token for token: the property test runs it against greedy.
+    exact: bool = False
+    # The decode paths it has (``decode.engine``): on another it decodes eagerly (its rows say which ran).
+    engines: tuple[str, ...] = ("eager",)
+    # Recomputes the whole prefix at every step (cost quadratic in length): the bench times it at batch 1 only.
+    quadratic: bool = False
+    # What one of its decoders holds of its options (``one``): the value of each item of a list it is asked for
+    # (a lattice, a tree shape), the options themselves, or None (options that only switch it on: a bool).
+    one: Any = None
+
+    @property
+    def rounds(self) -> bool:
+        """Verifies proposals in rounds (the chain and the methods beyond it): its decoders take k, a criterion and
+        a minimum block size, and its rows carry k-hat."""
+        return self.role >= Role.CHAIN
+
+
+def one_of(options: Any) -> Any:
+    """What one decoder holds of a method's options type: ``list[X]`` -> X (each item asks for decoders), a bool
+    -> None (it only switches the method on), anything else as it is."""
+    if get_origin(options) is list:
+        return get_args(options)[0]
+    return None if options is None or options is bool else options
 
 
 def declare(name: str, role: Role, label: str, order: int, options: Any = None, module: str | None = None,
             **info: Any) -> None:
-    """Register a decoding method (``options``: the type of what a config asks of it, with ``default``;
-    ``module``: a plugin's, where its decoder is)."""
+    """Register a decoding method beside its options' type (``options``: what a config asks of it, a dataclass,
+    a list of one, a bool; default: the type's own, an empty list, false; ``module``: a plugin's, where its
+    decoder is)."""
     taken = [n for n, e in entries("method").items() if e.info.order == order]
     if taken:
         raise ValueError(f"the decoding method {name!r} takes order = {order}, already that of {taken[0]!r}; give "
                          "each method its own place.")
-    if (options is None) != (info.get("default") is None):
-        raise ValueError(f"the decoding method {name!r}: declare its options' type and their default together.")
-    register("method", name, options, MethodInfo(role, label, order, **info), module)
+    if options is not None and info.get("default") is None:
+        info["default"] = list if get_origin(options) is list else options
+    register("method", name, options, MethodInfo(role, label, order, one=one_of(options), **info), module)
 
 
 for _module in pkgutil.iter_modules(__path__, __name__ + "."):
@@ -98,11 +125,16 @@ def bench_methods() -> Any:
 
 
 def check_methods(methods: Any, where: str) -> None:
-    """Each method's options checked by their owner (``where``: decode.methods or bench.methods)."""
+    """Each method's options checked by their own ``validate`` (each item of a list; ``where``: decode.methods or
+    bench.methods), or by its declaration's ``check``."""
     for name in _OPTIONS:
+        value, path = getattr(methods, name), f"{where}.{name}"
+        for i, item in enumerate(value) if isinstance(value, list) else [(None, value)]:
+            if is_dataclass(item) and hasattr(item, "validate"):
+                item.validate(path if i is None else f"{path}[{i}]")
         check = DECODE_METHODS[name].check
         if check is not None:
-            check(getattr(methods, name), f"{where}.{name}")
+            check(value, path)
 
 
 __all__ = ["DECODE_METHODS", "MethodInfo", "MethodsConfig", "Role", "bench_methods", "check_methods", "declare",

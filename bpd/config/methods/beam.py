@@ -9,14 +9,14 @@ from bpd.config.methods import Role, declare
 
 
 @dataclass
-class BeamConfig:
-    size: int = 4  # 0: no beam search
+class BeamOptions:
+    """Beam search's options: in a config, and as its decoder reads them (``bpd.decoding.methods.beam``)."""
+
+    size: int = 4  # 0: no beam search (a decoder needs >= 1)
     alpha: float = 0.6  # the GNMT length penalty's exponent
 
+    def validate(self, where: str) -> None:
+        check(self.size >= 0, f"{where}.size must be >= 0 (0 = no beam search; got {self.size}).")
 
-def check_beam(beam: BeamConfig, where: str) -> None:
-    check(beam.size >= 0, f"{where}.size must be >= 0 (0 = no beam search; got {beam.size}).")
 
-
-declare("beam", Role.BASELINE, "beam search", 20, options=BeamConfig, default=BeamConfig,
-        bench_default=lambda: BeamConfig(size=0), check=check_beam)
+declare("beam", Role.BASELINE, "beam search", 20, options=BeamOptions, bench_default=lambda: BeamOptions(size=0))

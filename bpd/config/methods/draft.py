@@ -5,4 +5,4 @@ from __future__ import annotations
 
 from bpd.config.methods import Role, declare
 
-declare("draft", Role.BEYOND, "draft model", 60, auxiliary=True)
+declare("draft", Role.BEYOND, "draft model", 60, auxiliary=True, exact=True)

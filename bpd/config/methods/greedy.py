@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+from bpd.config.common import ENGINES
 from bpd.config.methods import Role, declare
 
-declare("greedy", Role.REFERENCE, "greedy", 0)
-declare("naive_greedy", Role.BASELINE, "greedy without a cache", 10, options=bool, default=bool,
-        bench_default=lambda: True)
+declare("greedy", Role.REFERENCE, "greedy", 0, exact=True, engines=ENGINES)
+declare("naive_greedy", Role.BASELINE, "greedy without a cache", 10, options=bool, bench_default=lambda: True,
+        exact=True, quadratic=True)

@@ -10,19 +10,16 @@ from bpd.config.methods import Role, declare
 
 
 @dataclass
-class RescoreConfig:
+class RescoreOptions:
     """One lattice: the heads' ``beam`` best candidates per depth, scored by log p_heads + ``weight`` *
-    log p_bigram."""
+    log p_bigram. A config lists them (each one's decoders at every k >= 2 and criterion); a decoder reads one."""
 
     beam: int = 4
     weight: float = 0.5
 
-
-def check_rescore(lattices: list[RescoreConfig], where: str) -> None:
-    for r in lattices:
-        check(r.beam >= 1 and r.weight >= 0,
-              f"{where} needs beam >= 1 and weight >= 0 (got beam={r.beam}, weight={r.weight}).")
+    def validate(self, where: str) -> None:
+        check(self.beam >= 1 and self.weight >= 0,
+              f"{where} needs beam >= 1 and weight >= 0 (got beam={self.beam}, weight={self.weight}).")
 
 
-declare("rescored", Role.BEYOND, "rescored chain", 50, options=list[RescoreConfig], default=list,
-        check=check_rescore, auxiliary=True)
+declare("rescored", Role.BEYOND, "rescored chain", 50, options=list[RescoreOptions], auxiliary=True, exact=True)

@@ -34,4 +34,4 @@ def check_tree_shapes(trees: list[str], where: str) -> None:
             check(False, f"unknown tree shape {t!r} in {where}; {TREE_GRAMMAR}.")
 
 
-declare("tree", Role.BEYOND, "tree", 40, options=list[str], default=list, check=check_tree_shapes)
+declare("tree", Role.BEYOND, "tree", 40, options=list[str], check=check_tree_shapes, exact=True)

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from bpd.config.methods.beam import BeamConfig
+from bpd.config.methods.beam import BeamOptions
 from bpd.decoding.loop import begin
 from bpd.decoding.method import NOTHING, Method, Options, Plan, Prepared
 from bpd.decoding.result import DecodeResult
@@ -143,31 +143,26 @@ def beam_decode(
                         invocations=invocations)
 
 
-@dataclass(frozen=True)
-class BeamOptions(Options):
-    beam_size: int = 4
-    alpha: float = 0.6  # the length penalty's exponent
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.beam_size < 1:
-            raise ValueError(f"beam_size must be >= 1 (got {self.beam_size}).")
-
-    def columns(self) -> dict[str, Any]:
-        return {"beam_size": self.beam_size}
-
-
 class Beam(Method):
+    """Its options are ``BeamOptions`` (``o.beam``), as a config asks for them: size 0 there asks for no decoder."""
+
     name = "beam"
-    options = BeamOptions
     own_columns = ("beam_size",)
 
-    def decoder_name(self, o: BeamOptions) -> str:
-        return f"beam{o.beam_size}_a{o.alpha:g}"
+    def check(self, o: Options) -> None:
+        super().check(o)
+        if o.beam.size < 1:
+            raise ValueError(f"a beam search decoder needs beam.size >= 1 (got {o.beam.size}).")
 
-    def sweep(self, plan: Plan, asked: BeamConfig) -> list[Options]:
-        return [BeamOptions(asked.size, asked.alpha)] if asked.size else []
+    def columns(self, o: Options) -> dict[str, Any]:
+        return {"beam_size": o.beam.size}
 
-    def decode(self, model, src: torch.Tensor, max_len: int | None, o: BeamOptions, run: Prepared = NOTHING
+    def decoder_name(self, o: Options) -> str:
+        return f"beam{o.beam.size}_a{o.beam.alpha:g}"
+
+    def sweep(self, plan: Plan, asked: BeamOptions) -> list[Options]:
+        return [self.options(beam=asked)] if asked.size else []
+
+    def decode(self, model, src: torch.Tensor, max_len: int | None, o: Options, run: Prepared = NOTHING
                ) -> DecodeResult:
-        return beam_decode(model, src, beam_size=o.beam_size, alpha=o.alpha, max_len=max_len)
+        return beam_decode(model, src, beam_size=o.beam.size, alpha=o.beam.alpha, max_len=max_len)

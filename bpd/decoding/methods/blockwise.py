@@ -22,7 +22,6 @@ from dataclasses import dataclass
 
 import torch
 
-from bpd.config.decode import ENGINES
 from bpd.decoding.common import last_position, top1
 from bpd.decoding.criteria import Criterion, Verdict
 from bpd.decoding.engine import checked_engine, engine_for
@@ -185,9 +184,6 @@ class Blockwise(Method):
     """The paper's chain: one proposal per slot, verified in one parallel call."""
 
     name = "blockwise"
-    options = RoundOptions
-    exact = True
-    engines = ENGINES
 
     def decoder_name(self, o: RoundOptions) -> str:
         floor = "" if o.min_block_size == 1 else f"_l{o.min_block_size}"

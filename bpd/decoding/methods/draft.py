@@ -113,8 +113,6 @@ def draft_decode(
 
 class Draft(Method):
     name = "draft"
-    exact = True
-    options = RoundOptions
 
     def decoder_name(self, o: RoundOptions) -> str:
         return f"draft_k{o.k}_{o.criterion_suffix}"

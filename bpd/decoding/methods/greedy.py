@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 import torch
 
-from bpd.config.decode import ENGINES
 from bpd.decoding.common import top1
 from bpd.decoding.engine import checked_engine, engine_for
 from bpd.decoding.loop import Accepted, Batch, Rounds, RowState, decode_rounds
@@ -61,8 +60,6 @@ def naive_greedy_decode(model, src: torch.Tensor, max_len: int | None = None) ->
 
 class Greedy(Method):
     name = "greedy"
-    exact = True
-    engines = ENGINES
 
     def sweep(self, plan: Plan, asked: None) -> list[Options]:
         return [Options()]  # always: every ratio's reference
@@ -77,8 +74,6 @@ class Greedy(Method):
 
 class NaiveGreedy(Method):
     name = "naive_greedy"
-    exact = True
-    quadratic = True
 
     def sweep(self, plan: Plan, asked: bool) -> list[Options]:
         return [Options()] if asked else []

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from bpd.config.methods.rescored import RescoreConfig
+from bpd.config.methods.rescored import RescoreOptions
 from bpd.decoding.method import NOTHING, Method, Options, Plan, Prepared, Resources, RoundOptions
 from bpd.decoding.methods.blockwise import blockwise_decode
 from bpd.decoding.result import DecodeResult
@@ -116,44 +116,31 @@ class Rescorer:
         return torch.cat([first, tree.tokens.gather(1, torch.stack(path, dim=1))], dim=1)
 
 
-@dataclass(frozen=True)
-class RescoredOptions(RoundOptions):
-    rescore_beam: int = 0  # candidates per depth of the lattice
-    rescore_weight: float = 0.0  # the n-gram model's weight beside the heads' log-probability
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.rescore_beam < 1 or self.rescore_weight < 0:
-            raise ValueError(f"a rescored chain needs rescore_beam >= 1 and rescore_weight >= 0 (got "
-                             f"{self.rescore_beam} and {self.rescore_weight}).")
-
-    def columns(self) -> dict[str, Any]:
-        return super().columns() | {"rescore_beam": self.rescore_beam, "rescore_weight": self.rescore_weight}
-
-
 class Rescored(Method):
-    """The chain, with its block chosen from the heads' lattice by the n-gram model (``Rescorer``)."""
+    """The chain, with its block chosen from the heads' lattice by the n-gram model (``Rescorer``); a decoder's
+    lattice is a ``RescoreOptions`` (``o.rescored``), one of those a config lists."""
 
     name = "rescored"
-    exact = True
-    options = RescoredOptions
     own_columns = ("rescore_beam", "rescore_weight")
 
-    def decoder_name(self, o: RescoredOptions) -> str:
-        return f"rescored_b{o.rescore_beam}_w{o.rescore_weight:g}_k{o.k}_{o.criterion_suffix}"
+    def columns(self, o: RoundOptions) -> dict[str, Any]:
+        return o.columns() | {"rescore_beam": o.rescored.beam, "rescore_weight": o.rescored.weight}
 
-    def sweep(self, plan: Plan, asked: list[RescoreConfig]) -> list[Options]:
+    def decoder_name(self, o: RoundOptions) -> str:
+        return f"rescored_b{o.rescored.beam}_w{o.rescored.weight:g}_k{o.k}_{o.criterion_suffix}"
+
+    def sweep(self, plan: Plan, asked: list[RescoreOptions]) -> list[Options]:
         """Every lattice asked x criterion x k >= 2."""
-        return [RescoredOptions(k, c.name, c.param, rescore_beam=r.beam, rescore_weight=r.weight)
-                for r in asked for c in plan.criteria for k in plan.round_ks]
+        return [self.options(k, c.name, c.param, rescored=r) for r in asked for c in plan.criteria
+                for k in plan.round_ks]
 
     def prepare(self, task, model, resources: Resources) -> NgramLM:
         """The bigram model of the task's training targets, on the run's device."""
         return NgramLM.fit_pairs(task.pairs("train"), model.cfg.vocab_size, model.bos_id).to(resources.device)
 
-    def decode(self, model, src: torch.Tensor, max_len: int | None, o: RescoredOptions, run: Prepared = NOTHING
+    def decode(self, model, src: torch.Tensor, max_len: int | None, o: RoundOptions, run: Prepared = NOTHING
                ) -> DecodeResult:
         lm = self.built(run, o, "an n-gram model of the training targets (bpd.decoding.methods.rescore: "
                                    "Rescored.prepare fits it).")
         return blockwise_decode(model, src, k=o.k, criterion=o.criterion_for(run.criterion_kwargs), max_len=max_len,
-                                proposer=Rescorer(lm, o.rescore_beam, o.rescore_weight))
+                                proposer=Rescorer(lm, o.rescored.beam, o.rescored.weight))

@@ -14,7 +14,7 @@ path's entries, moved to follow the prefix.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
+from functools import lru_cache
 from typing import Any
 
 import torch
@@ -148,43 +148,46 @@ def checked_shape(shape: TreeShape | str, k: int) -> TreeShape:
     return shape
 
 
-@dataclass(frozen=True)
-class TreeOptions(RoundOptions):
-    tree: str | TreeShape | None = None  # the shape or its config string ("3x2x1", "beam4", "chain+1")
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.min_block_size != 1:
-            raise ValueError("tree decoding has no minimum block size (a forced block is no path of the tree).")
-        _ = self.shape  # refused before any decoding
-
-    @cached_property  # frozen dataclass: cached_property writes the instance dict, not a field
-    def shape(self) -> TreeShape:
-        return checked_shape(self.tree or "", self.k)
-
-    def columns(self) -> dict[str, Any]:
-        return super().columns() | {"tree": self.shape.name, "tree_nodes": self.shape.n_nodes}
+@lru_cache(maxsize=256)
+def _shape(tree: str, k: int) -> TreeShape:
+    return checked_shape(tree, k)
 
 
 class TreeVerification(Method):
+    """Its options are a tree shape's config string (``o.tree``: "3x2x1", "beam4", "chain+1"), one of those a
+    config lists."""
+
     name = "tree"
-    exact = True
-    options = TreeOptions
     own_columns = ("tree", "tree_nodes")
 
-    def decoder_name(self, o: TreeOptions) -> str:
-        return f"tree_{o.shape.name}_k{o.k}_{o.criterion_suffix}"
+    @staticmethod
+    def shape(o: RoundOptions) -> TreeShape:
+        """The shape ``o`` asks for, refused unless it fits its k (parsed once per shape and k: decoders time
+        their calls)."""
+        return _shape(o.tree or "", o.k)
+
+    def check(self, o: RoundOptions) -> None:
+        if o.min_block_size != 1:
+            raise ValueError("tree decoding has no minimum block size (a forced block is no path of the tree).")
+        self.shape(o)
+
+    def columns(self, o: RoundOptions) -> dict[str, Any]:
+        shape = self.shape(o)
+        return o.columns() | {"tree": shape.name, "tree_nodes": shape.n_nodes}
+
+    def decoder_name(self, o: RoundOptions) -> str:
+        return f"tree_{self.shape(o).name}_k{o.k}_{o.criterion_suffix}"
 
     def sweep(self, plan: Plan, asked: list[str]) -> list[Options]:
         """Every shape asked x criterion x k >= 2 that the shape fits (widths deeper than k - 1 slots skip that
         k)."""
-        return [TreeOptions(k, c.name, c.param, tree=shape) for shape in asked for c in plan.criteria
+        return [self.options(k, c.name, c.param, tree=shape) for shape in asked for c in plan.criteria
                 for k in plan.round_ks if required_depth(shape) <= k - 1]
 
-    def decode(self, model, src: torch.Tensor, max_len: int | None, o: TreeOptions, run: Prepared = NOTHING
+    def decode(self, model, src: torch.Tensor, max_len: int | None, o: RoundOptions, run: Prepared = NOTHING
                ) -> DecodeResult:
-        return tree_decode(model, src, o.shape, k=o.k, criterion=o.criterion_for(run.criterion_kwargs),
+        return tree_decode(model, src, self.shape(o), k=o.k, criterion=o.criterion_for(run.criterion_kwargs),
                            max_len=max_len)
 
-    def step_cost_key(self, o: TreeOptions) -> str:
-        return f"tree{o.k}_{o.shape.name}"
+    def step_cost_key(self, o: RoundOptions) -> str:
+        return f"tree{o.k}_{self.shape(o).name}"
