@@ -36,10 +36,13 @@ def packages(store: Path) -> list[Path]:
 
 
 def test_a_later_engine_loads_the_stored_steps_instead_of_building_them(tmp_path):
-    model, src = demo_like_model(), random_src(2, 6, 40, seed=3)
+    """A later engine (another process's) loads what an earlier one built, for any source bucket: here a long
+    source's run builds, and a short one's loads (a short evaluation after a long one must not build again)."""
+    model, src, long = demo_like_model(), random_src(2, 6, 40, seed=3), random_src(2, 70, 40, seed=4)
     want = greedy_decode(model, src, max_len=14, engine="static").tokens
-    first, e1 = fresh_engine_decode(model, src, tmp_path)
-    assert first.tokens == want and e1.compile_seconds > 0 and e1.load_seconds > 0
+    first, e1 = fresh_engine_decode(model, long, tmp_path)
+    assert first.tokens == greedy_decode(model, long, max_len=14, engine="static").tokens
+    assert e1.compile_seconds > 0 and e1.load_seconds > 0
     assert len(packages(tmp_path)) == 1  # one package serves every window of the decode
     second, e2 = fresh_engine_decode(model, src, tmp_path)
     assert second.tokens == want

@@ -47,6 +47,10 @@ from bpd.models.transformer import EncoderState
 LEAST_BUCKET = 16
 #: The attended window grows in steps of this many cache entries (``StaticEngine.window``).
 WINDOW_STEP = 64
+#: Compiled packages hold the sinusoidal position table they were built with, and are keyed by its length: the
+#: compiled engine grows it to cover at least this many positions, whatever the test set's longest input, so that
+#: a short evaluation loads the packages a long one built (only inputs beyond it grow the table further).
+PACKAGED_POSITIONS = 2048
 def bucket(n: int, least: int = LEAST_BUCKET) -> int:
     """The padded size for ``n``: the next power of two (at least ``least``), so that a test set's lengths
     share a handful of shapes and each compiles once."""
@@ -142,8 +146,8 @@ class StaticEngine:
         enc = model.encode(padded)
         shape = (src.shape[0], padded.shape[1], self.capacity(max_len, padded.shape[1]))
         buf = self.buffers.get(shape)
-        if buf is None:
-            model.cover_positions(shape[2])  # here, eagerly: never inside a compiled step
+        if buf is None:  # (here, eagerly: never inside a compiled step)
+            model.cover_positions(max(shape[2], PACKAGED_POSITIONS) if self.packaged else shape[2])
             buf = self.buffers[shape] = self.new_buffers(enc, shape)
         if (table := self.position_table()) != self.positions:
             # The sinusoidal table grew (here for a longer shape, or in an eager decode of a long sentence; never
