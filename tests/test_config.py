@@ -478,7 +478,7 @@ def test_defaults_are_pinned_to_the_schema():
         "a config default changed: see this test's docstring (bump SCHEMA if the field is keyed)"
 
 
-PINNED_DEFAULTS = "f6962c8a82"  # heads.ahead added (default false: no key changes)
+PINNED_DEFAULTS = "886ddd86ec"  # heads.p1_distill and photos flat_per_channel added (defaults keep every key)
 
 
 def test_the_entry_points_glue_imports_without_side_effects():
