@@ -13,7 +13,7 @@ COMMON=(experiment=table1_debian setting=finetune_anchored stage=heads heads_tra
 mkdir -p outputs/table1_finetune_anchored
 
 stage() {  # one budget: train it (or resume it, or find it finished) in the foreground of this script
-    PYTHONPATH=$PWD nice -n 19 /work/main/.venv/bin/python experiments/train.py "${COMMON[@]}" "$@" &
+    PYTHONPATH=$PWD nice -n 19 "${PYTHON:-.venv/bin/python}" experiments/train.py "${COMMON[@]}" "$@" &
     echo $! > TRAINING_PID
     wait $!
 }
