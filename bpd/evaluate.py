@@ -367,8 +367,10 @@ def timing_legend(rows: list[dict[str, Any]], notes: list[str]) -> list[str]:
         paths = dict.fromkeys(r.get("engine") or "eager" for r in decoded)
         out.append(f"timed on {decoded[0]['device']}, decode path {' / '.join(paths)}")
     built, loaded = (sum(r.get(c) or 0.0 for r in decoded) for c in ("compile_s", "compile_load_s"))
-    if built or loaded:  # before and outside the timing
+    if any("compile_load_s" in r for r in decoded) and (built or loaded):  # before and outside the timing
         out.append(f"compiled steps: built in {built:.0f} s, loaded from the store in {loaded:.1f} s (untimed)")
+    elif built:  # (rows from before the step store: every run compiled its steps)
+        out.append(f"compiled in {built:.0f} s (untimed)")
     if timed is not None:
         other = timed.get("load_other_cores")
         others = f"other processes {other:.2f} cores, " if other is not None else ""

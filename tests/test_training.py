@@ -14,7 +14,7 @@ from bpd.models import HEADS
 from bpd.training.checkpoint import CheckpointError, load_checkpoint, load_model, save_checkpoint
 from bpd.training.evaluation import DevEvaluation
 from bpd.training.loop import TrainOutput, train, trained_heads
-from bpd.training.losses import combine, head_losses, shifted_targets, teacher_tokens
+from bpd.training.losses import anchored, combine, head_losses, shifted_targets, teacher_tokens
 from bpd.training.report import Reporter
 
 
@@ -619,7 +619,8 @@ def test_p1_distill_adds_the_kl_from_the_base_to_p1_alone(every_position):
     anchor = p1_anchor(base, src, tgt_in, tgt_out, weight=0.5)
     assert not anchor.log_probs.requires_grad
     hard = head_losses(model, h, tgt_out, [0, 1, 2], every_position=every_position)
-    held = head_losses(model, h, tgt_out, [0, 1, 2], every_position=every_position, anchor=anchor)
+    held = anchored(head_losses(model, h, tgt_out, [0, 1, 2], every_position=every_position), model, h, tgt_out,
+                    anchor)
 
     keep = tgt_out != model.pad_id
     p_base = F.softmax(base.heads.base_logits(base.teacher_forced(src, tgt_in)[0]), dim=-1)[keep]
@@ -630,7 +631,8 @@ def test_p1_distill_adds_the_kl_from_the_base_to_p1_alone(every_position):
     for i in (1, 2):
         torch.testing.assert_close(held[i], hard[i])
     itself = p1_anchor(model, src, tgt_in, tgt_out, weight=3.0)
-    torch.testing.assert_close(head_losses(model, h, tgt_out, [0, 1, 2], anchor=itself)[0], hard[0])
+    torch.testing.assert_close(anchored(head_losses(model, h, tgt_out, [0, 1, 2]), model, h, tgt_out, itself)[0],
+                               hard[0])
 
 
 def test_p1_distill_holds_a_finetuned_p1_near_the_base_and_resumes_to_the_same_model(tmp_path):

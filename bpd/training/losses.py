@@ -93,18 +93,22 @@ def head_losses(
     every_position: bool = False,
     source=None,
     soft: bool = False,
-    anchor: Anchor | None = None,
 ) -> dict[int, torch.Tensor]:
     """Cross-entropy of each requested head (index 0 = p_1) from decoder states ``h`` (B, T, d): the mean over
     its non-padding targets (among ``heads.loss_ids`` for a proposal slot, when set; against p_1's
-    distribution there with ``soft``). ``anchor``: p_1's loss also counts its weighted KL divergence from the
-    anchor's distributions (``p1_anchor``)."""
-    out = {}
-    for i, logits, tgt in slot_scores(model, h, tgt_out, heads, every_position, source, soft):
-        out[i] = slot_loss(logits, tgt, label_smoothing)
-        if i == 0 and anchor is not None:
-            out[i] = out[i] + anchor.weight * anchor_kl(anchor.log_probs, logits)
-    return out
+    distribution there with ``soft``)."""
+    return {i: slot_loss(logits, tgt, label_smoothing)
+            for i, logits, tgt in slot_scores(model, h, tgt_out, heads, every_position, source, soft)}
+
+
+def anchored(losses: dict[int, torch.Tensor], model, h: torch.Tensor, tgt_out: torch.Tensor, anchor: Anchor | None,
+             source=None) -> dict[int, torch.Tensor]:
+    """``losses`` with p_1's (head 0, when there) also counting its weighted KL divergence from ``anchor``'s
+    distributions (``p1_anchor``; None: unchanged), from p_1's logits at the same positions."""
+    if anchor is None or 0 not in losses:
+        return losses
+    (_, logits, _), = slot_scores(model, h, tgt_out, [0], source=source)
+    return {**losses, 0: losses[0] + anchor.weight * anchor_kl(anchor.log_probs, logits)}
 
 
 @dataclass(frozen=True)
@@ -200,4 +204,5 @@ class LossModule(torch.nn.Module):
         label_smoothing: Smoothing, soft: bool = False, anchor: Anchor | None = None,
     ) -> dict[int, torch.Tensor]:
         h, source = self.model.teacher_forced(src, tgt_in)
-        return head_losses(self.model, h, tgt_out, heads, label_smoothing, source=source, soft=soft, anchor=anchor)
+        losses = head_losses(self.model, h, tgt_out, heads, label_smoothing, source=source, soft=soft)
+        return anchored(losses, self.model, h, tgt_out, anchor, source)
