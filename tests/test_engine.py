@@ -122,7 +122,9 @@ def test_compiled_engine_decodes_as_the_static_one(monkeypatch):
     assert engine_for(model, "compiled").compile_seconds > 0
 
 
-@pytest.mark.parametrize("tied", [False, True])
+# (untied slots' int8 chains in make test-all: make test keeps the tied case, and the property test runs both on
+# the static path, whose functions these are)
+@pytest.mark.parametrize("tied", [pytest.param(False, marks=pytest.mark.slow), True])
 def test_compiled_int8_chains_are_traced_and_decode_exactly(tied):
     """int8 proposal chains compile with the rest of the round (weight-only int8 products in the graph): exact
     decoding gives greedy's tokens, and the blocks are the static path's (the same int8 tables, run uncompiled)."""
