@@ -29,6 +29,8 @@ from pathlib import Path
 
 import torch
 
+from bpd.integrity import file_digest
+
 #: Where packages are kept: set by ``use_store`` (the entry points pass ``<cache_dir>/compiled``) or the
 #: ``BPD_COMPILED_DIR`` environment variable; else ``~/.cache/bpd/compiled``.
 _ROOT: Path | None = None
@@ -235,14 +237,6 @@ def fits(spec: list, args: tuple) -> bool:
             elif n != d:
                 return False
     return True
-
-
-def file_digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 @dataclass
