@@ -43,9 +43,9 @@ def test_a_later_engine_loads_the_stored_steps_instead_of_building_them(tmp_path
     first, e1 = fresh_engine_decode(model, long, tmp_path)
     assert first.tokens == greedy_decode(model, long, max_len=14, engine="static").tokens
     assert e1.compile_seconds > 0 and e1.load_seconds > 0
-    assert len(packages(tmp_path)) == 1  # one package serves every window of the decode
+    assert len(packages(tmp_path)) == 2  # the encoder's and the step's: each serves every window and bucket
     second, e2 = fresh_engine_decode(model, src, tmp_path)
-    assert second.tokens == want
+    assert second.tokens == want and len(packages(tmp_path)) == 2
     assert e2.compile_seconds == 0 and 0 < e2.load_seconds < e1.compile_seconds / 5
     manifest = json.loads(packages(tmp_path)[0].with_suffix(".json").read_text())
     assert manifest["sha256"] == step_store.file_digest(packages(tmp_path)[0])
@@ -95,7 +95,7 @@ def test_a_damaged_or_partial_package_is_rebuilt_with_a_note(tmp_path, capsys, d
     assert out.tokens == want and e.compile_seconds > 0
     said = capsys.readouterr().out
     assert ("damaged or incomplete" in said) == (damage != "package"), said
-    assert len(packages(tmp_path)) == 1
+    assert len(packages(tmp_path)) == 2  # (the encoder's and the greedy step's)
 
 
 def test_the_key_follows_everything_that_determines_a_package(monkeypatch):

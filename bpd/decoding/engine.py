@@ -39,7 +39,7 @@ from bpd.decoding.common import RowTracker, checked_max_len, count_positions
 from bpd.decoding.compiling import compile_fn, compile_options, on_gpu, weights_fingerprint
 from bpd.decoding.criteria import Criterion
 from bpd.decoding.result import DecodeResult
-from bpd.decoding.static_steps import chain_round, chain_start, greedy_step
+from bpd.decoding.static_steps import chain_round, chain_start, encoder_step, greedy_step
 from bpd.models.static_cache import StaticKVCache
 from bpd.models.transformer import EncoderState
 
@@ -143,11 +143,12 @@ class StaticEngine:
         model = self.model
         max_len = checked_max_len(model, src, max_len)
         padded = self.padded(src)
-        enc = model.encode(padded)
         shape = (src.shape[0], padded.shape[1], self.capacity(max_len, padded.shape[1]))
         buf = self.buffers.get(shape)
         if buf is None:  # (here, eagerly: never inside a compiled step)
             model.cover_positions(max(shape[2], PACKAGED_POSITIONS) if self.packaged else shape[2])
+        enc = self.encode(padded)
+        if buf is None:
             buf = self.buffers[shape] = self.new_buffers(enc, shape)
         if (table := self.position_table()) != self.positions:
             # The sinusoidal table grew (here for a longer shape, or in an eager decode of a long sentence; never
@@ -168,6 +169,17 @@ class StaticEngine:
         alive.fill_(True)
         source = (*held.cross_kv[-1], held.src_mask) if model.heads.reads_source else None
         return StaticBatch(held, source, cache, alive, RowTracker(src.shape[0], model.eos_id, max_len), max_len)
+
+    def encode(self, padded: torch.Tensor) -> EncoderState:
+        """The encoder state of a padded source: on a CPU's compiled path from the encoder's own package (one for
+        every source bucket, the source length symbolic), elsewhere ``model.encode`` itself (a GPU's encoder runs
+        once per batch, outside its CUDA graphs)."""
+        if not self.packaged:
+            return self.model.encode(padded)
+        if compiling.DYNAMIC_BUCKETS and self.model.source_buckets:
+            torch._dynamo.mark_dynamic(padded, 1)
+        out = self.call(("encode",), lambda: encoder_step(self.model), padded)
+        return EncoderState(out[0], list(out[1]), out[2] if len(out) > 2 else None)
 
     def new_buffers(self, enc: EncoderState, shape: tuple[int, int, int]
                     ) -> tuple[EncoderState, StaticKVCache, torch.Tensor]:
@@ -377,7 +389,6 @@ class StaticEngine:
         (``t1``), a round per k (``t<k>``: verify, judge, advance, propose; the host reads its block sizes), the
         start call per k (``s<k>``) and the encoder (``enc``), each from rows ``prefix_len`` long and leaving
         them so. Every function is called once here: shapes compile now, not while timed."""
-        model = self.model
         b = self.begin(src, max_len)
         tok = self.bos(b)
         lengths = b.cache.lengths
@@ -391,7 +402,7 @@ class StaticEngine:
             self.step(b, tok).tolist()
             rewind()
 
-        fns: dict[str, Callable[[], None]] = {"t1": greedy, "enc": lambda: model.encode(padded)}
+        fns: dict[str, Callable[[], None]] = {"t1": greedy, "enc": lambda: self.encode(padded)}
         for k in ks:
             props = self.bos(b, k)
 

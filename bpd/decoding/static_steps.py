@@ -171,6 +171,18 @@ def int8_slot(tables: DecodingTables, slot: str, lookup: torch.Tensor, s: torch.
                                 hasattr(tables, f"{slot}4"), source, s.shape[0])  # (4: a slot that attends)
 
 
+def encoder_step(model) -> Callable:
+    """The encoder on a padded source (B, S): the encoder state's fields, ``EncoderState``'s order (``aligned``
+    left out for models without it: an output of None is not a tensor a package returns)."""
+
+    def encode(src):
+        enc = model.encode(src)
+        out = (enc.src_mask, enc.cross_kv)
+        return out if enc.aligned is None else (*out, enc.aligned)
+
+    return encode
+
+
 def greedy_step(model) -> Callable:
     """One token per live row through the decoder; p_1's argmax (B,)."""
 
