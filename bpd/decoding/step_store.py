@@ -249,6 +249,21 @@ class Loaded:
     load_s: float
 
 
+def load_runner(package: Path) -> Callable:
+    """The package's model as a function of the step's arguments. ``aoti_load_package``'s callable parses the
+    package's input and output tree specs (JSON) at every call; a decode calls a step hundreds of times a
+    sentence, so the output spec is parsed once here and the arguments flattened straight to their tensors (in
+    the order export flattened them; the None fields of an encoder state are not inputs)."""
+    loader = torch._inductor.aoti_load_package(str(package)).loader
+    out_spec = torch.utils._pytree.treespec_loads(loader.get_call_spec()[1])
+    leaves, unflatten, boxed_run = torch.utils._pytree.tree_leaves, torch.utils._pytree.tree_unflatten, loader.boxed_run
+
+    def run(*args):
+        return unflatten(boxed_run([t for t in leaves(args) if isinstance(t, torch.Tensor)]), out_spec)
+
+    return run
+
+
 def build_or_load(key: str, model, make: Callable[[], Callable], args: tuple, aten: bool, exact: bool = False,
                   note: Callable[[str], None] = print) -> Loaded:
     """The package ``key`` loaded from the store, built first when it is missing or fails its check. Jobs sharing
@@ -289,7 +304,7 @@ def _checked_load(package: Path, manifest: Path, note: Callable[[str], None]) ->
         if package.stat().st_size != meta["bytes"] or file_digest(package) != meta["sha256"]:
             why = "its digest does not match its manifest"
         else:
-            run = torch._inductor.aoti_load_package(str(package))
+            run = load_runner(package)
             return Loaded(run, meta["spec"], 0.0, time.perf_counter() - t0)
     except (OSError, ValueError, KeyError, RuntimeError) as e:
         why = f"it cannot be read ({type(e).__name__}: {str(e)[:120]})"
@@ -318,5 +333,5 @@ def _build(package: Path, manifest: Path, model, make: Callable[[], Callable], a
         os.replace(part, manifest)
     built = time.perf_counter() - t0
     t1 = time.perf_counter()
-    run = torch._inductor.aoti_load_package(str(package))
+    run = load_runner(package)
     return Loaded(run, spec, built, time.perf_counter() - t1)
