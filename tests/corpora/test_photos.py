@@ -188,6 +188,15 @@ def test_flatness_per_channel_drops_a_uniform_coloured_patch_and_keys_its_own_co
     assert built[0].flat_per_channel
 
 
+def test_a_default_build_records_the_reference_builds_options():
+    """The manifest records the options as the key hashes them: a default build (flat_per_channel false) is
+    compared with the committed reference build by hash, not reported as a build of other options."""
+    ref = json.loads(build_mod.REFERENCE_MANIFEST.read_text(encoding="utf-8"))
+    manifest = {"options": PhotoOptions().recorded(), "corpus_hash": ref["corpus_hash"]}
+    assert build_mod.drift_report(manifest).endswith(f"{ref['corpus_hash']}, identical to the reference build")
+    assert PhotoOptions(flat_per_channel=True).recorded()["flat_per_channel"] is True
+
+
 def test_near_duplicates_are_grouped_transitively():
     t = np.array([[0.0] * 4, [5.0] * 4, [9.0] * 4, [100.0] * 4], dtype=np.float32)
     assert duplicate_groups(t, 6.0) == [0, 0, 0, 3]
