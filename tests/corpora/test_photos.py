@@ -202,6 +202,12 @@ def test_near_duplicates_are_grouped_transitively():
     assert duplicate_groups(t, 6.0) == [0, 0, 0, 3]
 
 
+def task_folder(cache: Path) -> Path:
+    """The one photo corpus folder a test built under ``cache``."""
+    (folder,) = cache.glob("photos_sr_*")
+    return folder
+
+
 def test_task_serves_the_corpus_and_its_face_set(debs, tmp_path, monkeypatch):
     from bpd.config import DecodeConfig
     from bpd.tasks.image import ImageTask
@@ -216,6 +222,11 @@ def test_task_serves_the_corpus_and_its_face_set(debs, tmp_path, monkeypatch):
     assert len(task.pairs("test")) == 7 and len(task.pairs("dev")) == 5
     assert len(task.pairs("faces:test")) == 2
     assert task.scorer("faces:test", 2).hr.shape == (2, 32, 32, 3)
+    # photos:test is the whole test split, which task.n_test caps for test (and for the key)
+    whole = np.load(task_folder(tmp_path / "cache") / "test_hr.npy")
+    assert len(whole) > 7 and len(task.pairs("photos:test")) == len(whole)
+    np.testing.assert_array_equal(task.scorer("photos:test", 2, first=7).hr, whole[7:9])
+    DecodeConfig(split="photos:test", ks=[2]).validate(4)
     # the corpus hash is part of the key; where the packages come from is not
     again = ImageTask(dataclasses.replace(cfg, corpora=ImageCorpora(PhotosOptions(fetch="apt"))), tmp_path / "cache")
     assert again.key == task.key
