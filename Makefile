@@ -10,7 +10,7 @@ export WANDB_MODE ?= offline
 export PYTHONHASHSEED := 0
 
 .PHONY: data setup test test-all lint demo demo-debian demo-train demo-ding demo-sr demo-sr-faces bench figures reproduce reproduce-mt-small reproduce-sr-small \
-        reproduce-mt reproduce-mt-debian reproduce-sr reproduce-paper clean-results help bench-gpu-prep scale-check pretrain pretrain-debian \
+        reproduce-mt reproduce-mt-debian reproduce-sr reproduce-sr-photos reproduce-paper clean-results help bench-gpu-prep scale-check pretrain pretrain-debian \
         bench-scale export bench-peers data-sr pretrain-photos-sr
 
 help:
@@ -132,6 +132,24 @@ reproduce-mt-debian: data
 
 reproduce-sr-small: setup
 	$(RUN) -m experiment=table2_small setting=regular,finetune $(SHIPPED)
+
+# Table 2 on the photo corpus over the first SR_PATCHES (1,024) of its whole test split (decode.split=photos:test,
+# stored shuffled: a random sample of its 13,025 patches), exact and eps = 2 at k = 4 and 10, in chunks of SR_CHUNK
+# patches, each its own run: re-run the same command after a kill and it resumes at the chunk it was in (hours on
+# one thread). Then one table from the chunks: analysis/pool_chunks.py. Builds the corpus first (as make data-sr).
+SR_PATCHES ?= 1024
+SR_CHUNK ?= 256
+SR_SETTINGS ?= finetune_sr regular
+SR_FIRSTS = $(shell seq 0 $(SR_CHUNK) $$(($(SR_PATCHES) - 1)))
+define NEWLINE
+
+
+endef
+reproduce-sr-photos: data-sr
+	$(foreach s,$(SR_SETTINGS),$(foreach f,$(SR_FIRSTS),$(RUN) experiment=table2_photos setting=$(s) decode.split=photos:test \
+	    decode.first=$(f) decode.n_examples=$(SR_CHUNK) 'decode.ks=[4,10]' decode.batch_size=8 decode.timing_repeats=1 \
+	    $(PHOTOS_DATA) $(SHIPPED) paths.results_dir=$(RESULTS)/table2_photos$(NEWLINE)))
+	$(PY) analysis/pool_chunks.py $(RESULTS)/table2_photos/rows.jsonl --split photos:test
 
 # The base models that ship in checkpoints/ (hours on 2 cores; re-run the same command to resume).
 pretrain: setup

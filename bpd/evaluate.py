@@ -101,6 +101,20 @@ class Loaded:
 
 
 @dataclass(frozen=True)
+class Window:
+    """The examples an evaluation decoded, from ``decode.first`` on: output ``i`` is the split's ``first + i``."""
+
+    pairs: Pairs
+    first: int
+
+    def src(self, i: int):
+        return self.pairs.src(self.first + i)
+
+    def __len__(self) -> int:
+        return len(self.pairs) - self.first
+
+
+@dataclass(frozen=True)
 class Decoded:
     """What an evaluation decoded: the decoders' specs, their outputs by decoder name, the split's pairs, the
     scorer of the examples decoded, and the decode options asked for."""
@@ -124,14 +138,17 @@ def _evaluate(runtime: Runtime, task: Task, loaded: Loaded, d: DecodeConfig, abo
     if d.threads:
         torch.set_num_threads(d.threads)
     pairs = task.pairs(d.split)
-    n = len(pairs) if d.n_examples is None else min(d.n_examples, len(pairs))
+    if d.first >= len(pairs):
+        raise ValueError(f"decode.first={d.first} is past the {len(pairs)} examples of {d.split}; use a smaller one.")
+    left = len(pairs) - d.first
+    n = left if d.n_examples is None else min(d.n_examples, left)
     resources = Resources(device, {"draft": draft_path} if draft_path is not None else {})
     specs = decode_specs(d, model.k, models=resources.models)
     # What every decoder is handed beside its options: the task's criterion options, and what methods build beside
     # the model (a draft, an n-gram model).
     prepared = prepare(specs, task, model, resources)
-    sources = pairs.sources(range(n))
-    scorer = task.scorer(d.split, n)
+    sources = pairs.sources(range(d.first, d.first + n))
+    scorer = task.scorer(d.split, n, d.first)
     mine = list(range(len(sources)))
     if info.distributed:  # whole batches of decode_and_time's order: the same batches (and outputs) as one process
         order = sorted(mine, key=lambda i: len(sources[i])) if d.batch_size > 1 else mine
@@ -220,6 +237,7 @@ def row_provenance(about: Provenance, d: DecodeConfig, task: Task, model_path: P
         "task": task.kind,
         "dataset": task.name,
         "split": d.split,
+        "first_example": d.first,  # a chunk of a long evaluation starts here (decode.first; 0: the split's start)
         "model": Path(model_path).name,
         "model_preset": ex["model_preset"],
         "trained_k": mc["k"],
@@ -439,7 +457,8 @@ def log_to_wandb(runtime: Runtime, task: Task, decoded: Decoded, rows: list[dict
     tracker.summary({"rows": {r["decoder"]: json.loads(json.dumps(r, default=str)) for r in rows}})
     columns = list(rows[0].keys())[:40]
     tracker.table("results", columns, [[str(r.get(c)) for c in columns] for r in rows])
-    task.log_outputs(tracker, decoded.scorer, decoded.outs, decoded.specs, decoded.pairs, out_dir)
+    first = 0 if d is None else d.first
+    task.log_outputs(tracker, decoded.scorer, decoded.outs, decoded.specs, Window(decoded.pairs, first), out_dir)
     tracker.finish()
 
 

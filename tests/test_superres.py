@@ -313,6 +313,32 @@ def test_sr_pipeline_rows_files_and_psnr(tmp_path):
                                        "ground truth"]
 
 
+def test_an_evaluation_in_chunks_decodes_and_pools_to_the_whole_ones(tmp_path):
+    """decode.first: chunks of a split (each its own run id) decode its examples from ``first`` on, scored against
+    their own targets, and analysis/pool_chunks.py pools their rows into the whole evaluation's figures."""
+    from analysis.pool_chunks import pooled_rows
+    from bpd.runtime import resolve_path
+
+    cfg = sr_config(tmp_path)
+    task = toy_task(cfg)
+    path = staged(stages.ensure_heads, cfg, task)
+    whole = {r["decoder"]: r for r in evaluate_toy(cfg, task, path)}
+    chunks = [evaluate_toy(tweak(cfg, decode={"first": f, "n_examples": 4}), task, path) for f in (0, 4)]
+    assert [r["first_example"] for r in chunks[1]] == [4] * len(chunks[1])
+    for name in ("greedy", "blockwise_k3_distance2"):
+        mine = [next(r for r in c if r["decoder"] == name) for c in chunks]
+        for column in ("pred_file", "target_file"):
+            parts = [np.load(resolve_path(r[column])) for r in mine]
+            np.testing.assert_array_equal(np.concatenate(parts), np.load(resolve_path(whole[name][column])))
+    pooled = {r["decoder"]: r for r in pooled_rows([r for c in chunks for r in c])}
+    for name, r in whole.items():
+        assert pooled[name]["n_examples"] == 8 and pooled[name]["psnr"] == pytest.approx(r["psnr"])
+        if r["method"] != "reference":
+            assert pooled[name]["mean_block_size"] == pytest.approx(r["mean_block_size"])
+    with pytest.raises(ValueError, match="past the 8 examples"):
+        evaluate_toy(tweak(cfg, decode={"first": 8}), task, path)
+
+
 def test_sr_training_lowers_loss(tmp_path):
     from bpd.training.evaluation import DevEvaluation, evaluate_heads
     from bpd.training.loop import TrainOutput, train

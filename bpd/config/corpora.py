@@ -67,5 +67,7 @@ register("corpus", "debian", DebianOptions, CorpusInfo(  # built from Debian's p
 register("corpus", "wmt14", info=CorpusInfo("translation", reads_data_dir=True))
 register("corpus", "folder", info=CorpusInfo("translation", reads_data_dir=True))  # any {train,dev,test}.{src,tgt}
 register("corpus", "faces", info=CorpusInfo("image", scores_others=True, other_splits=("test",)))  # embedded
-register("corpus", "photos", PhotosOptions, CorpusInfo("image", holds=("faces",)))  # built from Debian's packages
+# photos:test is the corpus's whole test split (task.n_test caps test, and keys the models; this one does not)
+register("corpus", "photos", PhotosOptions, CorpusInfo("image", scores_others=True, other_splits=("test",),
+                                                       holds=("faces", "photos")))  # built from Debian's packages
 register("corpus", "celeba", info=CorpusInfo("image", reads_data_dir=True))

@@ -29,6 +29,9 @@ class DecodeConfig:
 
     split: str = "test"  # or another corpus's held-out set, scored out of domain: ding:test, debian:test
     n_examples: int | None = None  # null = the whole split
+    # The first example decoded: a long evaluation runs as chunks (first=0, n, 2n, ... with n_examples=n), each its
+    # own run id and rows, so a killed one resumes at the chunk it was in (analysis/pool_chunks.py pools them).
+    first: int = 0
     batch_size: int = 1  # the paper's wall-clock setting; > 1 works too
     ks: list[int] = field(default_factory=lambda: [2, 4, 8])  # decode-time k (<= heads.k)
     criteria: list[CriterionConfig] = field(
@@ -64,8 +67,9 @@ class DecodeConfig:
                                                       and split in other.other_splits)),
                f"unknown decode.split {self.split!r}; use test, dev or train, or another corpus's held-out "
                f"sentences as {' or '.join(c + ':test' for c in other_corpora('translation'))} (':dev' too), or "
-               "the photo corpus's face test set as faces:test.")
+               "the photo corpus's face test set as faces:test (its whole test split: photos:test).")
         check(self.batch_size >= 1, f"decode.batch_size must be >= 1 (got {self.batch_size}).")
+        check(self.first >= 0, f"decode.first must be >= 0, the index of the first example decoded (got {self.first}).")
         check(self.n_examples is None or self.n_examples >= 1,
                f"decode.n_examples must be >= 1, or null for the whole split (got {self.n_examples}).")
         check(min(self.max_len_a, self.max_len_extra) >= 0 and self.max_len_a + self.max_len_extra > 0,

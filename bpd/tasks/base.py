@@ -114,8 +114,8 @@ class Task:
         """An output as text (translation: the sentence; images: the intensities)."""
         return " ".join(map(str, tokens))
 
-    def scorer(self, split: str, n: int) -> Scorer:
-        """The scorer of the first ``n`` examples of ``split``."""
+    def scorer(self, split: str, n: int, first: int = 0) -> Scorer:
+        """The scorer of ``n`` examples of ``split`` from its ``first``."""
         raise NotImplementedError
 
     def dev_score(self, model, decode: DecodeConfig, n: int | None = None, split: str = "dev",

@@ -42,6 +42,16 @@ class ImageCorpus(Corpus):
         raise NotImplementedError
 
 
+#: The photo corpus's whole test split (``decode.split=photos:test``): ``test`` is its first ``task.n_test``
+#: patches, which the task's key (and so every model's) hashes; this set's size keys no model.
+WHOLE_TEST = "photos:test"
+
+
+def held(split: str) -> str:
+    """The key of ``images`` that ``split`` decodes: ``faces:test`` the face set, others their own name."""
+    return FACES if split_parts(split)[0] == FACES else split
+
+
 class FacesCorpus(ImageCorpus):
     source = "faces"
 
@@ -64,7 +74,8 @@ class PhotosCorpus(ImageCorpus):
         images = open_photos(self.folder(cfg, options, data_cache))
         limits = {"train": cfg.n_train, "dev": cfg.n_dev, "test": cfg.n_test, FACES: None}
         # each split is stored shuffled: its first n patches sample every photograph of the split
-        return {s: (lr[: limits[s]], hr[: limits[s]]) for s, (lr, hr) in images.items()}
+        capped = {s: (lr[: limits[s]], hr[: limits[s]]) for s, (lr, hr) in images.items()}
+        return {**capped, WHOLE_TEST: images["test"]}
 
     def content_key(self, cfg: ImageTaskConfig, options: Any, data_cache: Path, prepared: Images) -> str | None:
         # Other packages (a point release) or another Pillow build another photo corpus: its hash keys every model
@@ -140,8 +151,9 @@ class ImageTask(Task):
         self.cfg = cfg
 
     def pairs(self, split: str) -> Pairs:
-        """A split's pairs; ``faces:test`` is the photo corpus's face test set."""
-        return self.splits[FACES] if split_parts(split)[0] == FACES else super().pairs(split)
+        """A split's pairs; ``faces:test`` is the photo corpus's face test set, ``photos:test`` its whole test
+        split."""
+        return super().pairs(split) if split_parts(split)[0] is None else self.splits[held(split)]
 
     def fingerprint(self) -> str:
         digest = hashlib.sha1()
@@ -165,9 +177,9 @@ class ImageTask(Task):
         seq = self.cfg.hr_size * self.cfg.hr_size * 3  # a whole image, no EOS
         return lambda src: seq
 
-    def scorer(self, split: str, n: int) -> ImageScorer:
-        lr, hr = self.images[FACES if split_parts(split)[0] == FACES else split]
-        return ImageScorer(lr[:n], hr[:n])
+    def scorer(self, split: str, n: int, first: int = 0) -> ImageScorer:
+        lr, hr = self.images[held(split)]
+        return ImageScorer(lr[first : first + n], hr[first : first + n])
 
     def extra_rows(self, scorer: ImageScorer, outs: dict[str, RunOutput], specs: list[DecodeSpec],
                    rows: list[dict[str, Any]], common: dict[str, Any], out_dir: Path) -> list[dict[str, Any]]:

@@ -221,9 +221,9 @@ class TranslationTask(Task):
     def detokenize(self, tokens: list[int]) -> str:
         return self.tokenizer.decode(tokens)
 
-    def scorer(self, split: str, n: int) -> TranslationScorer:
+    def scorer(self, split: str, n: int, first: int = 0) -> TranslationScorer:
         refs = self.other(split)[1] if split_parts(split)[0] else self.refs.get(split, [])
-        return TranslationScorer(self.tokenizer, refs[:n])
+        return TranslationScorer(self.tokenizer, refs[first : first + n])
 
     def log_outputs(self, tracker: Tracker, scorer, outs: dict[str, RunOutput], specs: list[DecodeSpec],
                     pairs: Pairs, out_dir: Path) -> None:

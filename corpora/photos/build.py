@@ -71,11 +71,16 @@ class PhotoOptions:
     duplicate_distance: float = 6.0  # mean |difference| of two 16x16 grey thumbnails that marks one photograph
     seed: int = 0
 
-    def key(self) -> str:
+    def recorded(self) -> dict:
+        """The options as the key hashes them and the manifest records them: without ``flat_per_channel`` when
+        false, so a default build keeps the key, and matches the reference manifest's options, it had before."""
         fields = asdict(self)
         if not self.flat_per_channel:
             del fields["flat_per_channel"]
-        blob = json.dumps({**fields, "format": FORMAT_VERSION}, sort_keys=True)
+        return fields
+
+    def key(self) -> str:
+        blob = json.dumps({**self.recorded(), "format": FORMAT_VERSION}, sort_keys=True)
         return hashlib.sha1(blob.encode()).hexdigest()[:10]
 
     def validate(self) -> None:
@@ -379,7 +384,7 @@ def prepare_photos(cache_dir: Path, opts: PhotoOptions, deb_dir: Path | None = N
     hashes = {f"{s}_{a}.npy": sha256_file(folder / f"{s}_{a}.npy") for s in (*SPLITS, FACES) for a in ARRAYS}
     patch_hashes = {k: v for k, v in hashes.items() if not k.startswith(FACES)}
     manifest = {
-        "options": asdict(opts),
+        "options": opts.recorded(),
         "format": FORMAT_VERSION,
         "corpus_hash": _corpus_hash(patch_hashes),  # the photographs' splits: what a model trains and is scored on
         "held_out_hash": _corpus_hash({k: v for k, v in patch_hashes.items() if not k.startswith("train")}),

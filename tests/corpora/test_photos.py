@@ -188,9 +188,24 @@ def test_flatness_per_channel_drops_a_uniform_coloured_patch_and_keys_its_own_co
     assert built[0].flat_per_channel
 
 
+def test_a_default_build_records_the_reference_builds_options():
+    """The manifest records the options as the key hashes them: a default build (flat_per_channel false) is
+    compared with the committed reference build by hash, not reported as a build of other options."""
+    ref = json.loads(build_mod.REFERENCE_MANIFEST.read_text(encoding="utf-8"))
+    manifest = {"options": PhotoOptions().recorded(), "corpus_hash": ref["corpus_hash"]}
+    assert build_mod.drift_report(manifest).endswith(f"{ref['corpus_hash']}, identical to the reference build")
+    assert PhotoOptions(flat_per_channel=True).recorded()["flat_per_channel"] is True
+
+
 def test_near_duplicates_are_grouped_transitively():
     t = np.array([[0.0] * 4, [5.0] * 4, [9.0] * 4, [100.0] * 4], dtype=np.float32)
     assert duplicate_groups(t, 6.0) == [0, 0, 0, 3]
+
+
+def task_folder(cache: Path) -> Path:
+    """The one photo corpus folder a test built under ``cache``."""
+    (folder,) = cache.glob("photos_sr_*")
+    return folder
 
 
 def test_task_serves_the_corpus_and_its_face_set(debs, tmp_path, monkeypatch):
@@ -207,6 +222,11 @@ def test_task_serves_the_corpus_and_its_face_set(debs, tmp_path, monkeypatch):
     assert len(task.pairs("test")) == 7 and len(task.pairs("dev")) == 5
     assert len(task.pairs("faces:test")) == 2
     assert task.scorer("faces:test", 2).hr.shape == (2, 32, 32, 3)
+    # photos:test is the whole test split, which task.n_test caps for test (and for the key)
+    whole = np.load(task_folder(tmp_path / "cache") / "test_hr.npy")
+    assert len(whole) > 7 and len(task.pairs("photos:test")) == len(whole)
+    np.testing.assert_array_equal(task.scorer("photos:test", 2, first=7).hr, whole[7:9])
+    DecodeConfig(split="photos:test", ks=[2]).validate(4)
     # the corpus hash is part of the key; where the packages come from is not
     again = ImageTask(dataclasses.replace(cfg, corpora=ImageCorpora(PhotosOptions(fetch="apt"))), tmp_path / "cache")
     assert again.key == task.key
