@@ -13,12 +13,17 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import hydra
-from _common import CONF_DIR, BenchEntry, friendly
+from _common import CONF_DIR, friendly, start
 from omegaconf import DictConfig
 
-from bpd.config import ExperimentConfig, chained_archs
+if TYPE_CHECKING:
+    from _schemas import BenchEntry
+
+    from bpd.config import ExperimentConfig
+
 
 
 def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
@@ -98,6 +103,8 @@ def arch_config(cfg: ExperimentConfig, arch: str, b) -> ExperimentConfig:
     """The experiment, or for another architecture's heads the same recipe trained briefly."""
     if arch == cfg.heads.arch:
         return cfg
+    from bpd.config import chained_archs
+
     tied = cfg.heads.tie_slots and arch in chained_archs()  # tying applies to chained slots only
     return dataclasses.replace(cfg, heads=dataclasses.replace(cfg.heads, arch=arch, tie_slots=tied),
                                heads_train=dataclasses.replace(cfg.heads_train, max_steps=b.arch_train_steps,
@@ -158,13 +165,18 @@ def common_columns(cfg: ExperimentConfig, c: ExperimentConfig, task, path: Path,
 
 
 @hydra.main(config_path=CONF_DIR, config_name="bench", version_base="1.3")
-def main(cfg: DictConfig) -> None:
+def job(cfg: DictConfig) -> None:
     from bpd.decoding.compiling import graph_per_bucket
 
     # Benchmarks time steady-state steps: one compiled graph per source bucket, whose steps are faster than those
     # of the one graph an evaluation shares across buckets (docs/benchmark.md).
     with graph_per_bucket():
         friendly(run, cfg, engines=lambda entry: entry.bench.engines)
+
+
+def main() -> None:
+    start()  # the plugins and schemas, before Hydra composes (importing this module changes nothing)
+    job()
 
 
 if __name__ == "__main__":

@@ -8,12 +8,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import hydra
-from _common import CONF_DIR, EvaluateEntry, friendly, provenance
+from _common import CONF_DIR, friendly, provenance, start
 from omegaconf import DictConfig
 
-from bpd.config import ExperimentConfig
+if TYPE_CHECKING:
+    from _schemas import EvaluateEntry
+
+    from bpd.config import ExperimentConfig
+
 
 
 def run(cfg: ExperimentConfig, entry: EvaluateEntry) -> list[dict]:
@@ -39,8 +44,13 @@ def checkpoint_path(entry: EvaluateEntry, cfg: ExperimentConfig) -> Path | None:
 
 
 @hydra.main(config_path=CONF_DIR, config_name="evaluate", version_base="1.3")
-def main(cfg: DictConfig) -> None:
+def job(cfg: DictConfig) -> None:
     friendly(run, cfg)
+
+
+def main() -> None:
+    start()  # the plugins and schemas, before Hydra composes (importing this module changes nothing)
+    job()
 
 
 if __name__ == "__main__":

@@ -8,11 +8,15 @@ Every stage is cached by its config hash, so re-running skips finished work and 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import hydra
-from _common import CONF_DIR, friendly, provenance
+from _common import CONF_DIR, friendly, provenance, start
 from omegaconf import DictConfig
 
-from bpd.config import ExperimentConfig
+if TYPE_CHECKING:
+    from bpd.config import ExperimentConfig
+
 
 
 def run(cfg: ExperimentConfig, _entry=None) -> list[dict]:
@@ -29,8 +33,13 @@ def run(cfg: ExperimentConfig, _entry=None) -> list[dict]:
 
 
 @hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")
-def main(cfg: DictConfig) -> None:
+def job(cfg: DictConfig) -> None:
     friendly(run, cfg)
+
+
+def main() -> None:
+    start()  # the plugins and schemas, before Hydra composes (importing this module changes nothing)
+    job()
 
 
 if __name__ == "__main__":
