@@ -75,11 +75,11 @@ def register() -> None:
     from _schemas import (
         BenchEntry,
         DistillEntry,
-        EvaluateEntry,
         ExperimentSchema,
         ExportEntry,
         PeersEntry,
         PretrainEntry,
+        RunEntry,
         TrainEntry,
     )
 
@@ -87,7 +87,7 @@ def register() -> None:
     from bpd.config.translate import TranslateConfig
 
     cs = ConfigStore.instance()
-    for name, node in (("experiment", ExperimentSchema), ("train", TrainEntry), ("evaluate", EvaluateEntry),
+    for name, node in (("experiment", ExperimentSchema), ("train", TrainEntry), ("run", RunEntry),
                        ("distill", DistillEntry), ("pretrain", PretrainEntry), ("bench", BenchEntry),
                        ("export", ExportEntry), ("bench_peers", PeersEntry), ("translate", TranslateConfig)):
         cs.store(group="schema", name=name, node=node, package="_global_")

@@ -1,5 +1,5 @@
 """The entry points' typed configs (Hydra schemas): ``ExperimentConfig`` as Hydra composes it and each entry
-point's own options (``stage`` of train.py, ``checkpoint`` of evaluate.py, ``bench`` of bench.py), which live in
+point's own options (``stage`` of train.py, ``checkpoint`` of run.py, ``bench`` of bench.py), which live in
 its own schema and primary config (``conf/<entry>.yaml``), never in the experiment config the library sees.
 
 Importing this module imports ``bpd.config`` (and so the plugins ``BPD_PLUGINS`` names): the entry points import it
@@ -30,8 +30,8 @@ class TrainEntry(ExperimentSchema):
 
 
 @dataclass
-class EvaluateEntry(ExperimentSchema):
-    checkpoint: str | None = None  # evaluate this checkpoint instead of the one the config would train
+class RunEntry(ExperimentSchema):
+    checkpoint: str | None = None  # evaluate this checkpoint instead of training the one the config names
 
 
 @dataclass

@@ -192,6 +192,7 @@ def test_bench_entry_point_on_a_toy_model(tmp_path, capsys):
     spec = importlib.util.spec_from_file_location("bench_entry", experiments / "bench.py")
     bench_entry = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench_entry)
+    from _schemas import BenchEntry
 
     out = tmp_path / "bench"
     cfg = toy_config(tmp_path, name="toy")
@@ -201,7 +202,7 @@ def test_bench_entry_point_on_a_toy_model(tmp_path, capsys):
         "dtype": "float32", "compile": False, "step_repeats": 3, "results_dir": str(out),
         "specbench_records": True, "engines": ["eager", "static"],
     })
-    rows = bench_entry.run(cfg, bench_entry.BenchEntry(bench=bench))
+    rows = bench_entry.run(cfg, BenchEntry(bench=bench))
     static = [(r["batch_size"], r["decoder"]) for r in rows if r["engine"] == "static"]
     assert static == [(1, "greedy"), (1, "blockwise_k2_exact"), (1, "blockwise_k3_exact"),
                       (2, "greedy"), (2, "blockwise_k2_exact"), (2, "blockwise_k3_exact")]  # no naive greedy there
@@ -233,7 +234,7 @@ def test_bench_entry_point_on_a_toy_model(tmp_path, capsys):
     assert BenchConfig().specbench_records is False  # records only on demand: megabytes per run
     with pytest.raises(ValueError, match=r"bench.ks \[10, 20\] are all above the heads' k=3"):
         bench_entry.run(toy_config(tmp_path / "none", name="toy"),
-                        bench_entry.BenchEntry(bench=dataclasses.replace(bench, ks=[10, 20])))
+                        BenchEntry(bench=dataclasses.replace(bench, ks=[10, 20])))
     assert not (tmp_path / "none").exists() or not any((tmp_path / "none").rglob("*.pt"))
 
 

@@ -28,7 +28,7 @@ import _common  # noqa: E402
 _common.register()  # the schemas, as every entry point's start registers them
 
 EXPERIMENTS = sorted(p.stem for p in (REPO / "conf" / "experiment").glob("*.yaml"))
-ENTRIES = ("config", "train_stage", "evaluate", "distill", "bench")
+ENTRIES = ("config", "run", "train_stage", "distill", "bench")
 
 
 def composed(overrides: list[str], entry: str = "config"):
@@ -204,7 +204,7 @@ def test_entry_point_options_stay_in_their_entry_point():
     run_cfg, entry = composed([])
     assert not hasattr(entry, "bench") and not hasattr(entry, "stage") and not hasattr(entry, "checkpoint")
     _, train = composed(["stage=heads"], "train_stage")
-    _, evaluate = composed(["checkpoint=m.pt"], "evaluate")
+    _, evaluate = composed(["checkpoint=m.pt"], "run")
     _, distill = composed([], "distill")
     _, bench = composed(["bench.batch_sizes=[1]"], "bench")
     assert (train.stage, evaluate.checkpoint, distill.stage, bench.bench.batch_sizes) == ("heads", "m.pt", "data", [1])
@@ -213,19 +213,19 @@ def test_entry_point_options_stay_in_their_entry_point():
         assert composed(["experiment=demo"], entry_name)[0] == demo
 
 
-def test_evaluate_takes_a_shipped_checkpoint_name_as_translate_does():
+def test_run_takes_a_shipped_checkpoint_name_as_translate_does():
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("evaluate_entry", REPO / "experiments" / "evaluate.py")
-    evaluate_entry = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(evaluate_entry)
-    cfg, entry = composed(["experiment=demo_debian", "checkpoint=debian_en_de_both"], "evaluate")
-    assert evaluate_entry.checkpoint_path(entry, cfg) == REPO / "checkpoints" / "debian_en_de_both.pt"
-    cfg, entry = composed(["experiment=demo_debian", "checkpoint=debian_en_de_bth"], "evaluate")
+    spec = importlib.util.spec_from_file_location("run_entry", REPO / "experiments" / "run.py")
+    run_entry = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_entry)
+    cfg, entry = composed(["experiment=demo_debian", "checkpoint=debian_en_de_both"], "run")
+    assert run_entry.checkpoint_path(entry, cfg) == REPO / "checkpoints" / "debian_en_de_both.pt"
+    cfg, entry = composed(["experiment=demo_debian", "checkpoint=debian_en_de_bth"], "run")
     with pytest.raises(FileNotFoundError, match="shipped model's name .*debian_en_de_both"):
-        evaluate_entry.checkpoint_path(entry, cfg)
-    cfg, entry = composed(["experiment=demo_debian"], "evaluate")
-    assert evaluate_entry.checkpoint_path(entry, cfg) is None  # the config's own model
+        run_entry.checkpoint_path(entry, cfg)
+    cfg, entry = composed(["experiment=demo_debian"], "run")
+    assert run_entry.checkpoint_path(entry, cfg) is None  # the config's own model
 
 
 @pytest.mark.parametrize("override", ["train.max_stpes=3", "heads.k=four", "decode.criteria=[{nam: exact}]"])

@@ -114,11 +114,11 @@ def test_plugins_are_named_in_config_too(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
     monkeypatch.chdir(REPO)
     with registry.extended([]):
-        _common.start(["evaluate.py", "plugins=[tests/toys]"])
+        _common.start(["run.py", "plugins=[tests/toys]"])
         assert registry.loaded() == ("tests/toys",) and os.environ[PLUGINS] == "tests/toys"
         with initialize_config_dir(config_dir=_common.CONF_DIR, version_base="1.3"):
-            ok = compose("evaluate", overrides=["plugins=[tests/toys]", "decode.methods.toy_bigram.on=true"])
-            late = compose("evaluate", overrides=["plugins=[tests/toys,other]"])
+            ok = compose("run", overrides=["plugins=[tests/toys]", "decode.methods.toy_bigram.on=true"])
+            late = compose("run", overrides=["plugins=[tests/toys,other]"])
         assert _common.to_configs(ok)[0].decode.methods.toy_bigram.on is True
         with pytest.raises(ValueError, match=r"the plugins \['other'\] are named too late"):
             _common.to_configs(late)

@@ -315,7 +315,7 @@ def test_a_bad_plugin_is_one_sentence_naming_it(tmp_path, monkeypatch, plugin, m
 def test_a_bad_plugin_ends_an_entry_point_with_one_sentence(tmp_path):
     """Plugins load as an entry point starts (``_common.start``, before Hydra composes): one sentence, exit 2."""
     env = {**os.environ, "BPD_PLUGINS": str(tmp_path / "nowhere" / "typing.py"), "PYTHONPATH": str(REPO)}
-    out = subprocess.run([sys.executable, "experiments/evaluate.py"], env=env, cwd=REPO, capture_output=True,
+    out = subprocess.run([sys.executable, "experiments/run.py"], env=env, cwd=REPO, capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
     assert out.stderr.startswith(f"error: the plugin {tmp_path / 'nowhere' / 'typing.py'} (BPD_PLUGINS) does not exist")

@@ -54,7 +54,7 @@ class TranslateConfig:
         auxiliary = self.method in DECODE_METHODS and DECODE_METHODS[self.method].auxiliary
         free = ", ".join(name for name, info in DECODE_METHODS.items() if not info.auxiliary)
         check(not auxiliary, f"decode={self.method} needs a second model beside the checkpoint (a draft or n-gram "
-              f"model built from the corpus); use experiments/evaluate.py for it, or one of {free} here.")
+              f"model built from the corpus); use experiments/run.py for it, or one of {free} here.")
         self.check_own()
         check(self.batch_size >= 1, f"batch_size must be >= 1 (got {self.batch_size}).")
         check(self.engine in ENGINES, f"engine={self.engine} is not a decode path; use one of {', '.join(ENGINES)}.")
