@@ -159,9 +159,10 @@ def check_optional_choices() -> None:
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
-def friendly(fn: Callable[[ExperimentConfig, Any], object], cfg: DictConfig,
-             engines: Callable[[Any], list[str]] | None = None) -> object:
-    """Run an entry point; user errors (missing data, bad values, corrupt checkpoints) end with one sentence
+def run_experiment(fn: Callable[[ExperimentConfig, Any], object], cfg: DictConfig,
+                   engines: Callable[[Any], list[str]] | None = None) -> object:
+    """Run an entry point's ``fn`` on its composed config, as the library's ``ExperimentConfig`` and the entry's own
+    typed config; user errors (missing data, bad values, corrupt checkpoints) end with one sentence
     (exit 2), a full disk too (exit 1), and Ctrl-C with where it stopped and how to resume (exit 130).
     ``engines``: the decode paths the entry point runs, given its whole config (``decode.engine`` unless given;
     the benchmark's are ``bench.engines``), so that what one of them cannot run is refused before any work."""
@@ -201,7 +202,7 @@ def _disk_full_in(e: BaseException | None) -> OSError | None:
 
 
 def guarded(call: Callable[[], object]) -> object:
-    """``call()`` with ``friendly``'s endings for user errors, a full disk and Ctrl-C (entry points whose config
+    """``call()`` with ``run_experiment``'s endings for user errors, a full disk and Ctrl-C (entry points whose config
     is not an experiment, such as translate.py, use it directly)."""
     from bpd.runtime import ResultsNotSaved
     from bpd.training.checkpoint import CheckpointError

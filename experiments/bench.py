@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import hydra
-from _common import CONF_DIR, friendly, start
+from _common import CONF_DIR, run_experiment, start
 from omegaconf import DictConfig
 
 if TYPE_CHECKING:
@@ -171,7 +171,7 @@ def job(cfg: DictConfig) -> None:
     # Benchmarks time steady-state steps: one compiled graph per source bucket, whose steps are faster than those
     # of the one graph an evaluation shares across buckets (docs/benchmark.md).
     with graph_per_bucket():
-        friendly(run, cfg, engines=lambda entry: entry.bench.engines)
+        run_experiment(run, cfg, engines=lambda entry: entry.bench.engines)
 
 
 def main() -> None:

@@ -17,7 +17,7 @@ import time
 from typing import TYPE_CHECKING
 
 import hydra
-from _common import CONF_DIR, friendly, start
+from _common import CONF_DIR, run_experiment, start
 from omegaconf import DictConfig
 
 if TYPE_CHECKING:
@@ -138,7 +138,7 @@ def job(cfg: DictConfig) -> None:
     # Benchmarks time steady-state steps: one compiled graph per source bucket, whose steps are faster than those
     # of the one graph an evaluation shares across buckets (docs/benchmark.md).
     with graph_per_bucket():
-        friendly(run, cfg)
+        run_experiment(run, cfg)
 
 
 def main() -> None:

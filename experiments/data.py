@@ -13,7 +13,7 @@ import time
 from typing import TYPE_CHECKING
 
 import hydra
-from _common import CONF_DIR, friendly, start
+from _common import CONF_DIR, run_experiment, start
 from omegaconf import DictConfig
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ def run(cfg: ExperimentConfig, _entry: ExperimentSchema) -> str:
 
 @hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")
 def job(cfg: DictConfig) -> None:
-    friendly(run, cfg)
+    run_experiment(run, cfg)
 
 
 def main() -> None:

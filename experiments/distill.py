@@ -11,7 +11,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 import hydra
-from _common import CONF_DIR, friendly, start
+from _common import CONF_DIR, run_experiment, start
 from omegaconf import DictConfig
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ def run(cfg: ExperimentConfig, entry: DistillEntry) -> None:
 
 @hydra.main(config_path=CONF_DIR, config_name="distill", version_base="1.3")
 def job(cfg: DictConfig) -> None:
-    friendly(run, cfg)
+    run_experiment(run, cfg)
 
 
 def main() -> None:

@@ -22,7 +22,7 @@ import json
 from typing import TYPE_CHECKING
 
 import hydra
-from _common import CONF_DIR, friendly, start
+from _common import CONF_DIR, run_experiment, start
 from omegaconf import DictConfig
 
 if TYPE_CHECKING:
@@ -135,7 +135,7 @@ def block_sizes(task, model, decode) -> dict[str, float]:
 
 @hydra.main(config_path=CONF_DIR, config_name="pretrain", version_base="1.3")
 def job(cfg: DictConfig) -> None:
-    friendly(run, cfg)
+    run_experiment(run, cfg)
 
 
 def main() -> None:

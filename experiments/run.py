@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import hydra
-from _common import CONF_DIR, friendly, provenance, start
+from _common import CONF_DIR, provenance, run_experiment, start
 from omegaconf import DictConfig
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ def checkpoint_path(entry: RunEntry, cfg: ExperimentConfig) -> Path | None:
 
 @hydra.main(config_path=CONF_DIR, config_name="run", version_base="1.3")
 def job(cfg: DictConfig) -> None:
-    friendly(run, cfg)
+    run_experiment(run, cfg)
 
 
 def main() -> None:

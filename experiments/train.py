@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import hydra
-from _common import CONF_DIR, friendly, start
+from _common import CONF_DIR, run_experiment, start
 from omegaconf import DictConfig
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ def run(cfg: ExperimentConfig, entry: TrainEntry) -> str:
 
 @hydra.main(config_path=CONF_DIR, config_name="train_stage", version_base="1.3")
 def job(cfg: DictConfig) -> None:
-    friendly(run, cfg)
+    run_experiment(run, cfg)
 
 
 def main() -> None:

@@ -350,7 +350,7 @@ def test_entry_points_end_ctrl_c_and_a_full_disk_with_one_line(raised, code, lin
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         cfg = compose("config", overrides=["experiment=demo"])
     with pytest.raises(SystemExit) as e:
-        _common.friendly(fails, cfg)
+        _common.run_experiment(fails, cfg)
     err = capsys.readouterr().err.strip()
     assert e.value.code == code and err.startswith(line) and "Traceback" not in err and len(err.splitlines()) == 1
 
@@ -371,15 +371,15 @@ def test_int8_on_the_eager_path_is_refused_before_any_work_without_fbgemm(monkey
         cfg = compose("bench", overrides=["experiment=demo_debian", "decode.proposal_precision=int8"])
     paths = None if engines is None else (lambda entry: engines)
     if not refused:
-        _common.friendly(lambda c, entry: ran.append(c.decode.engine), cfg, engines=paths)
+        _common.run_experiment(lambda c, entry: ran.append(c.decode.engine), cfg, engines=paths)
         assert ran == ["compiled"]
         return
     with pytest.raises(SystemExit) as e:
-        _common.friendly(lambda c, entry: ran.append(c), cfg, engines=paths)
+        _common.run_experiment(lambda c, entry: ran.append(c), cfg, engines=paths)
     err = capsys.readouterr().err.strip()
     assert e.value.code == 2 and "decode.proposal_precision=float32" in err and not ran
     monkeypatch.setattr("bpd.runtime.pick_device", lambda name: torch.device("cuda"))
-    _common.friendly(lambda c, entry: ran.append(c.decode.engine), cfg, engines=paths)  # a GPU: float32 chains
+    _common.run_experiment(lambda c, entry: ran.append(c.decode.engine), cfg, engines=paths)  # a GPU: float32 chains
     assert ran == ["compiled"]
 
 
