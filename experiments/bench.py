@@ -29,8 +29,8 @@ if TYPE_CHECKING:
 def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
     from bpd.bench.floor import last_level_cache, memory_bandwidth
     from bpd.bench.rows import format_bench, format_breakdown, format_floors
-    from bpd.bench.run import BenchPlan, Reporting, TimingPolicy, run_bench
     from bpd.bench.specbench import write_jsonl
+    from bpd.bench.timing import BenchPlan, Reporting, TimingPolicy, run_bench
     from bpd.decoding.spec import Resources, bench_specs, prepare
     from bpd.runtime import Runtime, resolve_path
     from bpd.stages import Recipe, ensure_draft, ensure_heads
@@ -116,7 +116,7 @@ def bench_model(path: Path, device, b, proposal_vocab, proposal_precision: str =
     if asked."""
     import torch
 
-    from bpd.bench.run import torch_dtype
+    from bpd.bench.timing import torch_dtype
     from bpd.models import fastpath
     from bpd.training.checkpoint import load_model
 

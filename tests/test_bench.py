@@ -10,10 +10,10 @@ import torch
 from conftest import random_model, random_src
 
 from bpd.bench.rows import bench_rows, format_bench, format_breakdown
-from bpd.bench.run import BenchPlan, Reporting, TimingPolicy, WarmUp, median_run, run_bench, settle
 from bpd.bench.specbench import specbench_records
 from bpd.bench.speedup_ci import SpeedupEstimate, paired_speedup
 from bpd.bench.step_costs import StepTiming, step_costs, warm_up
+from bpd.bench.timing import BenchPlan, Reporting, TimingPolicy, WarmUp, median_run, run_bench, settle
 from bpd.config import BenchConfig, from_dict
 from bpd.decoding import criteria
 from bpd.decoding.spec import DecodeSpec
@@ -292,7 +292,7 @@ def test_settle_compares_heads_long_enough_to_time(monkeypatch):
         t = 0.05 * len(sources) * {2: 1.3, 3: 1.1}.get(len(seen), 1.0)  # slower first passes, then steady
         return {"greedy": RunOutput([], [], [], wallclock_s=t)}
 
-    monkeypatch.setattr("bpd.bench.run.decode_and_time", fake)
+    monkeypatch.setattr("bpd.bench.timing.decode_and_time", fake)
     passes = settle(None, [[5]] * 200, [], None, 1, torch.device("cpu"), until=WarmUp(min_s=1.0))
     assert seen == [4, 24, 24, 24, 24] and passes == 5
     seen.clear()
@@ -301,7 +301,7 @@ def test_settle_compares_heads_long_enough_to_time(monkeypatch):
         seen.append(len(sources))
         return {"greedy": RunOutput([], [], [], wallclock_s=2.0 + len(seen) % 2)}
 
-    monkeypatch.setattr("bpd.bench.run.decode_and_time", alternating)
+    monkeypatch.setattr("bpd.bench.timing.decode_and_time", alternating)
     assert settle(None, [[5]] * 200, [], None, 1, torch.device("cpu"), until=WarmUp(max_passes=6)) == 6
 
 
