@@ -26,7 +26,7 @@ WHEELS = ("hydra-core", "omegaconf", "antlr4-python3-runtime")
 
 
 def main(overrides: list[str]) -> int:
-    from _common import CONF_DIR, to_configs
+    from _common import CONF_DIR, register, to_configs
     from hydra import compose, initialize_config_dir
 
     from bpd.runtime import Runtime
@@ -34,6 +34,7 @@ def main(overrides: list[str]) -> int:
     from bpd.tasks import load_task
     from corpora.ding import ding_folder
 
+    register()
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg, _ = to_configs(compose("config", overrides=overrides or ["experiment=demo"]))
     runtime = Runtime.build(cfg)

@@ -44,7 +44,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
-    from _common import CONF_DIR, to_configs
+    from _common import CONF_DIR, register, to_configs
     from hydra import compose, initialize_config_dir
 
     from bpd import machine_load
@@ -58,6 +58,7 @@ def main() -> None:
     from bpd.tracking import append_rows, device_name, git_sha
     from bpd.training.checkpoint import load_model
 
+    register()
     with initialize_config_dir(CONF_DIR, version_base="1.3"):
         cfg = compose("config", overrides=[f"experiment={args.experiment}", "logger=none", *args.overrides])
     exp, _ = to_configs(cfg)

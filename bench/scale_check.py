@@ -135,8 +135,9 @@ def sample():  # anonymous memory (what a process holds) vs file-backed pages (m
                 peak[k] = max(peak[k], int(line.split()[1]))
         time.sleep(0.05)
 threading.Thread(target=sample, daemon=True).start()
-from _common import to_configs
+from _common import register, to_configs
 from hydra import compose, initialize_config_dir
+register()
 with initialize_config_dir(config_dir={root!r} + "/conf", version_base="1.3"):
     cfg, entry = to_configs(compose({entry!r}, overrides={overrides!r}))
 {body}

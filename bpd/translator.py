@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from bpd.config import output_limit
+from bpd.config.translate import TranslateConfig
 from bpd.data.batches import pad_rows
 from bpd.data.tokenizer import Tokenizer
 from bpd.decoding.engine import checked_engine
@@ -185,6 +186,13 @@ def spec_for(method: str, engine: str = "eager", **options: Any) -> DecodeSpec:
         raise ValueError(f"decode={method} takes no option {', '.join(unknown)}; its options: "
                          f"{', '.join(sorted(known | {'engine'}))}.")
     return DecodeSpec(method, engine=checked_engine(engine), **options)
+
+
+def configured_spec(cfg: TranslateConfig) -> DecodeSpec:
+    """The decoder ``cfg`` asks for (translate.py's config): its method with the options of ``cfg`` that method's
+    decoder takes, its own among them (``methods.<name>``)."""
+    option_names = tuple(f.name for f in own_fields(registered(cfg.method).options))
+    return spec_for(cfg.method, cfg.engine, **cfg.method_options(option_names))
 
 
 @torch.inference_mode()

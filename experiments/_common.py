@@ -1,11 +1,12 @@
-"""Glue shared by the Hydra entry points: the typed configs registered as Hydra schemas, composed configs
-turned into the library's dataclasses, and user errors ended with one sentence.
+"""Glue shared by the Hydra entry points: plugins and typed configs set up before Hydra composes (``start``),
+composed configs turned into the library's dataclasses, and user errors ended with one sentence.
 
-The dataclasses of ``bpd/config/`` are the schema of every composed config, so ``conf/*.yaml`` only hold
-what differs from their defaults, every option can be overridden on the command line (a misspelt one is
-refused by Hydra), and values are type-checked before anything runs. Each entry point's own options
-(``stage`` of train.py, ``checkpoint`` of evaluate.py, ``bench`` of bench.py) live in its own schema and
-primary config (``conf/<entry>.yaml``), never in the experiment config the library sees.
+The dataclasses of ``bpd/config/`` (and the entry points' own, ``_schemas.py``) are the schema of every composed
+config, so ``conf/*.yaml`` only hold what differs from their defaults, every option can be overridden on the
+command line (a misspelt one is refused by Hydra), and values are type-checked before anything runs.
+
+Importing this module changes nothing (no ``sys.path``, environment or exit, and no import of ``bpd``): each
+entry point's ``main`` calls ``start`` first, and tests or launchers that import an entry point get its functions.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import errno
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,12 +23,19 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
+if TYPE_CHECKING:
+    from bpd.config import ExperimentConfig
+    from bpd.evaluate import Provenance
+
+ROOT = Path(__file__).resolve().parents[1]
+CONF_DIR = str(ROOT / "conf")
+
 
 def configured_plugins(argv: list[str], base: Path | None = None) -> list[str]:
     """The plugins the config names: ``plugins=[...]`` on the command line, else ``plugins:`` in ``base``
     (conf/base.yaml). Read before Hydra composes, since the schema it composes with is made from the registry the
     plugins extend."""
-    base = Path(__file__).resolve().parents[1] / "conf" / "base.yaml" if base is None else base
+    base = ROOT / "conf" / "base.yaml" if base is None else base
     for arg in argv[1:]:
         if arg.lstrip("+").startswith("plugins="):
             listed = OverridesParser.create().parse_override(arg).value()  # as Hydra reads it: [a,b] or a
@@ -35,91 +43,51 @@ def configured_plugins(argv: list[str], base: Path | None = None) -> list[str]:
     return [str(p) for p in (OmegaConf.load(base).get("plugins") or [])] if base.is_file() else []
 
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-# Jobs started by submitit launchers unpickle the entry point and import this module by name.
-os.environ["PYTHONPATH"] = os.pathsep.join(
-    p for p in (str(Path(__file__).resolve().parent), os.environ.get("PYTHONPATH")) if p
-)
-# The plugins the config names join BPD_PLUGINS (bpd.config.registry.PLUGINS) before bpd.config reads the
-# registry, for this process and the jobs it starts.
-if configured_plugins(sys.argv):
-    os.environ["BPD_PLUGINS"] = ",".join(dict.fromkeys(
-        [p for p in os.environ.get("BPD_PLUGINS", "").split(",") if p.strip()] + configured_plugins(sys.argv)))
+def start(argv: list[str] | None = None) -> None:
+    """What an entry point does before Hydra composes (its ``main`` calls it; importing changes nothing): load the
+    plugins ``BPD_PLUGINS`` and the config name (``configured_plugins`` of ``argv``, default ``sys.argv``) and
+    register the schemas made from the registry they extend. The jobs it starts (submitit launchers unpickle the
+    entry point and import this module by name; DDP workers import ``bpd.config``) inherit both through the
+    environment. A plugin that cannot load ends here with its one sentence (exit 2)."""
+    named = configured_plugins(sys.argv if argv is None else argv)
+    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(
+        p for p in (str(Path(__file__).resolve().parent), os.environ.get("PYTHONPATH")) if p))
+    if named:
+        os.environ["BPD_PLUGINS"] = ",".join(dict.fromkeys(
+            [p for p in os.environ.get("BPD_PLUGINS", "").split(",") if p.strip()] + named))
+    try:
+        from bpd.config import load_plugins
 
-try:
-    from bpd.config import BenchConfig, ExperimentConfig, ImageTaskConfig, TranslationTaskConfig
-    from bpd.config.translate import TranslateConfig
-except ValueError as e:
-    # bpd.config imports the plugins (BPD_PLUGINS) as it makes its configs, before any entry point's handler runs:
-    # a plugin that cannot load ends here with its one sentence (PluginError), not a traceback.
-    registry = sys.modules.get("bpd.config.registry")
-    if registry is None or not isinstance(e, registry.PluginError):
-        raise
-    print(f"error: {e}", file=sys.stderr)
-    sys.exit(2)
-
-if TYPE_CHECKING:
-    from bpd.evaluate import Provenance
-
-CONF_DIR = str(ROOT / "conf")
-
-
-@dataclass
-class ExperimentSchema(ExperimentConfig):
-    """``ExperimentConfig`` as Hydra composes it: the task group's file picks the task's schema."""
-
-    task: Any = None
-    # Plugins (bpd.config.registry): read from the command line or conf/base.yaml before composing
-    # (``configured_plugins``); ``to_configs`` refuses any named only later (an experiment or setting file).
-    plugins: list[str] = field(default_factory=list)
-
-
-@dataclass
-class TrainEntry(ExperimentSchema):
-    stage: str = "all"  # base | heads | all (heads and everything they need)
-
-
-@dataclass
-class EvaluateEntry(ExperimentSchema):
-    checkpoint: str | None = None  # evaluate this checkpoint instead of the one the config would train
-
-
-@dataclass
-class DistillEntry(ExperimentSchema):
-    stage: str = "data"  # data (the distilled training set) | all (then base and heads on it)
-
-
-@dataclass
-class PretrainEntry(ExperimentSchema):
-    models: list[str] = field(default_factory=lambda: ["base"])  # base | teacher | distilled (translation)
-    export: bool = True  # write the finished models to paths.shipped_dir with their manifests
-
-
-@dataclass
-class BenchEntry(ExperimentSchema):
-    bench: BenchConfig = field(default_factory=BenchConfig)
-
-
-@dataclass
-class ExportEntry(ExperimentSchema):
-    models: list[str] = field(default_factory=lambda: ["base"])  # base (the shipped one) | heads | draft
-    export_dir: str = "outputs/export"  # <export_dir>/<checkpoint stem>/{hf,ct2-float32,ct2-int8}
-    check: bool = True  # logits and greedy outputs against ours on the test split (results/export/rows.jsonl)
-    check_examples: int | None = None  # the first this many test sentences (null: all)
-    results_dir: str = "results/export"  # where the check rows go (make export: outputs/results/export unless RECORD=1)
-
-
-@dataclass
-class PeersEntry(ExperimentSchema):
-    bench: BenchConfig = field(default_factory=BenchConfig)
-    export_dir: str = "outputs/export"
-    prompt_lookup: int = 10  # prompt-lookup decoding's n-gram guess length (HF's prompt_lookup_num_tokens)
+        load_plugins(named)
+    except ValueError as e:
+        # bpd.config loads BPD_PLUGINS as it is imported: the PluginError may come from that import, whose failed
+        # package leaves only the registry module behind.
+        registry = sys.modules.get("bpd.config.registry")
+        if registry is None or not isinstance(e, registry.PluginError):
+            raise
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    register()
 
 
 def register() -> None:
+    """The schemas in Hydra's ConfigStore, made from the registry as it is now (after the plugins)."""
+    from _schemas import (
+        BenchEntry,
+        DistillEntry,
+        ExperimentSchema,
+        ExportEntry,
+        PeersEntry,
+        PretrainEntry,
+        RunEntry,
+        TrainEntry,
+    )
+
+    from bpd.config import ImageTaskConfig, TranslationTaskConfig
+    from bpd.config.translate import TranslateConfig
+
     cs = ConfigStore.instance()
-    for name, node in (("experiment", ExperimentSchema), ("train", TrainEntry), ("evaluate", EvaluateEntry),
+    for name, node in (("experiment", ExperimentSchema), ("train", TrainEntry), ("run", RunEntry),
                        ("distill", DistillEntry), ("pretrain", PretrainEntry), ("bench", BenchEntry),
                        ("export", ExportEntry), ("bench_peers", PeersEntry), ("translate", TranslateConfig)):
         cs.store(group="schema", name=name, node=node, package="_global_")
@@ -127,15 +95,13 @@ def register() -> None:
     cs.store(group="task", name="image_schema", node=ImageTaskConfig)
 
 
-register()
-
-
 def to_configs(cfg: DictConfig) -> tuple[ExperimentConfig, Any]:
     """The library's ``ExperimentConfig`` (validated) and the entry point's whole typed config."""
-    from bpd.config.registry import plugins
+    from bpd.config import ExperimentConfig
+    from bpd.config.registry import loaded
 
     entry = OmegaConf.to_object(cfg)
-    late = [p for p in getattr(entry, "plugins", []) if p not in plugins()]
+    late = [p for p in getattr(entry, "plugins", []) if p not in loaded()]
     if late:
         raise ValueError(f"the plugins {late} are named too late (the config's types are made before it is "
                          "composed): name them on the command line (plugins=[...]) or in conf/base.yaml.")
@@ -193,9 +159,10 @@ def check_optional_choices() -> None:
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
-def friendly(fn: Callable[[ExperimentConfig, Any], object], cfg: DictConfig,
-             engines: Callable[[Any], list[str]] | None = None) -> object:
-    """Run an entry point; user errors (missing data, bad values, corrupt checkpoints) end with one sentence
+def run_experiment(fn: Callable[[ExperimentConfig, Any], object], cfg: DictConfig,
+                   engines: Callable[[Any], list[str]] | None = None) -> object:
+    """Run an entry point's ``fn`` on its composed config, as the library's ``ExperimentConfig`` and the entry's own
+    typed config; user errors (missing data, bad values, corrupt checkpoints) end with one sentence
     (exit 2), a full disk too (exit 1), and Ctrl-C with where it stopped and how to resume (exit 130).
     ``engines``: the decode paths the entry point runs, given its whole config (``decode.engine`` unless given;
     the benchmark's are ``bench.engines``), so that what one of them cannot run is refused before any work."""
@@ -235,7 +202,7 @@ def _disk_full_in(e: BaseException | None) -> OSError | None:
 
 
 def guarded(call: Callable[[], object]) -> object:
-    """``call()`` with ``friendly``'s endings for user errors, a full disk and Ctrl-C (entry points whose config
+    """``call()`` with ``run_experiment``'s endings for user errors, a full disk and Ctrl-C (entry points whose config
     is not an experiment, such as translate.py, use it directly)."""
     from bpd.runtime import ResultsNotSaved
     from bpd.training.checkpoint import CheckpointError

@@ -13,19 +13,24 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import hydra
-from _common import CONF_DIR, BenchEntry, friendly
+from _common import CONF_DIR, run_experiment, start
 from omegaconf import DictConfig
 
-from bpd.config import ExperimentConfig, chained_archs
+if TYPE_CHECKING:
+    from _schemas import BenchEntry
+
+    from bpd.config import ExperimentConfig
+
 
 
 def run(cfg: ExperimentConfig, entry: BenchEntry) -> list[dict]:
     from bpd.bench.floor import last_level_cache, memory_bandwidth
     from bpd.bench.rows import format_bench, format_breakdown, format_floors
-    from bpd.bench.run import BenchPlan, Reporting, TimingPolicy, run_bench
     from bpd.bench.specbench import write_jsonl
+    from bpd.bench.timing import BenchPlan, Reporting, TimingPolicy, run_bench
     from bpd.decoding.spec import Resources, bench_specs, prepare
     from bpd.runtime import Runtime, resolve_path
     from bpd.stages import Recipe, ensure_draft, ensure_heads
@@ -98,6 +103,8 @@ def arch_config(cfg: ExperimentConfig, arch: str, b) -> ExperimentConfig:
     """The experiment, or for another architecture's heads the same recipe trained briefly."""
     if arch == cfg.heads.arch:
         return cfg
+    from bpd.config import chained_archs
+
     tied = cfg.heads.tie_slots and arch in chained_archs()  # tying applies to chained slots only
     return dataclasses.replace(cfg, heads=dataclasses.replace(cfg.heads, arch=arch, tie_slots=tied),
                                heads_train=dataclasses.replace(cfg.heads_train, max_steps=b.arch_train_steps,
@@ -109,7 +116,7 @@ def bench_model(path: Path, device, b, proposal_vocab, proposal_precision: str =
     if asked."""
     import torch
 
-    from bpd.bench.run import torch_dtype
+    from bpd.bench.timing import torch_dtype
     from bpd.models import fastpath
     from bpd.training.checkpoint import load_model
 
@@ -158,13 +165,18 @@ def common_columns(cfg: ExperimentConfig, c: ExperimentConfig, task, path: Path,
 
 
 @hydra.main(config_path=CONF_DIR, config_name="bench", version_base="1.3")
-def main(cfg: DictConfig) -> None:
+def job(cfg: DictConfig) -> None:
     from bpd.decoding.compiling import graph_per_bucket
 
     # Benchmarks time steady-state steps: one compiled graph per source bucket, whose steps are faster than those
     # of the one graph an evaluation shares across buckets (docs/benchmark.md).
     with graph_per_bucket():
-        friendly(run, cfg, engines=lambda entry: entry.bench.engines)
+        run_experiment(run, cfg, engines=lambda entry: entry.bench.engines)
+
+
+def main() -> None:
+    start()  # the plugins and schemas, before Hydra composes (importing this module changes nothing)
+    job()
 
 
 if __name__ == "__main__":

@@ -14,12 +14,17 @@ results/bench-peers/rows.jsonl.
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import hydra
-from _common import CONF_DIR, PeersEntry, friendly
+from _common import CONF_DIR, run_experiment, start
 from omegaconf import DictConfig
 
-from bpd.config import ExperimentConfig
+if TYPE_CHECKING:
+    from _schemas import PeersEntry
+
+    from bpd.config import ExperimentConfig
+
 
 
 def run(cfg: ExperimentConfig, entry: PeersEntry) -> list[dict]:
@@ -127,13 +132,18 @@ def common_columns(cfg: ExperimentConfig, task, path, model, payload: dict, draf
 
 
 @hydra.main(config_path=CONF_DIR, config_name="bench_peers", version_base="1.3")
-def main(cfg: DictConfig) -> None:
+def job(cfg: DictConfig) -> None:
     from bpd.decoding.compiling import graph_per_bucket
 
     # Benchmarks time steady-state steps: one compiled graph per source bucket, whose steps are faster than those
     # of the one graph an evaluation shares across buckets (docs/benchmark.md).
     with graph_per_bucket():
-        friendly(run, cfg)
+        run_experiment(run, cfg)
+
+
+def main() -> None:
+    start()  # the plugins and schemas, before Hydra composes (importing this module changes nothing)
+    job()
 
 
 if __name__ == "__main__":

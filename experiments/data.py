@@ -10,12 +10,17 @@ point only lets a user do it up front (or on a login node before a cluster run).
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import hydra
-from _common import CONF_DIR, ExperimentSchema, friendly
+from _common import CONF_DIR, run_experiment, start
 from omegaconf import DictConfig
 
-from bpd.config import ExperimentConfig
+if TYPE_CHECKING:
+    from _schemas import ExperimentSchema
+
+    from bpd.config import ExperimentConfig
+
 
 
 def run(cfg: ExperimentConfig, _entry: ExperimentSchema) -> str:
@@ -31,8 +36,13 @@ def run(cfg: ExperimentConfig, _entry: ExperimentSchema) -> str:
 
 
 @hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")
-def main(cfg: DictConfig) -> None:
-    friendly(run, cfg)
+def job(cfg: DictConfig) -> None:
+    run_experiment(run, cfg)
+
+
+def main() -> None:
+    start()  # the plugins and schemas, before Hydra composes (importing this module changes nothing)
+    job()
 
 
 if __name__ == "__main__":

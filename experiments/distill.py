@@ -8,12 +8,17 @@ resumable shards, and write the distilled training set; with ``stage=all``, then
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 import hydra
-from _common import CONF_DIR, DistillEntry, friendly
+from _common import CONF_DIR, run_experiment, start
 from omegaconf import DictConfig
 
-from bpd.config import ExperimentConfig
+if TYPE_CHECKING:
+    from _schemas import DistillEntry
+
+    from bpd.config import ExperimentConfig
+
 
 
 def run(cfg: ExperimentConfig, entry: DistillEntry) -> None:
@@ -35,8 +40,13 @@ def run(cfg: ExperimentConfig, entry: DistillEntry) -> None:
 
 
 @hydra.main(config_path=CONF_DIR, config_name="distill", version_base="1.3")
-def main(cfg: DictConfig) -> None:
-    friendly(run, cfg)
+def job(cfg: DictConfig) -> None:
+    run_experiment(run, cfg)
+
+
+def main() -> None:
+    start()  # the plugins and schemas, before Hydra composes (importing this module changes nothing)
+    job()
 
 
 if __name__ == "__main__":

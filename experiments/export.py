@@ -14,12 +14,17 @@ HF blockwise decoding's outputs too) to results_dir (results/export/; make expor
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import hydra
-from _common import CONF_DIR, ExportEntry, friendly
+from _common import CONF_DIR, run_experiment, start
 from omegaconf import DictConfig
 
-from bpd.config import ExperimentConfig
+if TYPE_CHECKING:
+    from _schemas import ExportEntry
+
+    from bpd.config import ExperimentConfig
+
 
 LOGIT_BATCH = 32  # test sentences whose teacher-forced logits are compared
 
@@ -97,8 +102,13 @@ def run(cfg: ExperimentConfig, entry: ExportEntry) -> list[dict]:
 
 
 @hydra.main(config_path=CONF_DIR, config_name="export", version_base="1.3")
-def main(cfg: DictConfig) -> None:
-    friendly(run, cfg)
+def job(cfg: DictConfig) -> None:
+    run_experiment(run, cfg)
+
+
+def main() -> None:
+    start()  # the plugins and schemas, before Hydra composes (importing this module changes nothing)
+    job()
 
 
 if __name__ == "__main__":

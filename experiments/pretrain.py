@@ -19,12 +19,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from typing import TYPE_CHECKING
 
 import hydra
-from _common import CONF_DIR, PretrainEntry, friendly
+from _common import CONF_DIR, run_experiment, start
 from omegaconf import DictConfig
 
-from bpd.config import ExperimentConfig
+if TYPE_CHECKING:
+    from _schemas import PretrainEntry
+
+    from bpd.config import ExperimentConfig
+
 
 MODELS = ("base", "teacher", "distilled", "heads")
 SELF_TARGETS = ("base",)  # whose greedy outputs ship: the demo's heads train on them (heads.targets=self)
@@ -129,8 +134,13 @@ def block_sizes(task, model, decode) -> dict[str, float]:
 
 
 @hydra.main(config_path=CONF_DIR, config_name="pretrain", version_base="1.3")
-def main(cfg: DictConfig) -> None:
-    friendly(run, cfg)
+def job(cfg: DictConfig) -> None:
+    run_experiment(run, cfg)
+
+
+def main() -> None:
+    start()  # the plugins and schemas, before Hydra composes (importing this module changes nothing)
+    job()
 
 
 if __name__ == "__main__":

@@ -16,11 +16,17 @@ Every rank runs this script; rank 0 alone prepares the data cache first, logs an
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import hydra
-from _common import CONF_DIR, TrainEntry, friendly
+from _common import CONF_DIR, run_experiment, start
 from omegaconf import DictConfig
 
-from bpd.config import ExperimentConfig
+if TYPE_CHECKING:
+    from _schemas import TrainEntry
+
+    from bpd.config import ExperimentConfig
+
 
 STAGES = ("base", "heads", "draft", "all")
 
@@ -48,8 +54,13 @@ def run(cfg: ExperimentConfig, entry: TrainEntry) -> str:
 
 
 @hydra.main(config_path=CONF_DIR, config_name="train_stage", version_base="1.3")
-def main(cfg: DictConfig) -> None:
-    friendly(run, cfg)
+def job(cfg: DictConfig) -> None:
+    run_experiment(run, cfg)
+
+
+def main() -> None:
+    start()  # the plugins and schemas, before Hydra composes (importing this module changes nothing)
+    job()
 
 
 if __name__ == "__main__":

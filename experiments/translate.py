@@ -8,11 +8,10 @@
 Sentences come as bare arguments (anything that is not a ``key=value`` override), from ``input=FILE``, or from
 standard input (``-``, or no sentence given while stdin is not a terminal). ``decode`` (or ``method``) names
 any registered method that needs only the checkpoint (greedy, naive_greedy, beam, blockwise, tree) with its
-options (k, criterion, criterion_param, min_block_size, beam_size, alpha, tree); ``engine=compiled`` (or
-``decode.engine=compiled``) decodes on the compiled path, whose steps the first run on a machine builds and later
-runs load (under ``cache_dir``/compiled). ``stats=true`` also decodes
-with greedy, batch by batch beside the chosen decoder, and prints k-hat, rounds and time against greedy on
-stderr.
+options: k, criterion, criterion_param, min_block_size, and its own (``methods.beam.size``, ``methods.tree``).
+``engine=compiled`` (or ``decode.engine=compiled``) decodes on the compiled path, whose steps the first run on a
+machine builds and later runs load (under ``cache_dir``/compiled). ``stats=true`` also decodes with greedy, batch
+by batch beside the chosen decoder, and prints k-hat, rounds and time against greedy on stderr.
 """
 
 from __future__ import annotations
@@ -20,12 +19,14 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import hydra
-from _common import CONF_DIR, guarded
+from _common import CONF_DIR, guarded, start
 from omegaconf import DictConfig, OmegaConf
 
-from bpd.config.translate import TranslateConfig
+if TYPE_CHECKING:
+    from bpd.config.translate import TranslateConfig
 
 #: A Hydra override (``key=value``, ``+key=value``, ``~key``) or flag; any other argument is a sentence.
 OVERRIDE = re.compile(r"^([+~]{0,2}[A-Za-z_][\w.@/-]*(=|$)|-)")
@@ -75,16 +76,13 @@ def run(cfg: TranslateConfig) -> None:
     import torch
 
     from bpd.decoding import step_store
-    from bpd.decoding.method import own_fields
-    from bpd.decoding.registry import registered
     from bpd.decoding.spec import DecodeSpec
-    from bpd.translator import decode_texts, encode_texts, load_translator, longest_source, spec_for
+    from bpd.translator import configured_spec, decode_texts, encode_texts, load_translator, longest_source
 
     cfg.validate()
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    option_names = tuple(f.name for f in own_fields(registered(cfg.method).options))
-    spec = spec_for(cfg.method, cfg.engine, **cfg.method_options(option_names))
+    spec = configured_spec(cfg)
     step_store.use_store(Path(cfg.cache_dir) / "compiled")
     texts = read_sentences(cfg)  # before the model loads: a missing file or no input ends at once
     if not texts:
@@ -127,11 +125,17 @@ def stats_line(results) -> str:
 
 
 @hydra.main(config_path=CONF_DIR, config_name="translate", version_base="1.3")
-def main(cfg: DictConfig) -> None:
+def job(cfg: DictConfig) -> None:
     guarded(lambda: run(OmegaConf.to_object(cfg)))
 
 
-if __name__ == "__main__":
+def main() -> None:
+    global SENTENCES, READ_STDIN
     args, SENTENCES, READ_STDIN = split_arguments(sys.argv[1:])
     sys.argv = [sys.argv[0], *args]
+    start()  # the plugins and schemas, before Hydra composes (importing this module changes nothing)
+    job()
+
+
+if __name__ == "__main__":
     main()

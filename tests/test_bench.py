@@ -10,10 +10,10 @@ import torch
 from conftest import random_model, random_src
 
 from bpd.bench.rows import bench_rows, format_bench, format_breakdown
-from bpd.bench.run import BenchPlan, Reporting, TimingPolicy, WarmUp, median_run, run_bench, settle
 from bpd.bench.specbench import specbench_records
 from bpd.bench.speedup_ci import SpeedupEstimate, paired_speedup
 from bpd.bench.step_costs import StepTiming, step_costs, warm_up
+from bpd.bench.timing import BenchPlan, Reporting, TimingPolicy, WarmUp, median_run, run_bench, settle
 from bpd.config import BenchConfig, from_dict
 from bpd.decoding import criteria
 from bpd.decoding.spec import DecodeSpec
@@ -192,6 +192,7 @@ def test_bench_entry_point_on_a_toy_model(tmp_path, capsys):
     spec = importlib.util.spec_from_file_location("bench_entry", experiments / "bench.py")
     bench_entry = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench_entry)
+    from _schemas import BenchEntry
 
     out = tmp_path / "bench"
     cfg = toy_config(tmp_path, name="toy")
@@ -201,7 +202,7 @@ def test_bench_entry_point_on_a_toy_model(tmp_path, capsys):
         "dtype": "float32", "compile": False, "step_repeats": 3, "results_dir": str(out),
         "specbench_records": True, "engines": ["eager", "static"],
     })
-    rows = bench_entry.run(cfg, bench_entry.BenchEntry(bench=bench))
+    rows = bench_entry.run(cfg, BenchEntry(bench=bench))
     static = [(r["batch_size"], r["decoder"]) for r in rows if r["engine"] == "static"]
     assert static == [(1, "greedy"), (1, "blockwise_k2_exact"), (1, "blockwise_k3_exact"),
                       (2, "greedy"), (2, "blockwise_k2_exact"), (2, "blockwise_k3_exact")]  # no naive greedy there
@@ -233,7 +234,7 @@ def test_bench_entry_point_on_a_toy_model(tmp_path, capsys):
     assert BenchConfig().specbench_records is False  # records only on demand: megabytes per run
     with pytest.raises(ValueError, match=r"bench.ks \[10, 20\] are all above the heads' k=3"):
         bench_entry.run(toy_config(tmp_path / "none", name="toy"),
-                        bench_entry.BenchEntry(bench=dataclasses.replace(bench, ks=[10, 20])))
+                        BenchEntry(bench=dataclasses.replace(bench, ks=[10, 20])))
     assert not (tmp_path / "none").exists() or not any((tmp_path / "none").rglob("*.pt"))
 
 
@@ -291,7 +292,7 @@ def test_settle_compares_heads_long_enough_to_time(monkeypatch):
         t = 0.05 * len(sources) * {2: 1.3, 3: 1.1}.get(len(seen), 1.0)  # slower first passes, then steady
         return {"greedy": RunOutput([], [], [], wallclock_s=t)}
 
-    monkeypatch.setattr("bpd.bench.run.decode_and_time", fake)
+    monkeypatch.setattr("bpd.bench.timing.decode_and_time", fake)
     passes = settle(None, [[5]] * 200, [], None, 1, torch.device("cpu"), until=WarmUp(min_s=1.0))
     assert seen == [4, 24, 24, 24, 24] and passes == 5
     seen.clear()
@@ -300,7 +301,7 @@ def test_settle_compares_heads_long_enough_to_time(monkeypatch):
         seen.append(len(sources))
         return {"greedy": RunOutput([], [], [], wallclock_s=2.0 + len(seen) % 2)}
 
-    monkeypatch.setattr("bpd.bench.run.decode_and_time", alternating)
+    monkeypatch.setattr("bpd.bench.timing.decode_and_time", alternating)
     assert settle(None, [[5]] * 200, [], None, 1, torch.device("cpu"), until=WarmUp(max_passes=6)) == 6
 
 

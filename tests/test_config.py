@@ -4,6 +4,7 @@ files say, the drifted defaults stay resolved, and bad options are refused with 
 from __future__ import annotations
 
 import ast
+import os
 import re
 import sys
 from pathlib import Path
@@ -22,10 +23,12 @@ from bpd.config import (
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "experiments"))
-import _common  # noqa: E402  (registers the schemas)
+import _common  # noqa: E402
+
+_common.register()  # the schemas, as every entry point's start registers them
 
 EXPERIMENTS = sorted(p.stem for p in (REPO / "conf" / "experiment").glob("*.yaml"))
-ENTRIES = ("config", "train_stage", "evaluate", "distill", "bench")
+ENTRIES = ("config", "run", "train_stage", "distill", "bench")
 
 
 def composed(overrides: list[str], entry: str = "config"):
@@ -201,7 +204,7 @@ def test_entry_point_options_stay_in_their_entry_point():
     run_cfg, entry = composed([])
     assert not hasattr(entry, "bench") and not hasattr(entry, "stage") and not hasattr(entry, "checkpoint")
     _, train = composed(["stage=heads"], "train_stage")
-    _, evaluate = composed(["checkpoint=m.pt"], "evaluate")
+    _, evaluate = composed(["checkpoint=m.pt"], "run")
     _, distill = composed([], "distill")
     _, bench = composed(["bench.batch_sizes=[1]"], "bench")
     assert (train.stage, evaluate.checkpoint, distill.stage, bench.bench.batch_sizes) == ("heads", "m.pt", "data", [1])
@@ -210,19 +213,19 @@ def test_entry_point_options_stay_in_their_entry_point():
         assert composed(["experiment=demo"], entry_name)[0] == demo
 
 
-def test_evaluate_takes_a_shipped_checkpoint_name_as_translate_does():
+def test_run_takes_a_shipped_checkpoint_name_as_translate_does():
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("evaluate_entry", REPO / "experiments" / "evaluate.py")
-    evaluate_entry = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(evaluate_entry)
-    cfg, entry = composed(["experiment=demo_debian", "checkpoint=debian_en_de_both"], "evaluate")
-    assert evaluate_entry.checkpoint_path(entry, cfg) == REPO / "checkpoints" / "debian_en_de_both.pt"
-    cfg, entry = composed(["experiment=demo_debian", "checkpoint=debian_en_de_bth"], "evaluate")
+    spec = importlib.util.spec_from_file_location("run_entry", REPO / "experiments" / "run.py")
+    run_entry = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_entry)
+    cfg, entry = composed(["experiment=demo_debian", "checkpoint=debian_en_de_both"], "run")
+    assert run_entry.checkpoint_path(entry, cfg) == REPO / "checkpoints" / "debian_en_de_both.pt"
+    cfg, entry = composed(["experiment=demo_debian", "checkpoint=debian_en_de_bth"], "run")
     with pytest.raises(FileNotFoundError, match="shipped model's name .*debian_en_de_both"):
-        evaluate_entry.checkpoint_path(entry, cfg)
-    cfg, entry = composed(["experiment=demo_debian"], "evaluate")
-    assert evaluate_entry.checkpoint_path(entry, cfg) is None  # the config's own model
+        run_entry.checkpoint_path(entry, cfg)
+    cfg, entry = composed(["experiment=demo_debian"], "run")
+    assert run_entry.checkpoint_path(entry, cfg) is None  # the config's own model
 
 
 @pytest.mark.parametrize("override", ["train.max_stpes=3", "heads.k=four", "decode.criteria=[{nam: exact}]"])
@@ -347,7 +350,7 @@ def test_entry_points_end_ctrl_c_and_a_full_disk_with_one_line(raised, code, lin
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         cfg = compose("config", overrides=["experiment=demo"])
     with pytest.raises(SystemExit) as e:
-        _common.friendly(fails, cfg)
+        _common.run_experiment(fails, cfg)
     err = capsys.readouterr().err.strip()
     assert e.value.code == code and err.startswith(line) and "Traceback" not in err and len(err.splitlines()) == 1
 
@@ -368,15 +371,15 @@ def test_int8_on_the_eager_path_is_refused_before_any_work_without_fbgemm(monkey
         cfg = compose("bench", overrides=["experiment=demo_debian", "decode.proposal_precision=int8"])
     paths = None if engines is None else (lambda entry: engines)
     if not refused:
-        _common.friendly(lambda c, entry: ran.append(c.decode.engine), cfg, engines=paths)
+        _common.run_experiment(lambda c, entry: ran.append(c.decode.engine), cfg, engines=paths)
         assert ran == ["compiled"]
         return
     with pytest.raises(SystemExit) as e:
-        _common.friendly(lambda c, entry: ran.append(c), cfg, engines=paths)
+        _common.run_experiment(lambda c, entry: ran.append(c), cfg, engines=paths)
     err = capsys.readouterr().err.strip()
     assert e.value.code == 2 and "decode.proposal_precision=float32" in err and not ran
     monkeypatch.setattr("bpd.runtime.pick_device", lambda name: torch.device("cuda"))
-    _common.friendly(lambda c, entry: ran.append(c.decode.engine), cfg, engines=paths)  # a GPU: float32 chains
+    _common.run_experiment(lambda c, entry: ran.append(c.decode.engine), cfg, engines=paths)  # a GPU: float32 chains
     assert ran == ["compiled"]
 
 
@@ -481,12 +484,24 @@ def test_defaults_are_pinned_to_the_schema():
 PINNED_DEFAULTS = "886ddd86ec"  # heads.p1_distill and photos flat_per_channel added (defaults keep every key)
 
 
-def test_the_entry_points_glue_imports_without_side_effects():
-    """Importing experiments/_common.py ends nothing, whatever the command line holds: an entry point checks its
-    overrides when it runs, not when a test or a launcher imports it."""
-    import subprocess
+def test_the_entry_points_import_without_side_effects(monkeypatch):
+    """Importing experiments/*.py (the glue, the schemas, every entry point) changes neither ``sys.path`` nor the
+    environment and ends nothing, whatever the command line holds (plugins, a misspelt option): an entry point's
+    ``main`` does that (``_common.start``), not a test or a launcher that imports it."""
+    import importlib
 
-    code = ("import sys; sys.argv = ['run.py', 'decode.beam_size=0', 'task.debian_sources=[x]']; "
-            f"sys.path.insert(0, {str(REPO / 'experiments')!r}); import _common; print('imported')")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
-    assert out.returncode == 0 and "imported" in out.stdout, out.stderr[-500:]
+    monkeypatch.setattr(sys, "argv", ["run.py", "plugins=[tests/toys]", "decode.beam_size=0", "task.x=[y]"])
+    modules = sorted(p.stem for p in (REPO / "experiments").glob("*.py"))
+    saved = {name: sys.modules.pop(name) for name in modules if name in sys.modules}
+    path, environ = list(sys.path), dict(os.environ)
+    try:
+        for name in modules:
+            try:
+                importlib.import_module(name)
+            except SystemExit as e:
+                pytest.fail(f"importing experiments/{name}.py exits ({e.code})")
+            assert (sys.path, dict(os.environ)) == (path, environ), f"importing experiments/{name}.py changes them"
+    finally:
+        for name in modules:
+            sys.modules.pop(name, None)
+        sys.modules.update(saved)

@@ -350,7 +350,9 @@ def test_slurm_launcher_config_composes_into_a_valid_sbatch_script(tmp_path, mon
     from omegaconf import OmegaConf
 
     sys.path.insert(0, str(REPO / "experiments"))
-    import _common  # noqa: F401  (registers the config schemas, as every entry point does)
+    import _common
+
+    _common.register()  # the config schemas, as every entry point's start registers them
 
     over = ["hydra/launcher=submitit_slurm", "hydra.launcher.partition=gpu", "hydra.launcher.array_parallelism=4"]
     with warnings.catch_warnings(), initialize_config_dir(str(REPO / "conf"), version_base="1.3"):

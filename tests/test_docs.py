@@ -38,6 +38,10 @@ NOT_KEYS = {"py", "sh", "yaml", "md", "json", "jsonl", "pt", "txt", "npz", "mode
 DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
 NICKNAME = re.compile(r"\bCPU [12]\b|\bXeon VM\b|\bEPYC VM\b|\bthe (?:earlier |first )?VM\b")
 COMMIT = re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,12}(?:-dirty)?\b")
+#: A measured ratio (a speedup, 1.06x): written with two decimals; a configured one (0.3x a rate) has fewer.
+RATIO = re.compile(r"\b\d+\.\d\dx\b")
+#: docs/ as a whole: reference stays short, findings go to results/.
+MAX_DOCS_LINES = 1800
 
 
 def code_of(text: str) -> list[str]:
@@ -127,6 +131,18 @@ def test_docs_are_reference_not_a_notebook(page):
         assert not DATE.search(p), f"{page.name}: a date outside the example's provenance: {DATE.search(p)[0]!r}"
         assert not NICKNAME.search(p), f"{page.name}: a machine nickname: {NICKNAME.search(p)[0]!r} (name the CPU)"
     assert not COMMIT.search(text), f"{page.name}: a commit hash {COMMIT.search(text)[0]!r} (provenance is in results/)"
+
+
+def test_docs_are_short_and_measured_ratios_stay_in_the_example():
+    """docs/ holds at most ``MAX_DOCS_LINES`` lines, and a measured ratio only in a page's one example table (a
+    fenced printout or one markdown table): findings with their figures are results/ pages, which docs link."""
+    total = sum(len(p.read_text(encoding="utf-8").splitlines()) for p in DOCS)
+    assert total <= MAX_DOCS_LINES, f"docs/ has {total} lines, over {MAX_DOCS_LINES}: move findings to results/"
+    for page in DOCS:
+        with_ratios = [p for p in paragraphs(page.read_text(encoding="utf-8")) if RATIO.search(p)]
+        prose = [p for p in with_ratios if not p.lstrip().startswith("|")]
+        assert not prose, f"{page.name}: a measured ratio {RATIO.search(prose[0])[0]!r} in prose (results/ holds it)"
+        assert len(with_ratios) <= 1, f"{page.name}: measured ratios in {len(with_ratios)} tables (one example)"
 
 
 @pytest.mark.parametrize("page", DOCS, ids=lambda p: p.name)

@@ -301,7 +301,7 @@ def test_bench_times_both_paths_in_the_same_passes():
     their paired speedup over eager greedy, and every row its floor (weight bytes over the bandwidth)."""
     from bpd.bench.floor import step_bytes
     from bpd.bench.rows import format_bench, format_floors
-    from bpd.bench.run import BenchPlan, Reporting, TimingPolicy, run_bench
+    from bpd.bench.timing import BenchPlan, Reporting, TimingPolicy, run_bench
 
     model = random_model(24, 4, 0, arch="attend", head_noise=0.05, heads_tied=True, dtype=torch.float32)
     sources = [row.tolist() for row in random_src(6, 6, 24, 0, ragged=False)]

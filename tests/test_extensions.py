@@ -1,17 +1,16 @@
 """Extending the harness without editing it: the three toys of tests/toys/, outside the library, loaded as a plugin
-(``BPD_PLUGINS=tests/toys``): a decoding method with options of its own and an auxiliary model its ``prepare``
-builds (``toy_bigram``), a proposal-head architecture (``toy_shared``) and a corpus with its task file
-(``toy_reverse``). Each is its entry among the plugin's declarations and one module; the library names none.
+(``bpd.config.load_plugins(["tests/toys"])``, as ``BPD_PLUGINS=tests/toys`` or ``plugins=[tests/toys]`` load it): a
+decoding method with options of its own and an auxiliary model its ``prepare`` builds (``toy_bigram``), a
+proposal-head architecture (``toy_shared``) and a corpus with its task file (``toy_reverse``). Each is its entry
+among the plugin's declarations and one module; the library names none.
 
-A process reads its plugins once (``bpd.config`` makes its configs from the registry when it is imported), so the
-tests that use the toys run in a second process that this file starts on itself with ``BPD_PLUGINS`` set; this
-one checks the library without them."""
+The tests that use the toys load them in this process (the ``toys`` fixture) and leave the registry, and what was
+made from it, as it was: the other tests see the library without them."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ import pytest
 import torch
 from conftest import random_model, random_src
 
+from bpd.config import registry
 from bpd.config.registry import PLUGINS, entries, names, register
 
 REPO = Path(__file__).resolve().parents[1]
@@ -27,9 +27,19 @@ TOYS = REPO / "tests" / "toys"
 #: Each toy: its registry kind and name, and the module implementing it.
 TOY_ENTRIES = [("method", "toy_bigram", "toys.bigram"), ("head", "toy_shared", "toys.heads"),
                ("corpus", "toy_reverse", "toys.corpus")]
-LOADED = "toy_bigram" in names("method")
-with_toys = pytest.mark.skipif(not LOADED, reason="runs in the process that test_the_toys_run_as_a_plugin starts")
-without_toys = pytest.mark.skipif(LOADED, reason="checks the library without the toys")
+
+sys.path.insert(0, str(REPO / "experiments"))
+import _common  # noqa: E402
+
+
+@pytest.fixture
+def toys():
+    """The toys loaded in this process, the entry points' schemas made with them; afterwards the registry, what
+    was made from it and the schemas as they were."""
+    with registry.extended([str(TOYS)]):
+        _common.register()
+        yield
+    _common.register()
 
 
 def with_plugin(args: list[str], plugin: Path = TOYS, **kw) -> subprocess.CompletedProcess:
@@ -37,7 +47,6 @@ def with_plugin(args: list[str], plugin: Path = TOYS, **kw) -> subprocess.Comple
     return subprocess.run([sys.executable, *args], env=env, cwd=REPO, capture_output=True, text=True, **kw)
 
 
-@without_toys
 def test_the_library_names_no_toy():
     """The toys exist only in tests/toys/: no registry entry without the plugin, no file of the library names one."""
     for kind, name, _ in TOY_ENTRIES:
@@ -47,16 +56,33 @@ def test_the_library_names_no_toy():
     assert not [p for p in files if any(name in p.read_text(encoding="utf-8") for _, name, _ in TOY_ENTRIES)]
 
 
-@without_toys
-def test_the_toys_run_as_a_plugin():
-    """This file again, in a process that loads the toys: every test marked ``with_toys`` runs and passes there."""
-    inner = [n for n, f in globals().items() if with_toys.mark in getattr(f, "pytestmark", [])]
-    out = with_plugin(["-m", "pytest", "-x", "-p", "no:cacheprovider", __file__], timeout=900)
-    assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-2000:]
-    assert re.search(rf"\b{len(inner)} passed", out.stdout), out.stdout[-2000:]
+def test_a_plugin_loads_in_process_once_and_leaves_nothing_behind():
+    """``load_plugins`` in a process whose configs and implementations were made already: they are made again
+    with the plugin's entries (the same classes, so configs made before keep their type), loading it twice adds
+    nothing, and ``extended`` leaves the registry, the configs, the implementations and the modules as before."""
+    from bpd.config import DecodeConfig, MethodsConfig, TranslationTaskConfig
+    from bpd.config.translate import TranslateConfig
+    from bpd.decoding.registry import METHODS
+    from bpd.decoding.spec import RECORD
+    from bpd.models import HEADS
+    from bpd.tasks.translation import CORPORA
+
+    before = {kind: entries(kind) for kind in registry.KINDS}
+    methods_type, record = MethodsConfig, dict(RECORD)
+    with registry.extended([str(TOYS)]):
+        registry.load_plugins([str(TOYS)])  # loaded already: skipped, its entries not registered twice
+        assert registry.loaded() == (str(TOYS),) and "toys" in sys.modules
+        assert DecodeConfig().methods.toy_bigram.min_count == 1 and type(DecodeConfig().methods) is methods_type
+        assert TranslationTaskConfig().corpora.toy_reverse.n_train == 300
+        assert TranslateConfig().methods.toy_bigram.min_count == 1
+        assert "toy_bigram" in METHODS and "toy_shared" in HEADS and "toy_reverse" in CORPORA
+        assert RECORD["toy_bigram"] == {"on": False, "min_count": 1}
+    assert {kind: entries(kind) for kind in registry.KINDS} == before and registry.loaded() == ()
+    assert not hasattr(DecodeConfig().methods, "toy_bigram") and "toy_bigram" not in METHODS
+    assert "toy_shared" not in HEADS and "toy_reverse" not in CORPORA and RECORD == record
+    assert not [m for m in sys.modules if m == "toys" or m.startswith("toys.")]
 
 
-@without_toys
 def test_a_plugins_declarations_are_read_without_torch(tmp_path):
     """Configs see a plugin's options (``decode.methods.toy_bigram``, ``task.corpora.toy_reverse``) and the report
     its entries, torch-free as the library's; a plugin that imports torch where it declares is refused."""
@@ -71,13 +97,12 @@ def test_a_plugins_declarations_are_read_without_torch(tmp_path):
     assert out.returncode != 0 and "the plugin heavy imports torch where it declares" in out.stderr
 
 
-@without_toys
-def test_plugins_are_named_in_config_too(tmp_path):
+def test_plugins_are_named_in_config_too(tmp_path, monkeypatch):
     """An entry point also loads the plugins its config names (``plugins=[...]`` on the command line, else
-    ``plugins:`` in conf/base.yaml), before Hydra composes with the schema they extend; one named only where the
-    config is composed (an experiment file) is refused with where to name it."""
-    sys.path.insert(0, str(REPO / "experiments"))
-    import _common
+    ``plugins:`` in conf/base.yaml) in its ``start``, before Hydra composes with the schema they extend, and passes
+    them to the jobs it starts (``BPD_PLUGINS``); one named only where the config is composed (an experiment file)
+    is refused with where to name it."""
+    from hydra import compose, initialize_config_dir
 
     base = tmp_path / "base.yaml"
     base.write_text("plugins: [my_ext]\n")
@@ -85,30 +110,31 @@ def test_plugins_are_named_in_config_too(tmp_path):
     assert _common.configured_plugins(["run.py", "+plugins=tests/toys"], base) == ["tests/toys"]
     assert _common.configured_plugins(["run.py", "decode.ks=[2]"], base) == ["my_ext"]
     assert _common.configured_plugins(["run.py"]) == []  # conf/base.yaml names none
-    code = ("import sys; sys.argv = ['evaluate.py', 'plugins=[tests/toys]']; sys.path.insert(0, 'experiments'); "
-            "import _common; from hydra import compose, initialize_config_dir; "
-            "ctx = initialize_config_dir(config_dir=_common.CONF_DIR, version_base='1.3'); ctx.__enter__(); "
-            "ok = compose('evaluate', overrides=['plugins=[tests/toys]', 'decode.methods.toy_bigram.on=true']); "
-            "print(_common.to_configs(ok)[0].decode.methods.toy_bigram); "
-            "late = compose('evaluate', overrides=['plugins=[tests/toys,other]']); _common.to_configs(late)")
-    env = {k: v for k, v in os.environ.items() if k != PLUGINS}
-    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, capture_output=True, text=True)
-    assert "BigramOptions(on=True, min_count=1)" in out.stdout, out.stderr[-2000:]
-    assert "the plugins ['other'] are named too late" in out.stderr
+    monkeypatch.delenv(PLUGINS, raising=False)  # start sets both for the jobs it starts: restored after the test
+    monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
+    monkeypatch.chdir(REPO)
+    with registry.extended([]):
+        _common.start(["run.py", "plugins=[tests/toys]"])
+        assert registry.loaded() == ("tests/toys",) and os.environ[PLUGINS] == "tests/toys"
+        with initialize_config_dir(config_dir=_common.CONF_DIR, version_base="1.3"):
+            ok = compose("run", overrides=["plugins=[tests/toys]", "decode.methods.toy_bigram.on=true"])
+            late = compose("run", overrides=["plugins=[tests/toys,other]"])
+        assert _common.to_configs(ok)[0].decode.methods.toy_bigram.on is True
+        with pytest.raises(ValueError, match=r"the plugins \['other'\] are named too late"):
+            _common.to_configs(late)
+    _common.register()
 
 
-@without_toys
 def test_an_entry_registered_late_is_refused():
     """What was made from the registry (``MethodsConfig``, the task configs' corpora, the implementations) would
-    lack an entry registered after it: refused, with where to register it."""
+    lack an entry registered after it outside a plugin's loading: refused, with where to register it."""
     for kind in ("method", "corpus"):
         with pytest.raises(RuntimeError, match=f"the {kind} 'late' is registered after configs or implementations"):
             register(kind, "late")
     assert "late" not in entries("method")
 
 
-@with_toys
-def test_each_toy_is_its_entry_and_one_module():
+def test_each_toy_is_its_entry_and_one_module(toys):
     from bpd.config import DecodeConfig, TranslationTaskConfig
     from bpd.decoding.registry import METHODS
     from bpd.models import HEADS
@@ -140,8 +166,7 @@ class ToyTask:
         return torch.tensor(self.targets[i])
 
 
-@with_toys
-def test_the_toy_method_decodes_as_greedy_from_its_options(monkeypatch):
+def test_the_toy_method_decodes_as_greedy_from_its_options(toys, monkeypatch):
     """``decode.methods.toy_bigram`` asks for its decoders (its check refuses a bad value); its ``prepare`` builds
     its bigram table from the task's training targets, which ``decode`` needs; with exact acceptance its tokens are
     greedy's. The exact == greedy property of tests/test_decoding.py draws it, and the toy head, once its test
@@ -185,8 +210,7 @@ def test_the_toy_method_decodes_as_greedy_from_its_options(monkeypatch):
                                            engine=engine)
 
 
-@with_toys
-def test_the_toy_head_trains_and_decodes(tmp_path):
+def test_the_toy_head_trains_and_decodes(toys, tmp_path):
     """``heads.arch=toy_shared`` trains as any architecture (a frozen base stays bit-identical), its checkpoint loads
     back into it, and exact blockwise decoding with it gives greedy's tokens."""
     from test_training import fresh_model, toy_batches
@@ -208,13 +232,10 @@ def test_the_toy_head_trains_and_decodes(tmp_path):
     assert blockwise_decode(loaded, src, k=3, max_len=12).tokens == greedy_decode(loaded, src, max_len=12).tokens
 
 
-@with_toys
-def test_the_toy_corpus_is_a_task_from_its_yaml_and_an_evaluation_runs_the_three(tmp_path):
+def test_the_toy_corpus_is_a_task_from_its_yaml_and_an_evaluation_runs_the_three(toys, tmp_path):
     """``task=toy_reverse`` (its YAML beside the plugin, on Hydra's search path) composes into a task config with the
     corpus's own options; the task builds its corpus, and an evaluation on it, with the toy head, decodes the toy
     method's rows, identical to greedy."""
-    sys.path.insert(0, str(REPO / "experiments"))
-    import _common
     from hydra import compose, initialize_config_dir
     from toy import evaluate_toy, staged, toy_config, toy_task
 

@@ -307,18 +307,16 @@ def test_a_bad_plugin_is_one_sentence_naming_it(tmp_path, monkeypatch, plugin, m
     (tmp_path / "needs.py").write_text("import no_such_package_xyz  # noqa: F401\n")
     monkeypatch.setattr(sys, "path", list(sys.path))
     plugin, message = plugin.format(tmp=tmp_path), message.format(tmp=tmp_path)
-    monkeypatch.setenv(registry.PLUGINS, plugin)
-    monkeypatch.setattr(registry, "_plugins_loaded", False)
-    with pytest.raises(ValueError) as e:  # PluginError
-        registry.load_plugins()
+    with pytest.raises(ValueError) as e, registry.extended([]):  # PluginError
+        registry.load_plugins([plugin])
     assert str(e.value).startswith(f"the plugin {plugin} (BPD_PLUGINS) ") and message in str(e.value)
 
 
 def test_a_bad_plugin_ends_an_entry_point_with_one_sentence(tmp_path):
-    """Plugins load as the entry points import their glue, before any handler: still one sentence, exit 2."""
+    """Plugins load as an entry point starts (``_common.start``, before Hydra composes): one sentence, exit 2."""
     env = {**os.environ, "BPD_PLUGINS": str(tmp_path / "nowhere" / "typing.py"), "PYTHONPATH": str(REPO)}
-    out = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, 'experiments'); import _common"],
-                         env=env, cwd=REPO, capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "experiments/run.py"], env=env, cwd=REPO, capture_output=True,
+                         text=True, timeout=120)
     assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
     assert out.stderr.startswith(f"error: the plugin {tmp_path / 'nowhere' / 'typing.py'} (BPD_PLUGINS) does not exist")
 

@@ -395,7 +395,7 @@ def test_a_shipped_base_is_installed_instead_of_trained(toy, tmp_path, monkeypat
 
     sys.path.insert(0, str(resolve_path("experiments")))
     import pretrain
-    from _common import PretrainEntry
+    from _schemas import PretrainEntry
 
     _, cfg, _ = toy
     cfg = tweak(cfg, paths={"cache_dir": str(tmp_path / "cache"), "results_dir": str(tmp_path / "results"),
@@ -467,7 +467,7 @@ def test_a_shipped_heads_model_is_installed_with_nothing_under_it_built(toy, tmp
 
     sys.path.insert(0, str(resolve_path("experiments")))
     import pretrain
-    from _common import PretrainEntry
+    from _schemas import PretrainEntry
 
     _, cfg, _ = toy
     cfg = tweak(cfg, setting="finetune", paths={"cache_dir": str(tmp_path / "cache"),
@@ -509,7 +509,7 @@ def test_the_distilled_base_is_made_from_the_shipped_teacher(toy, tmp_path, monk
 
     sys.path.insert(0, str(resolve_path("experiments")))
     import pretrain
-    from _common import PretrainEntry
+    from _schemas import PretrainEntry
 
     _, cfg, _ = toy
     cfg = tweak(cfg, paths={"cache_dir": str(tmp_path / "cache"), "results_dir": str(tmp_path / "results"),

@@ -48,7 +48,7 @@ def test_no_function_takes_more_than_eight_parameters():
     assert not long, (
         f"functions with more than {MAX_PARAMS} parameters (self/cls not counted):\n  " + "\n  ".join(long) +
         "\nGroup the parameters that travel together into a small typed dataclass (frozen where possible) named for "
-        "what it holds (as bpd.bench.run.TimingPolicy or bpd.decoding.timed.Passes do), or pass an object the "
+        "what it holds (as bpd.bench.timing.TimingPolicy or bpd.decoding.timed.Passes do), or pass an object the "
         "caller already has; not **kwargs or a dict. Only a signature someone else defines goes into EXTERNAL in "
         "tests/test_style.py.")
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import MICRO
+from omegaconf import OmegaConf
 
 import bpd
 from bpd.data.batches import pad_rows
@@ -138,6 +139,38 @@ def test_threads_and_defaults_are_typed():
     with pytest.raises(ValueError, match="needs a second model"):
         TranslateConfig(checkpoint="x", method="draft").validate()
     assert torch.get_num_threads() >= 1
+
+
+def test_any_methods_own_options_reach_translate_from_its_config():
+    """``methods.<name>`` holds one decoder's options of every method that takes any, made from the registry: beam
+    search's and a tree shape, and a plugin's method's (the toy's ``min_count``) with no edit of ``TranslateConfig``;
+    the command line sets them, the chosen method's decoder receives them, its own check refuses a bad one."""
+    from hydra import compose, initialize_config_dir
+
+    from bpd.config import BeamOptions, registry
+    from bpd.config.methods import MethodOptions
+    from bpd.config.translate import TranslateConfig
+    from bpd.translator import configured_spec
+
+    beam = TranslateConfig(checkpoint="x", method="beam", methods=MethodOptions(beam=BeamOptions(size=8)))
+    assert configured_spec(beam).options.beam == BeamOptions(size=8, alpha=0.6)
+    assert configured_spec(TranslateConfig(checkpoint="x", method="tree", methods=MethodOptions(tree="beam4"))).tree \
+        == "beam4"
+    with pytest.raises(ValueError, match="unknown tree shape 'bush' in methods.tree"):
+        TranslateConfig(checkpoint="x", method="tree", methods=MethodOptions(tree="bush")).validate()
+    sys.path.insert(0, str(ROOT / "experiments"))
+    import _common
+
+    with registry.extended([str(ROOT / "tests" / "toys")]):
+        _common.register()
+        with initialize_config_dir(config_dir=_common.CONF_DIR, version_base="1.3"):
+            cfg = OmegaConf.to_object(compose("translate", overrides=[
+                "checkpoint=x", "method=toy_bigram", "k=3", "methods.toy_bigram.min_count=2"]))
+        spec = configured_spec(cfg)
+        assert (spec.k, spec.options.toy_bigram.min_count) == (3, 2)
+        with pytest.raises(ValueError, match="decode=toy_bigram needs a second model beside the checkpoint"):
+            cfg.validate()  # its bigram table is built from an evaluation's corpus
+    _common.register()
 
 
 def test_bad_options_and_inputs_name_their_fix(trained, tmp_path):

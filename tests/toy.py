@@ -122,7 +122,7 @@ def toy_task(cfg: ExperimentConfig):
 
 
 def evaluate_toy(cfg: ExperimentConfig, task, model_path: Path, draft_path: Path | None = None) -> list[dict]:
-    """``bpd.evaluate.evaluate`` called as experiments/evaluate.py calls it: the runtime, decode section and
+    """``bpd.evaluate.evaluate`` called as experiments/run.py calls it: the runtime, decode section and
     provenance of ``cfg`` (the entry points' ``provenance``)."""
     import sys
 

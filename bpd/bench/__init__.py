@@ -1,6 +1,6 @@
 """Benchmarking: wall-clock timing of our decoders and of other libraries', and what it is built from.
 
-* ``run``: ``make bench``'s paired round-robin timing (greedy and every decoder back to back per batch, repeated
+* ``timing``: ``make bench``'s paired round-robin timing (greedy and every decoder back to back per batch, repeated
   until the speedups' intervals are narrow), warm-up, paired estimates;
 * ``rows``: a batch size's repeats aggregated into rows (speedup, ideal, efficiency, prediction), and the
   printed tables;

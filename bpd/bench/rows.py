@@ -3,7 +3,7 @@
 Each row holds what the decoder produced (tokens, rounds, k̂, identity with greedy), its speedup over greedy (the
 paired estimate of ``bpd.bench.speedup_ci`` with its interval, and the spread over repeats), and what the isolated
 step costs (``bpd.bench.step_costs``) make of it: the ideal speedup k̂ · t_1 / t_k, the efficiency, the whole run
-predicted from the step costs and the efficiency ceiling the once-per-batch costs leave (``bpd.bench.run``'s
+predicted from the step costs and the efficiency ceiling the once-per-batch costs leave (``bpd.bench.timing``'s
 docstring has the formulas).
 """
 

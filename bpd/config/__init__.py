@@ -53,6 +53,7 @@ from bpd.config.methods.beam import BeamOptions
 from bpd.config.methods.rescored import RescoreOptions
 from bpd.config.methods.tree import check_tree_shapes, parse_tree_shape
 from bpd.config.model import HeadsConfig, HeadsTrainConfig, ModelConfig, TrainConfig, heads_train_config
+from bpd.config.registry import load_plugins
 from bpd.config.task import ImageTaskConfig, TaskConfig, TranslationTaskConfig, corpora, task_config
 
 __all__ = [
@@ -91,6 +92,7 @@ __all__ = [
     "SCHEMA",
     "cache_key",
     "keyed",
+    "load_plugins",
     "output_limit",
     "parse_tree_shape",
 ]

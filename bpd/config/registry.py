@@ -8,10 +8,13 @@ Registration happens in torch-free declaration modules (``bpd.config.methods``, 
 whole registry without torch. The implementations (``bpd.decoding.registry``, ``bpd.models.heads``, ``bpd.tasks``)
 pair themselves with these entries by name and refuse to load with one missing on either side.
 
-Plugins extend it from outside the library, as fairseq's ``--user-dir`` does: ``BPD_PLUGINS`` names modules (import
-names, or paths of a module file or a package folder) that ``bpd.config`` imports before it makes anything from
-the registry. A plugin's module declares, torch-free as the library's declarations; each entry it registers names
-the module of its implementation (``module=``), which the implementations' lookup imports beside the library's own.
+Plugins extend it from outside the library, as fairseq's ``--user-dir`` does: modules (import names, or paths of a
+module file or a package folder) that ``BPD_PLUGINS`` names, which ``bpd.config`` imports before it makes anything
+from the registry, or that ``load_plugins([...])`` imports later in the same process (the entry points load those
+their config names so). A plugin's module declares, torch-free as the library's declarations; each entry it
+registers names the module of its implementation (``module=``), which the implementations' lookup imports beside the
+library's own. What is made from the registry (``made``, ``kept``: the configs' option types, the implementations
+by name) is made again, in place, when a plugin loaded later adds entries.
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ import importlib
 import os
 import pkgutil
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, make_dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -45,7 +49,15 @@ class Entry:
 _ENTRIES: dict[str, dict[str, Entry]] = {kind: {} for kind in KINDS}
 #: The kinds that configs or implementations were made from: a later entry would be missing from them.
 _MADE: set[str] = set()
-_plugins_loaded = False
+#: What was made from the registry, each made again (in this order: a later one may read an earlier one) when a
+#: plugin loaded later adds entries.
+_MAKERS: list[Callable[[], None]] = []
+#: The plugins loaded, in order, each with the name of the module it was imported as.
+_LOADED: dict[str, str] = {}
+#: A plugin is being imported: its entries may join kinds already made (which are then made again).
+_loading = False
+#: ``BPD_PLUGINS`` was read (once, at the first ``load_plugins``: later changes reach the processes started after).
+_env_read = False
 
 
 def register(kind: str, name: str, options: Any = None, info: Any = None, module: str | None = None) -> Entry:
@@ -55,9 +67,9 @@ def register(kind: str, name: str, options: Any = None, info: Any = None, module
         raise ValueError(f"unknown registry kind {kind!r}; use one of {', '.join(KINDS)}.")
     if name in _ENTRIES[kind]:
         raise ValueError(f"the {kind} {name!r} is registered twice; give each {kind} its own name.")
-    if kind in _MADE:
+    if kind in _MADE and not _loading:
         raise RuntimeError(f"the {kind} {name!r} is registered after configs or implementations were made from the "
-                           f"{kind}s; register it in bpd/config/ or in a plugin named by {PLUGINS} (a plugin's "
+                           f"{kind}s; register it in bpd/config/ or in a plugin ({PLUGINS}, load_plugins; a plugin's "
                            "declarations import bpd.config.registry, methods, heads, corpora and common only).")
     entry = Entry(kind, name, options, info, module)
     _ENTRIES[kind][name] = entry
@@ -71,10 +83,42 @@ def entries(kind: str) -> dict[str, Entry]:
 
 def made_from(kind: str) -> dict[str, Entry]:
     """``kind``'s entries, for something made from all of them (``MethodsConfig``, the task configs' corpora,
-    the implementations): the plugins are imported first, and ``kind`` takes no entry after."""
+    the implementations): the plugins are imported first, and ``kind`` takes no entry after but a plugin's."""
     load_plugins()
     _MADE.add(kind)
     return entries(kind)
+
+
+def made(maker: Callable[[], None]) -> Callable[[], None]:
+    """Run ``maker`` (which makes something from the registry, in place) now, and again whenever a plugin loaded
+    later adds entries (a decorator)."""
+    _MAKERS.append(maker)
+    maker()
+    return maker
+
+
+def kept(make: Callable[[], dict[str, T]]) -> dict[str, T]:
+    """The dict ``make()`` returns (implementations by name), made again in place when a plugin loaded later adds
+    entries: modules that imported it see the new entries."""
+    found: dict[str, T] = {}
+
+    @made
+    def remake() -> None:
+        new = make()
+        found.clear()
+        found.update(new)
+
+    return found
+
+
+def refill(cls: type, fields: list[tuple[str, Any, Any]]) -> type:
+    """The dataclass ``cls`` given ``fields`` (as ``make_dataclass`` takes them) in place of its own: the same class
+    object (configs' field types and pickles name it), its fields made again from the registry."""
+    new = make_dataclass(cls.__name__, fields)
+    for attr in ("__annotations__", "__dataclass_fields__", "__dataclass_params__", "__init__", "__repr__", "__eq__",
+                 "__match_args__"):
+        setattr(cls, attr, getattr(new, attr))
+    return cls
 
 
 def names(kind: str) -> tuple[str, ...]:
@@ -93,23 +137,66 @@ def plugins() -> tuple[str, ...]:
     return tuple(p.strip() for p in os.environ.get(PLUGINS, "").split(",") if p.strip())
 
 
+def loaded() -> tuple[str, ...]:
+    """The plugins loaded in this process (``BPD_PLUGINS``'s and those given to ``load_plugins``), in order."""
+    return tuple(_LOADED)
+
+
 class PluginError(ValueError):
     """A plugin ``BPD_PLUGINS`` names that cannot be loaded: one sentence naming it and the fix."""
 
 
-def load_plugins() -> None:
-    """Import every plugin once: a path (``my_ext/``, ``my_ext.py``) as fairseq imports a ``--user-dir``, its
-    folder put on ``sys.path`` (so its implementation modules import by name too); anything else by its name.
-    Whatever goes wrong is a ``PluginError`` naming the plugin and the fix."""
-    global _plugins_loaded
-    if _plugins_loaded:
+def load_plugins(named: Sequence[str] = ()) -> None:
+    """Import the plugins ``BPD_PLUGINS`` names (at the first call) and ``named``, each once (a plugin loaded
+    before is skipped, so its entries are added once): a path (``my_ext/``, ``my_ext.py``) as fairseq imports a
+    ``--user-dir``, its folder put on ``sys.path`` (so its implementation modules import by name too); anything
+    else by its name. What was made from the registry before is made again with their entries. Whatever goes
+    wrong is a ``PluginError`` naming the plugin and the fix."""
+    global _loading, _env_read
+    env, _env_read = ([] if _env_read else plugins()), True
+    new = [p for p in dict.fromkeys([*env, *named]) if p not in _LOADED]
+    if not new:
         return
-    _plugins_loaded = True  # first: a plugin's own import of bpd.config comes back here
-    for plugin in plugins():
-        _load_plugin(plugin)
+    _loading = True
+    try:
+        for plugin in new:
+            _LOADED[plugin] = plugin  # first: a plugin's own import of bpd.config comes back here
+            try:
+                _LOADED[plugin] = _load_plugin(plugin)
+            except BaseException:
+                del _LOADED[plugin]  # not loaded: asked again, it fails again
+                raise
+    finally:
+        _loading = False
+    for maker in list(_MAKERS):
+        maker()
 
 
-def _load_plugin(plugin: str) -> None:
+@contextmanager
+def extended(named: Sequence[str]) -> Iterator[None]:
+    """The registry with the plugins ``named`` loaded, as it was again afterwards (entries, what was made from
+    them, the plugins' modules and ``sys.path``): a test of a plugin leaves none of its entries to the others."""
+    saved = ({kind: dict(e) for kind, e in _ENTRIES.items()}, dict(_LOADED), list(sys.path), set(sys.modules))
+    try:
+        load_plugins(named)
+        yield
+    finally:
+        ours = {m for p, m in _LOADED.items() if p not in saved[1]}
+        ours |= {e.module for kind in KINDS for e in _ENTRIES[kind].values() if e.module} - {
+            e.module for kind in KINDS for e in saved[0][kind].values() if e.module}
+        for kind in KINDS:
+            _ENTRIES[kind] = saved[0][kind]
+        _LOADED.clear()
+        _LOADED.update(saved[1])
+        sys.path[:] = saved[2]
+        for name in set(sys.modules) - saved[3]:  # imported again, a plugin declares again
+            if any(name == m or name.startswith(m + ".") for m in ours):
+                del sys.modules[name]
+        for maker in list(_MAKERS):
+            maker()
+
+
+def _load_plugin(plugin: str) -> str:
     path = Path(plugin)
     is_path = plugin.endswith(".py") or "/" in plugin or os.sep in plugin or path.is_dir()
     name = path.stem if is_path else plugin
@@ -143,6 +230,7 @@ def _load_plugin(plugin: str) -> None:
     if not torch_before and "torch" in sys.modules:
         raise PluginError(f"the plugin {name} imports torch where it declares; configs and the report read "
                           "declarations without torch: keep torch in the modules its entries name (module=).")
+    return module.__name__
 
 
 def implementations(kind: str, package: str, base: type, attr: str, declared: Sequence[str] | None = None

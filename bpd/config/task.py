@@ -5,12 +5,12 @@ corpus registered by name (``bpd.config.registry``; the corpora and their option
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field, make_dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from bpd.config import corpora as _declared  # noqa: F401  (registers the corpora)
 from bpd.config.common import check
-from bpd.config.registry import entries, lookup, made_from, register
+from bpd.config.registry import entries, lookup, made, made_from, refill, register
 
 
 def corpora(kind: str) -> tuple[str, ...]:
@@ -27,18 +27,24 @@ def check_source(kind: str, source: str) -> None:
     check(source in corpora(kind), f"unknown task.source {source!r} for {kind}; use {', '.join(corpora(kind))}.")
 
 
-def corpora_config(kind: str) -> type:
-    """What a task of ``kind`` asks of each of its corpora that takes options (``task.corpora``): one field per
-    such corpus, of its own type, made from the registry (after the plugins' declarations)."""
-    owned = [(n, e.options) for n, e in made_from("corpus").items() if e.info.kind == kind and e.options is not None]
-    cls = make_dataclass(f"{kind.title()}Corpora", [(n, o, field(default_factory=o)) for n, o in owned])
-    cls.__module__ = __name__  # importable by name: pickled configs (launchers) find it here
-    cls.__doc__ = f"Each {kind} corpus's options, by corpus name (``bpd.config.corpora``)."
-    return cls
+@dataclass
+class TranslationCorpora:
+    """Each translation corpus's options, by corpus name (``bpd.config.corpora``)."""
 
 
-TranslationCorpora = corpora_config("translation")
-ImageCorpora = corpora_config("image")
+@dataclass
+class ImageCorpora:
+    """Each image corpus's options, by corpus name (``bpd.config.corpora``)."""
+
+
+@made
+def _make_corpora() -> None:
+    """What a task of each kind asks of its corpora that take options (``task.corpora``): one field per such corpus,
+    of its own type, made from the registry (after the plugins' declarations; again when a plugin loads later)."""
+    every = made_from("corpus")
+    for kind, cls in (("translation", TranslationCorpora), ("image", ImageCorpora)):
+        refill(cls, [(n, e.options, field(default_factory=e.options)) for n, e in every.items()
+                     if e.info.kind == kind and e.options is not None])
 
 
 def check_corpora(task: Any) -> None:

@@ -100,7 +100,8 @@ def own_fields(options: Options | type[Options]) -> tuple[Field, ...]:
     return tuple(f for f in fields(options) if f.name != "engine")
 
 
-_TYPES: dict[str, type[Options]] = {}
+#: By method and its options' type (a plugin loaded again brings its type anew).
+_TYPES: dict[tuple[str, Any], type[Options]] = {}
 
 
 def options_type(name: str, info: MethodInfo) -> type[Options]:
@@ -111,14 +112,14 @@ def options_type(name: str, info: MethodInfo) -> type[Options]:
     base = RoundOptions if info.rounds else Options
     if info.one is None:
         return base
-    if name not in _TYPES:
-        own = info.one
+    own = info.one
+    if (name, own) not in _TYPES:
         # Not hashed: a config's options are plain (mutable) dataclasses; equal options still hash alike.
         default = field(default_factory=own, hash=False) if is_dataclass(own) else field(default=None, hash=False)
         cls = make_dataclass(name.title().replace("_", "") + "Decoding", [(name, own | None, default)], bases=(base,),
                              frozen=True, namespace={"OWN": name, "__module__": __name__})
-        _TYPES[name] = globals()[cls.__name__] = cls  # found by name: pickled options load
-    return _TYPES[name]
+        _TYPES[name, own] = globals()[cls.__name__] = cls  # found by name: pickled options load
+    return _TYPES[name, own]
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,8 @@ def paired(found: list[Method]) -> dict[str, Method]:
     return registry.paired("method", [(m.name, m) for m in found], list(DECODE_METHODS), methods_package.__name__)
 
 
-METHODS: dict[str, Method] = paired(discover())
+#: ``kept``: with a plugin loaded later, its methods too.
+METHODS: dict[str, Method] = registry.kept(lambda: paired(discover()))
 
 
 def registered(name: str) -> Method:

@@ -13,6 +13,7 @@ from typing import Any
 
 from bpd.config import BenchConfig, DecodeConfig
 from bpd.config.common import plain
+from bpd.config.registry import kept
 from bpd.decoding.method import Method, Options, Plan, Prepared, Resources, Role, RoundOptions, own_fields
 from bpd.decoding.registry import METHODS, registered
 
@@ -20,8 +21,8 @@ __all__ = ["DecodeSpec", "Plan", "Prepared", "Resources", "bench_specs", "decode
 
 #: Row columns every decoder's row has, the method's options filling what applies: the design's decoder
 #: columns (``RoundOptions.columns``), then each method's own in registry order.
-COLUMNS: dict[str, Any] = {c: None for c in RoundOptions().columns()} | {"k": 1} | {
-    c: None for m in METHODS.values() for c in m.own_columns} | {"engine": "eager"}
+COLUMNS: dict[str, Any] = kept(lambda: {c: None for c in RoundOptions().columns()} | {"k": 1} | {
+    c: None for m in METHODS.values() for c in m.own_columns} | {"engine": "eager"})
 
 
 def _default(f: Field) -> Any:
@@ -30,8 +31,8 @@ def _default(f: Field) -> Any:
 
 #: The ``spec`` row column: every option of every method (a method's own under its name), at its default where
 #: this method has no such option.
-RECORD: dict[str, Any] = {f.name: _default(f) for cls in (RoundOptions, *(m.options for m in METHODS.values()))
-                          for f in own_fields(cls)}
+RECORD: dict[str, Any] = kept(lambda: {
+    f.name: _default(f) for cls in (RoundOptions, *(m.options for m in METHODS.values())) for f in own_fields(cls)})
 
 
 @dataclass(frozen=True, init=False)

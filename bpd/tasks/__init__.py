@@ -4,14 +4,14 @@ registered in ``bpd/config/task.py``, found in this package's modules and paired
 from __future__ import annotations
 
 from bpd.config import TaskConfig
-from bpd.config.registry import implementations
+from bpd.config.registry import implementations, kept
 from bpd.runtime import Runtime
 from bpd.tasks.base import Pairs, Scorer, Task
 from bpd.tasks.image import ImageTask
 from bpd.tasks.translation import TranslationTask
 
 #: Task classes by ``task.kind``.
-TASKS: dict[str, type[Task]] = implementations("task", __name__, Task, "kind")
+TASKS: dict[str, type[Task]] = kept(lambda: implementations("task", __name__, Task, "kind"))
 
 
 def load_task(runtime: Runtime, task: TaskConfig, shipped: bool) -> Task:

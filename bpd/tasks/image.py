@@ -14,7 +14,7 @@ import torch
 
 from bpd.config import SPLITS, DecodeConfig, HeadsConfig, ImageTaskConfig, ModelConfig, TrainConfig, split_parts
 from bpd.config.methods import Role
-from bpd.config.registry import implementations
+from bpd.config.registry import implementations, kept
 from bpd.config.task import corpora as kind_corpora
 from bpd.data import images as im
 from bpd.data.celeba import prepare_celeba
@@ -99,8 +99,8 @@ class CelebaCorpus(ImageCorpus):
 
 
 #: Each image corpus by ``task.source``, paired with its registration.
-CORPORA: dict[str, ImageCorpus] = {
-    name: c() for name, c in implementations("corpus", __name__, ImageCorpus, "source", kind_corpora("image")).items()}
+CORPORA: dict[str, ImageCorpus] = kept(lambda: {
+    name: c() for name, c in implementations("corpus", __name__, ImageCorpus, "source", kind_corpora("image")).items()})
 
 
 class ImageScorer:

@@ -21,7 +21,7 @@ from bpd.config import (
 )
 from bpd.config.common import config_hash
 from bpd.config.methods import Role
-from bpd.config.registry import implementations
+from bpd.config.registry import implementations, kept
 from bpd.config.task import corpora as kind_corpora
 from bpd.data.store import StoreEncoding, build_store, file_hash
 from bpd.data.tokenizer import Tokenizer, install_tokenizer
@@ -95,9 +95,9 @@ class FolderCorpus(TranslationCorpus):
 
 
 #: Each translation corpus by ``task.source``, paired with its registration.
-CORPORA: dict[str, TranslationCorpus] = {
+CORPORA: dict[str, TranslationCorpus] = kept(lambda: {
     name: c() for name, c in implementations("corpus", __name__, TranslationCorpus, "source",
-                                             kind_corpora("translation")).items()}
+                                             kind_corpora("translation")).items()})
 
 
 def corpus_folder(cfg: TranslationTaskConfig, data_cache: Path) -> Path:

@@ -16,11 +16,11 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from collections.abc import Callable
-from dataclasses import dataclass, field, is_dataclass, make_dataclass
+from dataclasses import dataclass, field, is_dataclass
 from enum import IntEnum
 from typing import Any, get_args, get_origin
 
-from bpd.config.registry import entries, made_from, register
+from bpd.config.registry import entries, made, made_from, refill, register
 
 
 class Role(IntEnum):
@@ -88,13 +88,36 @@ def declare(name: str, role: Role, label: str, order: int, options: Any = None, 
 for _module in pkgutil.iter_modules(__path__, __name__ + "."):
     importlib.import_module(_module.name)
 
-#: In the order evaluations decode and tables list them (greedy first: every ratio's reference); made after the
-#: plugins' declarations (``made_from``).
-DECODE_METHODS: dict[str, MethodInfo] = {
-    e.name: e.info for e in sorted(made_from("method").values(), key=lambda e: e.info.order)}
+#: In the order evaluations decode and tables list them (greedy first: every ratio's reference), after the
+#: plugins' declarations; made again in place when a plugin loads later (``registry.made``).
+DECODE_METHODS: dict[str, MethodInfo] = {}
 #: The methods that take options, with their types.
-_OPTIONS = {name: entries("method")[name].options for name, info in DECODE_METHODS.items()
-            if entries("method")[name].options is not None}
+_OPTIONS: dict[str, Any] = {}
+
+
+@dataclass
+class MethodsConfig:
+    """Each decoding method's options, by method name (``bpd.config.methods``): one field per method that takes
+    options, of its own type, made from the registry."""
+
+
+@dataclass
+class MethodOptions:
+    """What one decoder of each method that takes options holds of them (``MethodInfo.one``: one lattice, one tree
+    shape, beam search's options), by method name: translate.py's ``methods.<name>``, made from the registry."""
+
+
+@made
+def _make() -> None:
+    every = made_from("method")
+    DECODE_METHODS.clear()
+    DECODE_METHODS.update({e.name: e.info for e in sorted(every.values(), key=lambda e: e.info.order)})
+    _OPTIONS.clear()
+    _OPTIONS.update({name: every[name].options for name in DECODE_METHODS if every[name].options is not None})
+    refill(MethodsConfig, [(name, options, field(default_factory=DECODE_METHODS[name].default))
+                           for name, options in _OPTIONS.items()])
+    refill(MethodOptions, [(name, one, field(default_factory=one)) if is_dataclass(one) else (name, one | None, None)
+                           for name, info in DECODE_METHODS.items() if (one := info.one) is not None])
 
 
 def role_of(name: object) -> Role | None:
@@ -106,16 +129,6 @@ def role_of(name: object) -> Role | None:
 def methods_of(*roles: Role) -> list[str]:
     """The methods of these roles, in registry order."""
     return [name for name, info in DECODE_METHODS.items() if info.role in roles]
-
-
-#: What a config asks of each method that takes options (``decode.methods``, ``bench.methods``): one field per
-#: such method, of its own type, made from the registry.
-MethodsConfig = make_dataclass(
-    "MethodsConfig",
-    [(name, options, field(default_factory=DECODE_METHODS[name].default)) for name, options in _OPTIONS.items()],
-)
-MethodsConfig.__module__ = __name__  # importable by name: pickled configs (launchers) find it here
-MethodsConfig.__doc__ = "Each decoding method's options, by method name (``bpd.config.methods``)."
 
 
 def bench_methods() -> Any:
@@ -137,5 +150,5 @@ def check_methods(methods: Any, where: str) -> None:
             check(value, path)
 
 
-__all__ = ["DECODE_METHODS", "MethodInfo", "MethodsConfig", "Role", "bench_methods", "check_methods", "declare",
-           "methods_of", "role_of"]
+__all__ = ["DECODE_METHODS", "MethodInfo", "MethodOptions", "MethodsConfig", "Role", "bench_methods", "check_methods",
+           "declare", "methods_of", "role_of"]

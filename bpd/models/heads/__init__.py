@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from bpd.config.registry import implementations
+from bpd.config.registry import implementations, kept
 from bpd.models.heads.attend import AttendHeads
 from bpd.models.heads.base import ProposalHeads
 from bpd.models.heads.blockdiag import BlockDiagHeads
@@ -27,7 +27,8 @@ from bpd.models.heads.paper import PaperHeads
 from bpd.models.heads.recurrent import RecurrentHeads
 from bpd.models.heads.source import Ahead, Source
 
-HEADS: dict[str, type[ProposalHeads]] = implementations("head", __name__, ProposalHeads, "arch")
+#: Each architecture by ``heads.arch`` (``kept``: with a plugin loaded later, its architectures too).
+HEADS: dict[str, type[ProposalHeads]] = kept(lambda: implementations("head", __name__, ProposalHeads, "arch"))
 
 
 def build_heads(
