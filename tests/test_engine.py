@@ -35,6 +35,50 @@ def test_static_rounds_are_the_eager_rounds(arch):
     assert max(max(b) for b in eager.block_sizes) > 1  # not vacuous
 
 
+@pytest.mark.parametrize("arch", ["attend", "medusa", "recurrent"])
+def test_static_trees_are_the_eager_trees(arch, monkeypatch):
+    """Tree verification on the static path (``bpd.decoding.static_tree``) keeps the eager round's paths: the same
+    tokens, blocks, per-depth counts and calls for a fixed shape, a sparse one and a budget, under exact and top-2
+    acceptance, at batch 3 (ragged sources, rows finishing at different rounds) and batch 1. Some kept paths leave
+    the chain of first candidates, so their cache entries had to move (``static_tree.update``)."""
+    from bpd.decoding.methods.tree import tree_decode
+    from bpd.models.kv_cache import KVCache
+
+    moved, keep_path = [], KVCache.keep_path
+    monkeypatch.setattr(KVCache, "keep_path", lambda self, n, paths: moved.append(n) or keep_path(self, n, paths))
+    model = random_model(30, 4, seed=4, arch=arch, head_noise=0.3, heads_tied=arch == "attend")
+    for batch in (3, 1):
+        src = random_src(batch, 7, 30, seed=5)
+        for shape in ("3x2", "chain+1+10", "beam2"):
+            for crit in (criteria.Exact(), criteria.TopK(2)):
+                eager = tree_decode(model, src, shape, k=4, criterion=crit, max_len=25)
+                static = tree_decode(model, src, shape, k=4, criterion=crit, max_len=25, engine="static")
+                assert static.tokens == eager.tokens and static.block_sizes == eager.block_sizes, (shape, crit)
+                assert static.position_accepted == eager.position_accepted
+                assert static.position_reached == eager.position_reached
+                assert static.invocations == eager.invocations
+    assert moved and max(max(b) for b in eager.block_sizes) > 1  # not vacuous
+
+
+@pytest.mark.slow
+def test_compiled_trees_are_the_static_ones():
+    """Tree rounds through compiled packages (a fixed shape at batch 2, a budget under top-2 at batch 1) keep the
+    static path's paths, on untied attend slots (weights that are slices of one parameter: the compiled round reads
+    the frozen tables' own copies)."""
+    from bpd.decoding.methods.tree import tree_decode
+
+    model = random_model(40, 4, seed=2, arch="attend", head_noise=0.05, dtype=torch.float32)
+    for batch, shape, crit in ((2, "3x2", criteria.Exact()), (1, "beam2", criteria.TopK(2))):
+        src = random_src(batch, 6, 40, seed=3)
+        static = tree_decode(model, src, shape, k=4, criterion=crit, max_len=16, engine="static")
+        compiled = tree_decode(model, src, shape, k=4, criterion=crit, max_len=16, engine="compiled")
+        assert compiled.tokens == static.tokens and compiled.block_sizes == static.block_sizes, (shape, crit)
+        assert max(max(b) for b in static.block_sizes) > 1
+        if crit == criteria.Exact():
+            assert compiled.tokens == greedy_decode(model, src, max_len=16, engine="static").tokens
+    assert engine_for(model, "compiled").compile_seconds + engine_for(model, "compiled").load_seconds > 0
+
+
 def test_precompiling_grows_the_position_table_once_before_any_shape():
     """A longer shape grows the sinusoidal position table, which voids the guards of graphs traced before it (in
     `make bench`, a sentence of a shorter bucket then raised at its first timed call). ``precompile`` grows the
