@@ -79,6 +79,44 @@ def test_compiled_trees_are_the_static_ones():
     assert engine_for(model, "compiled").compile_seconds + engine_for(model, "compiled").load_seconds > 0
 
 
+def test_static_draft_rounds_are_the_eager_ones():
+    """Draft-model decoding on the static path (``bpd.decoding.static_draft``: both models' caches fixed-shape)
+    proposes and keeps what the eager rounds do, with an unrelated draft and with the model drafting for itself
+    (every block full; the draft's buffers are not the base's), under exact, top-2 and minimum-block-size
+    acceptance, at batch 3 and batch 1."""
+    from bpd.decoding.methods.draft import draft_decode
+
+    model = random_model(30, 4, seed=4, arch="attend", head_noise=0.05, heads_tied=True)
+    for draft in (random_model(30, 1, 11, head_noise=0.0), model):
+        for batch in (3, 1):
+            src = random_src(batch, 7, 30, seed=5)
+            for k, crit in ((4, criteria.Exact()), (2, criteria.TopK(2)), (4, criteria.Exact(min_block_size=2))):
+                eager = draft_decode(model, draft, src, k=k, criterion=crit, max_len=25)
+                static = draft_decode(model, draft, src, k=k, criterion=crit, max_len=25, engine="static")
+                assert static.tokens == eager.tokens and static.block_sizes == eager.block_sizes, (k, crit)
+                assert static.position_accepted == eager.position_accepted
+                assert static.position_reached == eager.position_reached
+                assert static.invocations == eager.invocations
+    assert all(b == 4 for row in static.block_sizes for b in row[:-1])  # the model as its own draft
+
+
+@pytest.mark.slow
+def test_compiled_draft_rounds_are_the_static_ones():
+    """Draft rounds through compiled packages (the draft's weights inside the package, beside the base's) keep the
+    static path's blocks, at batch 2 and batch 1; exact acceptance gives greedy's tokens."""
+    from bpd.decoding.methods.draft import draft_decode
+
+    model = random_model(40, 4, seed=2, arch="attend", head_noise=0.05, heads_tied=True, dtype=torch.float32)
+    draft = random_model(40, 1, 3, head_noise=0.0, dtype=torch.float32)
+    for batch, crit in ((2, criteria.Exact()), (1, criteria.TopK(2))):
+        src = random_src(batch, 6, 40, seed=3)
+        static = draft_decode(model, draft, src, k=3, criterion=crit, max_len=16, engine="static")
+        compiled = draft_decode(model, draft, src, k=3, criterion=crit, max_len=16, engine="compiled")
+        assert compiled.tokens == static.tokens and compiled.block_sizes == static.block_sizes, crit
+        if crit == criteria.Exact():
+            assert compiled.tokens == greedy_decode(model, src, max_len=16, engine="static").tokens
+
+
 def test_precompiling_grows_the_position_table_once_before_any_shape():
     """A longer shape grows the sinusoidal position table, which voids the guards of graphs traced before it (in
     `make bench`, a sentence of a shorter bucket then raised at its first timed call). ``precompile`` grows the
