@@ -117,6 +117,45 @@ def test_compiled_draft_rounds_are_the_static_ones():
             assert compiled.tokens == greedy_decode(model, src, max_len=16, engine="static").tokens
 
 
+@pytest.mark.parametrize("arch", ["attend", "medusa"])
+def test_static_rescored_rounds_are_the_eager_ones(arch):
+    """The rescored chain on the static path (``bpd.decoding.static_rescore``) chooses and keeps the eager rescorer's
+    blocks, under exact, top-2 and minimum-block-size acceptance, at batch 3 and batch 1."""
+    from bpd.decoding.methods.rescore import NgramLM, Rescorer
+    from bpd.decoding.static_rescore import rescored_decode_static
+
+    model = random_model(30, 4, seed=4, arch=arch, head_noise=0.05, heads_tied=arch == "attend")
+    lm = NgramLM.fit(greedy_decode(model, random_src(2, 7, 30, seed=5), max_len=25).tokens, 30, model.bos_id)
+    for batch in (3, 1):
+        src = random_src(batch, 7, 30, seed=5)
+        for k, crit in ((4, criteria.Exact()), (2, criteria.TopK(2)), (4, criteria.Exact(min_block_size=2))):
+            eager = blockwise_decode(model, src, k=k, criterion=crit, max_len=25, proposer=Rescorer(lm, 2, 1.0))
+            static = rescored_decode_static(engine_for(model, "static"), src, k, crit, lm, 2, 1.0, 25)
+            assert static.tokens == eager.tokens and static.block_sizes == eager.block_sizes, (k, crit)
+            assert static.position_accepted == eager.position_accepted
+            assert static.position_reached == eager.position_reached
+            assert static.invocations == eager.invocations
+    assert max(max(b) for b in eager.block_sizes) > 1
+
+
+@pytest.mark.slow
+def test_compiled_rescored_rounds_are_the_static_ones():
+    """Rescored rounds through compiled packages (the n-gram tables inside the package) keep the static path's
+    blocks, at batch 2 and batch 1; exact acceptance gives greedy's tokens."""
+    from bpd.decoding.methods.rescore import NgramLM
+    from bpd.decoding.static_rescore import rescored_decode_static
+
+    model = random_model(40, 4, seed=2, arch="attend", head_noise=0.05, heads_tied=True, dtype=torch.float32)
+    lm = NgramLM.fit(greedy_decode(model, random_src(2, 6, 40, seed=4), max_len=16).tokens, 40, model.bos_id)
+    for batch, crit in ((2, criteria.Exact()), (1, criteria.TopK(2))):
+        src = random_src(batch, 6, 40, seed=3)
+        static = rescored_decode_static(engine_for(model, "static"), src, 3, crit, lm, 2, 0.5, 16)
+        compiled = rescored_decode_static(engine_for(model, "compiled"), src, 3, crit, lm, 2, 0.5, 16)
+        assert compiled.tokens == static.tokens and compiled.block_sizes == static.block_sizes, crit
+        if crit == criteria.Exact():
+            assert compiled.tokens == greedy_decode(model, src, max_len=16, engine="static").tokens
+
+
 def test_precompiling_grows_the_position_table_once_before_any_shape():
     """A longer shape grows the sinusoidal position table, which voids the guards of graphs traced before it (in
     `make bench`, a sentence of a shorter bucket then raised at its first timed call). ``precompile`` grows the
