@@ -66,6 +66,21 @@ class DraftRound(nn.Module):
         return (runs + 1).clamp(min=self.floor) * alive.long(), runs, best
 
 
+def draft_engine_for(draft, engine: str):
+    """The engine that holds the draft's buffers (cache, encoder state) on the static path: kept on the draft until its
+    weights change, as ``engine_for`` keeps a model's, but apart from it: the base model's engine compiles the
+    round (the draft's weights inside), so the draft's own engine compiles nothing (on a GPU it resets no compiled
+    graphs), and a model drafting for itself gets buffers of its own, not the base's."""
+    from bpd.decoding.compiling import weights_fingerprint
+    from bpd.decoding.engine import StaticEngine, checked_engine
+
+    engines = draft.__dict__.setdefault("_draft_engines", {})
+    e = engines.get(checked_engine(engine))
+    if e is None or e.fingerprint != weights_fingerprint(draft):
+        e = engines[engine] = StaticEngine(draft, compiled=engine == "compiled")
+    return e
+
+
 def draft_start(model):
     """The first call: BOS through the base decoder; p_1's argmax there (B, 1)."""
 
@@ -85,8 +100,6 @@ def draft_decode_static(engine, draft_engine, src: torch.Tensor, k: int, criteri
     from bpd.decoding.engine import _finish
 
     model, draft = engine.model, draft_engine.model
-    if draft_engine is engine:  # a model drafting for itself: buffers of its own, not the base's
-        draft_engine = type(engine)(draft, engine.compiled)
     b = engine.begin(src, max_len)
     d = draft_engine.begin(src, max_len, room=k + 2)
     reached, accepted = [0] * (k - 1), [0] * (k - 1)

@@ -75,12 +75,12 @@ def _structure(parent: torch.Tensor, sizes: list[int]) -> tuple[torch.Tensor, to
     dev = parent.device
     # (from the sizes on the host: a repeat count read from a tensor would be a shape the static path cannot trace)
     depth = torch.tensor([d for d, size in enumerate(sizes) for _ in range(size)], device=dev)
-    anc = torch.eye(n, dtype=torch.bool, device=dev).repeat(b, 1, 1)
-    start = 1
-    for size in sizes[1:]:  # a level at a time: its parents' rows are complete before it
-        lvl = slice(start, start + size)
-        anc[:, lvl] |= anc.gather(1, parent[:, lvl, None].expand(-1, -1, n))
-        start += size
+    # Each node's ancestors by walking up the parents (the root is its own parent), compared with every node: no
+    # in-place updates of slices, which inductor's CPU code generation mis-typed in a compiled round (torch 2.13).
+    up = [torch.arange(n, device=dev).expand(b, n)]
+    for _ in sizes[1:]:
+        up.append(parent.gather(1, up[-1]))
+    anc = (torch.stack(up, dim=-1)[..., None] == torch.arange(n, device=dev)).any(dim=-2)  # (B, N, N)
     return depth[None].expand(b, -1), anc
 
 

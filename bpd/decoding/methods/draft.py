@@ -29,7 +29,7 @@ from bpd.decoding.loop import Accepted, Batch, Rounds, RowState, block_floor, ch
 from bpd.decoding.method import NOTHING, Method, Options, Plan, Prepared, Resources, RoundOptions
 from bpd.decoding.methods.blockwise import run_round
 from bpd.decoding.result import DecodeResult
-from bpd.decoding.static_draft import draft_decode_static
+from bpd.decoding.static_draft import draft_decode_static, draft_engine_for
 from bpd.models.checkpoint import load_model
 from bpd.models.kv_cache import KVCache
 
@@ -113,7 +113,7 @@ def draft_decode(
     check_draft(model, draft)
     criterion = checked_criterion(criterion)
     if checked_engine(engine) != "eager":
-        return draft_decode_static(engine_for(model, engine), engine_for(draft, engine), src, k, criterion,
+        return draft_decode_static(engine_for(model, engine), draft_engine_for(draft, engine), src, k, criterion,
                                    block_floor(criterion, k), max_len)
     return decode_rounds(model, src, max_len, DraftRounds(draft, k, criterion, block_floor(criterion, k)))
 
