@@ -35,6 +35,127 @@ def test_static_rounds_are_the_eager_rounds(arch):
     assert max(max(b) for b in eager.block_sizes) > 1  # not vacuous
 
 
+@pytest.mark.parametrize("arch", ["attend", "medusa", "recurrent"])
+def test_static_trees_are_the_eager_trees(arch, monkeypatch):
+    """Tree verification on the static path (``bpd.decoding.static_tree``) keeps the eager round's paths: the same
+    tokens, blocks, per-depth counts and calls for a fixed shape, a sparse one and a budget, under exact and top-2
+    acceptance, at batch 3 (ragged sources, rows finishing at different rounds) and batch 1. Some kept paths leave
+    the chain of first candidates, so their cache entries had to move (``static_tree.update``)."""
+    from bpd.decoding.methods.tree import tree_decode
+    from bpd.models.kv_cache import KVCache
+
+    moved, keep_path = [], KVCache.keep_path
+    monkeypatch.setattr(KVCache, "keep_path", lambda self, n, paths: moved.append(n) or keep_path(self, n, paths))
+    model = random_model(30, 4, seed=4, arch=arch, head_noise=0.3, heads_tied=arch == "attend")
+    for batch in (3, 1):
+        src = random_src(batch, 7, 30, seed=5)
+        for shape in ("3x2", "chain+1+10", "beam2"):
+            for crit in (criteria.Exact(), criteria.TopK(2)):
+                eager = tree_decode(model, src, shape, k=4, criterion=crit, max_len=25)
+                static = tree_decode(model, src, shape, k=4, criterion=crit, max_len=25, engine="static")
+                assert static.tokens == eager.tokens and static.block_sizes == eager.block_sizes, (shape, crit)
+                assert static.position_accepted == eager.position_accepted
+                assert static.position_reached == eager.position_reached
+                assert static.invocations == eager.invocations
+    assert moved and max(max(b) for b in eager.block_sizes) > 1  # not vacuous
+
+
+@pytest.mark.slow
+def test_compiled_trees_are_the_static_ones():
+    """Tree rounds through compiled packages (a fixed shape at batch 2, a budget under top-2 at batch 1) keep the
+    static path's paths, on untied attend slots (weights that are slices of one parameter: the compiled round reads
+    the frozen tables' own copies)."""
+    from bpd.decoding.methods.tree import tree_decode
+
+    model = random_model(40, 4, seed=2, arch="attend", head_noise=0.05, dtype=torch.float32)
+    for batch, shape, crit in ((2, "3x2", criteria.Exact()), (1, "beam2", criteria.TopK(2))):
+        src = random_src(batch, 6, 40, seed=3)
+        static = tree_decode(model, src, shape, k=4, criterion=crit, max_len=16, engine="static")
+        compiled = tree_decode(model, src, shape, k=4, criterion=crit, max_len=16, engine="compiled")
+        assert compiled.tokens == static.tokens and compiled.block_sizes == static.block_sizes, (shape, crit)
+        assert max(max(b) for b in static.block_sizes) > 1
+        if crit == criteria.Exact():
+            assert compiled.tokens == greedy_decode(model, src, max_len=16, engine="static").tokens
+    assert engine_for(model, "compiled").compile_seconds + engine_for(model, "compiled").load_seconds > 0
+
+
+def test_static_draft_rounds_are_the_eager_ones():
+    """Draft-model decoding on the static path (``bpd.decoding.static_draft``: both models' caches fixed-shape)
+    proposes and keeps what the eager rounds do, with an unrelated draft and with the model drafting for itself
+    (every block full; the draft's buffers are not the base's), under exact, top-2 and minimum-block-size
+    acceptance, at batch 3 and batch 1."""
+    from bpd.decoding.methods.draft import draft_decode
+
+    model = random_model(30, 4, seed=4, arch="attend", head_noise=0.05, heads_tied=True)
+    for draft in (random_model(30, 1, 11, head_noise=0.0), model):
+        for batch in (3, 1):
+            src = random_src(batch, 7, 30, seed=5)
+            for k, crit in ((4, criteria.Exact()), (2, criteria.TopK(2)), (4, criteria.Exact(min_block_size=2))):
+                eager = draft_decode(model, draft, src, k=k, criterion=crit, max_len=25)
+                static = draft_decode(model, draft, src, k=k, criterion=crit, max_len=25, engine="static")
+                assert static.tokens == eager.tokens and static.block_sizes == eager.block_sizes, (k, crit)
+                assert static.position_accepted == eager.position_accepted
+                assert static.position_reached == eager.position_reached
+                assert static.invocations == eager.invocations
+    assert all(b == 4 for row in static.block_sizes for b in row[:-1])  # the model as its own draft
+
+
+@pytest.mark.slow
+def test_compiled_draft_rounds_are_the_static_ones():
+    """Draft rounds through compiled packages (the draft's weights inside the package, beside the base's) keep the
+    static path's blocks, at batch 2 and batch 1; exact acceptance gives greedy's tokens."""
+    from bpd.decoding.methods.draft import draft_decode
+
+    model = random_model(40, 4, seed=2, arch="attend", head_noise=0.05, heads_tied=True, dtype=torch.float32)
+    draft = random_model(40, 1, 3, head_noise=0.0, dtype=torch.float32)
+    for batch, crit in ((2, criteria.Exact()), (1, criteria.TopK(2))):
+        src = random_src(batch, 6, 40, seed=3)
+        static = draft_decode(model, draft, src, k=3, criterion=crit, max_len=16, engine="static")
+        compiled = draft_decode(model, draft, src, k=3, criterion=crit, max_len=16, engine="compiled")
+        assert compiled.tokens == static.tokens and compiled.block_sizes == static.block_sizes, crit
+        if crit == criteria.Exact():
+            assert compiled.tokens == greedy_decode(model, src, max_len=16, engine="static").tokens
+
+
+@pytest.mark.parametrize("arch", ["attend", "medusa"])
+def test_static_rescored_rounds_are_the_eager_ones(arch):
+    """The rescored chain on the static path (``bpd.decoding.static_rescore``) chooses and keeps the eager rescorer's
+    blocks, under exact, top-2 and minimum-block-size acceptance, at batch 3 and batch 1."""
+    from bpd.decoding.methods.rescore import NgramLM, Rescorer
+    from bpd.decoding.static_rescore import rescored_decode_static
+
+    model = random_model(30, 4, seed=4, arch=arch, head_noise=0.05, heads_tied=arch == "attend")
+    lm = NgramLM.fit(greedy_decode(model, random_src(2, 7, 30, seed=5), max_len=25).tokens, 30, model.bos_id)
+    for batch in (3, 1):
+        src = random_src(batch, 7, 30, seed=5)
+        for k, crit in ((4, criteria.Exact()), (2, criteria.TopK(2)), (4, criteria.Exact(min_block_size=2))):
+            eager = blockwise_decode(model, src, k=k, criterion=crit, max_len=25, proposer=Rescorer(lm, 2, 1.0))
+            static = rescored_decode_static(engine_for(model, "static"), src, k, crit, lm, 2, 1.0, 25)
+            assert static.tokens == eager.tokens and static.block_sizes == eager.block_sizes, (k, crit)
+            assert static.position_accepted == eager.position_accepted
+            assert static.position_reached == eager.position_reached
+            assert static.invocations == eager.invocations
+    assert max(max(b) for b in eager.block_sizes) > 1
+
+
+@pytest.mark.slow
+def test_compiled_rescored_rounds_are_the_static_ones():
+    """Rescored rounds through compiled packages (the n-gram tables inside the package) keep the static path's
+    blocks, at batch 2 and batch 1; exact acceptance gives greedy's tokens."""
+    from bpd.decoding.methods.rescore import NgramLM
+    from bpd.decoding.static_rescore import rescored_decode_static
+
+    model = random_model(40, 4, seed=2, arch="attend", head_noise=0.05, heads_tied=True, dtype=torch.float32)
+    lm = NgramLM.fit(greedy_decode(model, random_src(2, 6, 40, seed=4), max_len=16).tokens, 40, model.bos_id)
+    for batch, crit in ((2, criteria.Exact()), (1, criteria.TopK(2))):
+        src = random_src(batch, 6, 40, seed=3)
+        static = rescored_decode_static(engine_for(model, "static"), src, 3, crit, lm, 2, 0.5, 16)
+        compiled = rescored_decode_static(engine_for(model, "compiled"), src, 3, crit, lm, 2, 0.5, 16)
+        assert compiled.tokens == static.tokens and compiled.block_sizes == static.block_sizes, crit
+        if crit == criteria.Exact():
+            assert compiled.tokens == greedy_decode(model, src, max_len=16, engine="static").tokens
+
+
 def test_precompiling_grows_the_position_table_once_before_any_shape():
     """A longer shape grows the sinusoidal position table, which voids the guards of graphs traced before it (in
     `make bench`, a sentence of a shorter bucket then raised at its first timed call). ``precompile`` grows the

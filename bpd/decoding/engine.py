@@ -112,12 +112,14 @@ class StaticEngine:
         return None if t is None else (t.data_ptr(), t.shape[0])
 
     # -- shapes ------------------------------------------------------------------------------------------------
-    def capacity(self, max_len: int, src_width: int) -> int:
-        """The cache entries a row gets: room for ``max_len`` tokens and a round past them, and at least twice the
-        padded source (``src_width``), so that the output-length rule's limits (1.5 x source + 10) of one source
-        bucket share one capacity, and a test set compiles once per source bucket, not per (source, limit)."""
-        need = max_len + self.room
-        cap = bucket(max(max_len, 2 * src_width) + self.room)
+    def capacity(self, max_len: int, src_width: int, room: int = 0) -> int:
+        """The cache entries a row gets: room for ``max_len`` tokens and a round past them (``room``: a round that
+        writes more than k + 1 entries, a tree's), and at least twice the padded source (``src_width``), so that
+        the output-length rule's limits (1.5 x source + 10) of one source bucket share one capacity, and a test
+        set compiles once per source bucket, not per (source, limit)."""
+        room = max(self.room, room)
+        need = max_len + room
+        cap = bucket(max(max_len, 2 * src_width) + room)
         if self.model.cfg.positions == "learned" and self.model.source_buckets:
             # A text model's learned positions end at max_positions (the eager path refuses more); image models
             # place tokens on their own grid and ignore it.
@@ -137,13 +139,14 @@ class StaticEngine:
         return src.shape[0], width, self.capacity(max_len, width)
 
     # -- one batch ---------------------------------------------------------------------------------------------
-    def begin(self, src: torch.Tensor, max_len: int | None) -> StaticBatch:
+    def begin(self, src: torch.Tensor, max_len: int | None, room: int = 0) -> StaticBatch:
         """Encode the padded source into this shape's buffers and empty its cache: every batch of one shape
-        decodes in the same tensors, so compiled graphs (and a GPU's CUDA graphs) see the same addresses."""
+        decodes in the same tensors, so compiled graphs (and a GPU's CUDA graphs) see the same addresses.
+        ``room``: cache entries a round writes past a row's length, where more than k + 1 (``capacity``)."""
         model = self.model
         max_len = checked_max_len(model, src, max_len)
         padded = self.padded(src)
-        shape = (src.shape[0], padded.shape[1], self.capacity(max_len, padded.shape[1]))
+        shape = (src.shape[0], padded.shape[1], self.capacity(max_len, padded.shape[1], room))
         buf = self.buffers.get(shape)
         if buf is None:  # (here, eagerly: never inside a compiled step)
             model.cover_positions(max(shape[2], PACKAGED_POSITIONS) if self.packaged else shape[2])

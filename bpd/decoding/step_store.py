@@ -38,9 +38,9 @@ _ROOT: Path | None = None
 #: shapes and nesting, which the key holds): packages of another format are never found.
 FORMAT = 1
 #: The library's code traced into a step: a change to any of it keys new packages. The models' modules but
-#: checkpoint files' reading and writing; the static functions, criteria and the compile settings.
-_TRACED = ("models/*.py", "models/heads/*.py", "decoding/static_steps.py", "decoding/criteria.py",
-           "decoding/compiling.py")
+#: checkpoint files' reading and writing; the static functions (trees' too), criteria and the compile settings.
+_TRACED = ("models/*.py", "models/heads/*.py", "decoding/static_*.py", "decoding/tree_build.py",
+           "decoding/tree_shape.py", "decoding/criteria.py", "decoding/compiling.py")
 _UNTRACED = ("models/checkpoint.py",)
 #: A build folder older than this was left by a build that was killed: removed when the store is next used.
 _STALE_BUILD_S = 3600.0

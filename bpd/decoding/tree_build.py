@@ -32,6 +32,10 @@ class Tree:
     shared: tuple[list[int], list[int]] | None = None  # a fixed shape's parent and depth lists, every row's
 
 
+#: ``build_tree``'s ``source`` when the caller hands none: read from ``enc``.
+NO_SOURCE = object()
+
+
 @lru_cache(maxsize=64)
 def _level_plan(shape: TreeShape) -> tuple[tuple[tuple[int, ...], tuple[int, ...], int], ...]:
     """A fixed shape's per-depth (parent index in the previous level, rank under it, candidates needed):
@@ -45,13 +49,14 @@ def _level_plan(shape: TreeShape) -> tuple[tuple[tuple[int, ...], tuple[int, ...
 
 
 def _candidates(heads, state: torch.Tensor, tok: torch.Tensor, d: int, slot_scores: torch.Tensor | None,
-                n: int, logp: bool, source=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+                n: int, logp: bool, source=None, step=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """The ``n`` best children of every frontier node at depth ``d - 1``: (scores (B, F, n), token ids
     (B, F, n), the children's head state (B, F, d_model) or None). Scores are log-probabilities with ``logp``
     (a budgeted tree ranks paths across parents), else raw logits (a fixed shape only ranks a node's own
-    children, and logits rank them as their log-probabilities do, without a softmax)."""
+    children, and logits rank them as their log-probabilities do, without a softmax). ``step``: the slot step to
+    run (``build_tree``), else the heads' own."""
     if slot_scores is None:  # path-dependent heads: slot d reads its parent's token
-        child_state, scores = heads.step_logits(state, tok, d, source)
+        child_state, scores = heads.step_logits(state, tok, d, source) if step is None else step(state, tok, d)
         if logp:
             scores = torch.log_softmax(scores.float(), dim=-1)
         top_lp, top_i = scores.topk(min(n, scores.shape[-1]), dim=-1)
@@ -68,13 +73,14 @@ def _structure(parent: torch.Tensor, sizes: list[int]) -> tuple[torch.Tensor, to
     first), from each node's parent index (B, N)."""
     b, n = parent.shape
     dev = parent.device
-    depth = torch.repeat_interleave(torch.arange(len(sizes), device=dev), torch.tensor(sizes, device=dev))
-    anc = torch.eye(n, dtype=torch.bool, device=dev).repeat(b, 1, 1)
-    start = 1
-    for size in sizes[1:]:  # a level at a time: its parents' rows are complete before it
-        lvl = slice(start, start + size)
-        anc[:, lvl] |= anc.gather(1, parent[:, lvl, None].expand(-1, -1, n))
-        start += size
+    # (from the sizes on the host: a repeat count read from a tensor would be a shape the static path cannot trace)
+    depth = torch.tensor([d for d, size in enumerate(sizes) for _ in range(size)], device=dev)
+    # Each node's ancestors by walking up the parents (the root is its own parent), compared with every node: no
+    # in-place updates of slices, which inductor's CPU code generation mis-typed in a compiled round (torch 2.13).
+    up = [torch.arange(n, device=dev).expand(b, n)]
+    for _ in sizes[1:]:
+        up.append(parent.gather(1, up[-1]))
+    anc = (torch.stack(up, dim=-1)[..., None] == torch.arange(n, device=dev)).any(dim=-2)  # (B, N, N)
     return depth[None].expand(b, -1), anc
 
 
@@ -95,8 +101,10 @@ def _fixed_structure(shape: TreeShape, b: int, dev: torch.device):
     perm = sorted(range(len(nodes)), key=lambda i: nodes[i])  # depth-first (lexicographic) position -> level index
     where = {old: new for new, old in enumerate(perm)}
     parent_df = [0] + [where[parent[i]] for i in perm[1:]]
-    parent_t = torch.tensor(parent_df, device=dev)[None].expand(b, -1)
-    depth = torch.tensor([len(nodes[i]) for i in perm], device=dev)[None].expand(b, -1)
+    # (whole tensors, not expanded views: the static path's compiled rounds hold them as constants, and inductor's
+    # constant folding loses a constant that is a view)
+    parent_t = torch.tensor(parent_df, device=dev)[None].repeat(b, 1)
+    depth = torch.tensor([len(nodes[i]) for i in perm], device=dev)[None].repeat(b, 1)
     anc = torch.eye(len(nodes), dtype=torch.bool, device=dev)
     for i in range(1, len(nodes)):  # depth-first: a node's parent row is complete before it
         anc[i] |= anc[parent_df[i]]
@@ -142,22 +150,27 @@ def _shared_plan(shape: TreeShape, dev: torch.device) -> tuple[int, torch.Tensor
 
 
 def build_tree(model, h: torch.Tensor, first: torch.Tensor, shape: TreeShape, enc=None,
-               at: torch.Tensor | None = None) -> Tree:
+               at: torch.Tensor | None = None, *, source=NO_SOURCE, step=None, logits=None) -> Tree:
     """The candidate tree at one position: root = p_1's argmax ``first`` (B, 1), decoder state ``h`` (B, d),
     encoder state ``enc`` (heads that read the input read it), ``at``: each row's position of ``h`` (heads that read
     ahead need it). A budgeted shape also returns each path's log-probability (``Tree.logp``); a fixed one needs
-    none."""
+    none. The static path (``bpd.decoding.static_tree``) hands what the heads read of the input as ``source``
+    (instead of ``enc``), its recurrent slot step as ``step`` (``fastpath.TableStep``'s interface) and its
+    proposal projection as ``logits``: tensors frozen outside the traced round, no cache keyed by addresses."""
     heads = model.heads
-    source = None if enc is None else model.head_source(enc, at)
+    if source is NO_SOURCE:
+        source = None if enc is None else model.head_source(enc, at)
+    proposal_logits = heads.proposal_logits if logits is None else logits
     b, dev = h.shape[0], h.device
     fixed = _fixed_structure(shape, b, dev) if shape.paths else None
     if fixed is not None and isinstance(heads, RecurrentHeads) and heads.n_learned >= shape.depth and \
-            torch.is_inference_mode_enabled():  # the recurrent chain's fast path, a level at a time
+            (step is not None or torch.is_inference_mode_enabled()):  # the recurrent chain's fast path, by level
         plan = _recurrent_plan(shape, dev)
-        return _fixed_tree(torch.cat([first, fastpath.recurrent_tree(heads, h, first, plan, source)], dim=1), fixed)
+        below = fastpath.recurrent_tree(heads, h, first, plan, source, step)
+        return _fixed_tree(torch.cat([first, below], dim=1), fixed)
     if fixed is not None and not heads.path_dependent:  # shared candidates: one top-n over every slot at once
         need, pick = _shared_plan(shape, dev)
-        scores = heads.proposal_logits(heads.states(h, shape.depth + 1, start=1, source=source))  # (B, depth, P)
+        scores = proposal_logits(heads.states(h, shape.depth + 1, start=1, source=source))  # (B, depth, P)
         top_i = scores.topk(need, dim=-1).indices.flatten(1)[:, pick]
         ids = heads.proposal_ids
         return _fixed_tree(torch.cat([first, top_i if ids is None else ids[top_i]], dim=1), fixed)
@@ -165,7 +178,7 @@ def build_tree(model, h: torch.Tensor, first: torch.Tensor, shape: TreeShape, en
     slot_scores = None
     if not heads.path_dependent:  # a budgeted tree (fixed shapes of these heads took the shared path above)
         states = heads.states(h, shape.depth + 1, start=1, source=source)  # (B, depth, d): every slot at once
-        slot_scores = torch.log_softmax(heads.proposal_logits(states).float(), dim=-1)
+        slot_scores = torch.log_softmax(proposal_logits(states).float(), dim=-1)
     toks = [first]
     if fixed is None:  # a budgeted tree's parents and path scores are chosen as it grows
         parents, cum = [torch.zeros(b, 1, dtype=torch.long, device=dev)], [h.new_zeros(b, 1).float()]
@@ -174,10 +187,10 @@ def build_tree(model, h: torch.Tensor, first: torch.Tensor, shape: TreeShape, en
         fr_tok = toks[-1]
         if fixed is not None:
             par, rank, need = fixed[4][d - 1]
-            _, tk, child_state = _candidates(heads, state, fr_tok, d, slot_scores, need, logp, source)
+            _, tk, child_state = _candidates(heads, state, fr_tok, d, slot_scores, need, logp, source, step)
             new_tok = tk[:, par, rank]
         else:
-            lp, tk, child_state = _candidates(heads, state, fr_tok, d, slot_scores, shape.beam, logp, source)
+            lp, tk, child_state = _candidates(heads, state, fr_tok, d, slot_scores, shape.beam, logp, source, step)
             w = lp.shape[-1]
             flat = (cum[-1][:, :, None] + lp).flatten(1)  # (B, F * w)
             new_lp, sel = flat.topk(min(shape.beam, flat.shape[1]), dim=-1)  # sorted: best path first

@@ -302,7 +302,7 @@ class TableStep:
         return idx if self.ids is None else self.ids[idx]
 
 
-def recurrent_tree(heads, h: torch.Tensor, first: torch.Tensor, plan, source=None) -> torch.Tensor:
+def recurrent_tree(heads, h: torch.Tensor, first: torch.Tensor, plan, source=None, step=None) -> torch.Tensor:
     """The token ids (B, N - 1) of a fixed-shape candidate tree's levels below its root ``first`` (B, 1), at
     one position ``h`` (B, d): per depth one ``TableStep`` over the frontier's nodes and an argmax (a top-n
     where a node has several children).
@@ -311,8 +311,10 @@ def recurrent_tree(heads, h: torch.Tensor, first: torch.Tensor, plan, source=Non
     shape): the frontier (the previous level's nodes that have children) is ``states[:, state_sel]`` of the
     previous step's states and ``level[:, tok_sel]`` of the previous level's tokens; each frontier node's
     ``need`` best children are ranked; the level is their (frontier, rank) grid in order (``order`` None) or
-    the nodes ``cand[:, order[0], order[1]]``. Selectors are slices where they pick a leading run (a view)."""
-    step = TableStep(heads, source)
+    the nodes ``cand[:, order[0], order[1]]``. Selectors are slices where they pick a leading run (a view).
+    ``step``: a slot step of ``TableStep``'s interface (the static path's, on its frozen tables), else a
+    ``TableStep``."""
+    step = TableStep(heads, source) if step is None else step
     b, d = h.shape
     states, level, levels = h[:, None], first, []
     for i, (state_sel, tok_sel, order, need) in enumerate(plan):

@@ -38,20 +38,33 @@ class StaticKVCache:
 
 
 def decode_static(model, tgt: torch.Tensor, enc, k_cache: list[torch.Tensor], v_cache: list[torch.Tensor],
-                  lengths: torch.Tensor, window: int) -> torch.Tensor:
+                  lengths: torch.Tensor, window: int, tree: tuple[torch.Tensor, torch.Tensor] | None = None
+                  ) -> torch.Tensor:
     """Decoder states (B, n, d) of the n tokens ``tgt`` appended at each row's ``lengths``, attending to the row's
     cached prefix and causally to each other: ``Transformer.decode`` with a cache, in fixed shapes. Their keys and
     values are written into ``k_cache`` / ``v_cache``; ``lengths`` is not moved (the caller knows by how much).
-    ``window``: attend over the first ``window`` entries only (every live row's ``lengths + n`` within it)."""
+    ``window``: attend over the first ``window`` entries only (every live row's ``lengths + n`` within it).
+    ``tree = (depth, ancestors)`` ((B, n), (B, n, n)): the n tokens are a tree of candidates, as in
+    ``Transformer.decode``: token i sits at position length + depth[b, i] and attends to the prefix and to its
+    ancestors and itself; its entry is still written at slot length + i (the caller moves the kept path)."""
     b, n = tgt.shape
-    pos = lengths[:, None] + torch.arange(n, device=tgt.device)  # (B, n)
+    at = lengths[:, None] + torch.arange(n, device=tgt.device)  # (B, n) where the entries are written
     # Only a row that has finished (its tokens are ignored) reaches past the window: clamped, so that its
     # writes and position lookups stay inside their buffers, which a compiled kernel does not check.
-    slots = pos.clamp(max=window - 1)
+    slots = at.clamp(max=window - 1)
     rows = torch.arange(b, device=tgt.device)[:, None].expand(b, n)
     keys = torch.arange(window, device=tgt.device)
-    self_mask = (keys[None, None, :] <= pos[:, :, None])[:, None]  # (B, 1, n, window)
-    x = model.embed_tgt(tgt, slots, window, enc)
+    if tree is None:
+        pos = slots
+        self_mask = (keys[None, None, :] <= pos[:, :, None])[:, None]  # (B, 1, n, window)
+    else:
+        depth, anc = tree
+        pos = (lengths[:, None] + depth).clamp(max=window - 1)
+        rel = keys[None, :] - lengths[:, None]  # (B, window): each key's tree slot, where it is one
+        in_tree = (rel >= 0) & (rel < n)
+        tree_keys = anc.gather(2, rel.clamp(0, n - 1)[:, None, :].expand(b, n, window))  # (B, n, window)
+        self_mask = ((rel < 0)[:, None, :] | (tree_keys & in_tree[:, None, :]))[:, None]
+    x = model.embed_tgt(tgt, pos, window, enc)
     for li, layer in enumerate(model.dec_layers):
         def store(k: torch.Tensor, v: torch.Tensor, li: int = li) -> tuple[torch.Tensor, torch.Tensor]:
             # Written into the whole cache (a graph input mutated in place), read through the window.

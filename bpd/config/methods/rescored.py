@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bpd.config.common import check
+from bpd.config.common import ENGINES, check
 from bpd.config.methods import Role, declare
 
 
@@ -22,4 +22,5 @@ class RescoreOptions:
               f"{where} needs beam >= 1 and weight >= 0 (got beam={self.beam}, weight={self.weight}).")
 
 
-declare("rescored", Role.BEYOND, "rescored chain", 50, options=list[RescoreOptions], auxiliary=True, exact=True)
+declare("rescored", Role.BEYOND, "rescored chain", 50, options=list[RescoreOptions], auxiliary=True, exact=True,
+        engines=ENGINES)

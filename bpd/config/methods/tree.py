@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from bpd.config.common import check
+from bpd.config.common import ENGINES, check
 from bpd.config.methods import Role, declare
 
 TREE_GRAMMAR = "use widths per depth like '3x2x1', a budget like 'beam4' or the chain plus rank paths like 'chain+1+10'"
@@ -34,4 +34,4 @@ def check_tree_shapes(trees: list[str], where: str) -> None:
             check(False, f"unknown tree shape {t!r} in {where}; {TREE_GRAMMAR}.")
 
 
-declare("tree", Role.BEYOND, "tree", 40, options=list[str], check=check_tree_shapes, exact=True)
+declare("tree", Role.BEYOND, "tree", 40, options=list[str], check=check_tree_shapes, exact=True, engines=ENGINES)

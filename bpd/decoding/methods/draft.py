@@ -24,10 +24,12 @@ import torch
 
 from bpd.decoding.common import top1
 from bpd.decoding.criteria import Criterion
+from bpd.decoding.engine import checked_engine, engine_for
 from bpd.decoding.loop import Accepted, Batch, Rounds, RowState, block_floor, checked_criterion, decode_rounds
 from bpd.decoding.method import NOTHING, Method, Options, Plan, Prepared, Resources, RoundOptions
 from bpd.decoding.methods.blockwise import run_round
 from bpd.decoding.result import DecodeResult
+from bpd.decoding.static_draft import draft_decode_static, draft_engine_for
 from bpd.models.checkpoint import load_model
 from bpd.models.kv_cache import KVCache
 
@@ -97,17 +99,22 @@ def draft_decode(
     k: int = 4,
     criterion: Criterion | None = None,
     max_len: int | None = None,
+    engine: str = "eager",
 ) -> DecodeResult:
     """Speculative decoding with a draft model at any batch size; exact criterion == greedy output.
 
     ``invocations`` counts the base model's decoder calls (as for the chain); the draft's k - 1 small calls
-    per round are its cost on top, which the bench's wall clock includes.
+    per round are its cost on top, which the bench's wall clock includes. ``engine``: the eager loop, or the static
+    path's fixed-shape rounds over both models' caches (``bpd.decoding.static_draft``: static, compiled).
     """
     k = int(k)
     if k < 2:
         raise ValueError(f"draft-model decoding needs k >= 2 (got {k}): k = 1 is greedy.")
     check_draft(model, draft)
     criterion = checked_criterion(criterion)
+    if checked_engine(engine) != "eager":
+        return draft_decode_static(engine_for(model, engine), draft_engine_for(draft, engine), src, k, criterion,
+                                   block_floor(criterion, k), max_len)
     return decode_rounds(model, src, max_len, DraftRounds(draft, k, criterion, block_floor(criterion, k)))
 
 
@@ -136,4 +143,5 @@ class Draft(Method):
     def decode(self, model, src: torch.Tensor, max_len: int | None, o: RoundOptions, run: Prepared = NOTHING
                ) -> DecodeResult:
         draft = self.built(run, o, "a draft model; set draft.model (e.g. draft=tiny).")
-        return draft_decode(model, draft, src, k=o.k, criterion=o.criterion_for(run.criterion_kwargs), max_len=max_len)
+        return draft_decode(model, draft, src, k=o.k, criterion=o.criterion_for(run.criterion_kwargs), max_len=max_len,
+                            engine=o.engine)

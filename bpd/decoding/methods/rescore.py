@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from bpd.config.methods.rescored import RescoreOptions
+from bpd.decoding.engine import checked_engine, engine_for
 from bpd.decoding.method import NOTHING, Method, Options, Plan, Prepared, Resources, RoundOptions
 from bpd.decoding.methods.blockwise import blockwise_decode
 from bpd.decoding.result import DecodeResult
@@ -100,20 +101,29 @@ class Rescorer:
         if k == 1:
             return first
         tree = build_tree(model, h_last, first, TreeShape.budget(self.beam, k - 1), enc)
-        lm_step = self.lm.logp(tree.tokens.gather(1, tree.parent), tree.tokens)  # each node given its parent
-        lm_step[:, 0] = self.lm.logp(prev[:, 0], tree.tokens[:, 0])  # the root given the last accepted token
-        n = tree.tokens.shape[1]
-        lm_cum = lm_step.clone()
-        for i in range(1, n):  # depth order: parents first
-            lm_cum[:, i] += lm_cum.gather(1, tree.parent[:, i : i + 1])[:, 0]
-        leaves = slice(n - self.beam, n)  # the deepest level (every level holds ``beam`` nodes)
-        score = tree.logp[:, leaves] + self.weight * lm_cum[:, leaves]
-        node = score.argmax(dim=1) + (n - self.beam)  # (B,)
-        path = [node]
-        for _ in range(k - 2):
-            path.append(tree.parent.gather(1, path[-1][:, None])[:, 0])
-        path.reverse()
-        return torch.cat([first, tree.tokens.gather(1, torch.stack(path, dim=1))], dim=1)
+        return rescored_block(self.lm, self.weight, tree, first, prev, k)
+
+
+def rescored_block(lm: NgramLM, weight: float, tree, first: torch.Tensor, prev: torch.Tensor, k: int) -> torch.Tensor:
+    """The block (B, k) from a budgeted lattice ``tree`` (``tree_build.Tree``, k - 1 deep, ``beam`` nodes a level)
+    rooted at ``first`` (B, 1): the full-depth path of the best log p_heads + ``weight`` * log p_ngram, the n-gram
+    model ``lm`` reading the root after ``prev`` (B, 1), the last accepted token. The eager and the static paths'
+    rescoring (``bpd.decoding.static_rescore``)."""
+    beam = (tree.tokens.shape[1] - 1) // (k - 1)
+    lm_step = lm.logp(tree.tokens.gather(1, tree.parent), tree.tokens)  # each node given its parent
+    lm_step[:, 0] = lm.logp(prev[:, 0], tree.tokens[:, 0])  # the root given the last accepted token
+    n = tree.tokens.shape[1]
+    lm_cum = lm_step.clone()
+    for i in range(1, n):  # depth order: parents first
+        lm_cum[:, i] += lm_cum.gather(1, tree.parent[:, i : i + 1])[:, 0]
+    leaves = slice(n - beam, n)  # the deepest level (every level holds ``beam`` nodes)
+    score = tree.logp[:, leaves] + weight * lm_cum[:, leaves]
+    node = score.argmax(dim=1) + (n - beam)  # (B,)
+    path = [node]
+    for _ in range(k - 2):
+        path.append(tree.parent.gather(1, path[-1][:, None])[:, 0])
+    path.reverse()
+    return torch.cat([first, tree.tokens.gather(1, torch.stack(path, dim=1))], dim=1)
 
 
 class Rescored(Method):
@@ -142,5 +152,11 @@ class Rescored(Method):
                ) -> DecodeResult:
         lm = self.built(run, o, "an n-gram model of the training targets (bpd.decoding.methods.rescore: "
                                    "Rescored.prepare fits it).")
-        return blockwise_decode(model, src, k=o.k, criterion=o.criterion_for(run.criterion_kwargs), max_len=max_len,
+        criterion = o.criterion_for(run.criterion_kwargs)
+        if checked_engine(o.engine) != "eager":  # (imported here: the static round imports this module)
+            from bpd.decoding.static_rescore import rescored_decode_static
+
+            return rescored_decode_static(engine_for(model, o.engine), src, o.k, criterion, lm, o.rescored.beam,
+                                          o.rescored.weight, max_len)
+        return blockwise_decode(model, src, k=o.k, criterion=criterion, max_len=max_len,
                                 proposer=Rescorer(lm, o.rescored.beam, o.rescored.weight))

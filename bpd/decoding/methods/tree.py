@@ -21,9 +21,11 @@ import torch
 
 from bpd.decoding.common import last_position, top1
 from bpd.decoding.criteria import Criterion, Exact
+from bpd.decoding.engine import checked_engine, engine_for
 from bpd.decoding.loop import Accepted, Batch, Rounds, RowState, checked_criterion, decode_rounds
 from bpd.decoding.method import NOTHING, Method, Options, Plan, Prepared, RoundOptions
 from bpd.decoding.result import DecodeResult
+from bpd.decoding.static_tree import tree_decode_static
 from bpd.decoding.tree_build import Tree, build_tree
 from bpd.decoding.tree_shape import TreeShape, required_depth
 
@@ -122,11 +124,13 @@ def tree_decode(
     k: int | None = None,
     criterion: Criterion | None = None,
     max_len: int | None = None,
+    engine: str = "eager",
 ) -> DecodeResult:
     """Blockwise decoding with tree verification at any batch size; exact criterion == greedy output.
 
     ``shape`` is a ``TreeShape`` or its config string (``"3x2x1"``, ``"beam4"``); its depth must stay below
-    k (the heads guess slots 1..k-1). Rows' ``position_*`` count depths as the chain counts slots.
+    k (the heads guess slots 1..k-1). Rows' ``position_*`` count depths as the chain counts slots. ``engine``: the
+    eager loop, or the static path's fixed-shape rounds (``bpd.decoding.static_tree``: static, compiled).
     """
     k = model.k if k is None else int(k)
     if not 2 <= k <= model.k:
@@ -137,6 +141,8 @@ def tree_decode(
     if criterion.min_block_size != 1:
         raise ValueError("tree decoding has no minimum block size (a forced block is no path of the tree); use "
                          "min_block_size=1 or the chain decoder.")
+    if checked_engine(engine) != "eager":
+        return tree_decode_static(engine_for(model, engine), src, shape, criterion, max_len)
     return decode_rounds(model, src, max_len, TreeRounds(shape, criterion))
 
 
@@ -187,7 +193,7 @@ class TreeVerification(Method):
     def decode(self, model, src: torch.Tensor, max_len: int | None, o: RoundOptions, run: Prepared = NOTHING
                ) -> DecodeResult:
         return tree_decode(model, src, self.shape(o), k=o.k, criterion=o.criterion_for(run.criterion_kwargs),
-                           max_len=max_len)
+                           max_len=max_len, engine=o.engine)
 
     def step_cost_key(self, o: RoundOptions) -> str:
         return f"tree{o.k}_{self.shape(o).name}"
