@@ -481,7 +481,7 @@ def test_defaults_are_pinned_to_the_schema():
         "a config default changed: see this test's docstring (bump SCHEMA if the field is keyed)"
 
 
-PINNED_DEFAULTS = "886ddd86ec"  # heads.p1_distill and photos flat_per_channel added (defaults keep every key)
+PINNED_DEFAULTS = "092b2e4ba2"  # decode.first added (a default of 0 keeps every key)
 
 
 def test_the_entry_points_import_without_side_effects(monkeypatch):
