@@ -80,7 +80,7 @@ for s in $HEADS; do tr '\r' '\n' < "$WORK/logs/heads_$s.log" | grep -v "^train h
 for s in $HEADS; do
     [ "$((TOTAL_SECONDS - $(elapsed)))" -gt 60 ] || { echo "no time left to evaluate $s"; break; }
     # shellcheck disable=SC2046
-    timeout "$((TOTAL_SECONDS - $(elapsed) - 30))" "$PY" experiments/evaluate.py $(heads_args "$s") \
+    timeout "$((TOTAL_SECONDS - $(elapsed) - 30))" "$PY" experiments/run.py $(heads_args "$s") \
         decode.n_examples="$EVAL_N" paths.results_dir="$WORK/rows" > "$WORK/logs/evaluate_$s.log" 2>&1
     echo "evaluate $s exit $? at $(elapsed) s"; tail -12 "$WORK/logs/evaluate_$s.log"
 done
