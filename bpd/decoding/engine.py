@@ -373,15 +373,7 @@ class StaticEngine:
         while b.rows.active:
             khat, runs, nxt = self.round(b, k, criterion, floor, props)
             calls += 1
-            host = torch.cat([props, khat[:, None], runs[:, None]], dim=1).tolist()
-            b.reach += max(r[k] for r in host)  # the longest row moved by the longest accepted block
-            finished = []
-            for slot, row in enumerate(b.rows.active):
-                n, run = host[row][k], host[row][k + 1]
-                if b.rows.accept(slot, host[row][:n]):
-                    finished.append(row)
-                count_positions(reached, accepted, run, n, b.rows.blocks[row][-1])
-            _finish(b, finished)
+            take_blocks(b, props, khat, runs, reached, accepted)
             props = nxt
         return b.rows.result(calls, position_reached=reached, position_accepted=accepted)
 
@@ -423,6 +415,25 @@ class StaticEngine:
         for fn in fns.values():
             fn()
         return fns
+
+
+def take_blocks(b: StaticBatch, props: torch.Tensor, khat: torch.Tensor, runs: torch.Tensor, reached: list[int],
+                accepted: list[int]) -> int:
+    """A chain round's outcome on the host (the round's one read): each live row takes its accepted block of
+    ``props`` (B, k) (``khat`` tokens; ``runs``: the accepted run after slot 0, counted per position), finished
+    rows leave, and the batch's reach moves by the longest block, which is returned."""
+    k = props.shape[1]
+    host = torch.cat([props, khat[:, None], runs[:, None]], dim=1).tolist()
+    step = max(r[k] for r in host)
+    b.reach += step  # the longest row moved by the longest accepted block
+    finished = []
+    for slot, row in enumerate(b.rows.active):
+        n, run = host[row][k], host[row][k + 1]
+        if b.rows.accept(slot, host[row][:n]):
+            finished.append(row)
+        count_positions(reached, accepted, run, n, b.rows.blocks[row][-1])
+    _finish(b, finished)
+    return step
 
 
 def _finish(b: StaticBatch, finished: list[int]) -> None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from bpd.decoding.common import count_positions
 from bpd.decoding.criteria import Criterion
 from bpd.decoding.result import DecodeResult
 from bpd.models.fastpath import top1
@@ -97,7 +96,7 @@ def draft_decode_static(engine, draft_engine, src: torch.Tensor, k: int, criteri
     """Draft-model decoding on the static path (``engine`` the base model's ``StaticEngine``, ``draft_engine`` the
     draft's, whose cache and encoder state it lends): the start call, then one fixed-shape round per iteration."""
     from bpd.decoding import step_store
-    from bpd.decoding.engine import _finish
+    from bpd.decoding.engine import take_blocks
 
     model, draft = engine.model, draft_engine.model
     b = engine.begin(src, max_len)
@@ -117,15 +116,5 @@ def draft_decode_static(engine, draft_engine, src: torch.Tensor, k: int, criteri
         khat, runs, props, first, feed = engine.call(key, lambda: DraftRound(model, draft, k, criterion, floor),
                                                      first, feed, *engine.batch_args(b, k), drafting)
         calls += 1
-        host = torch.cat([props, khat[:, None], runs[:, None]], dim=1).tolist()
-        step = max(r[k] for r in host)
-        b.reach += step
-        d.reach += step
-        finished = []
-        for slot, row in enumerate(b.rows.active):
-            n, run = host[row][k], host[row][k + 1]
-            if b.rows.accept(slot, host[row][:n]):
-                finished.append(row)
-            count_positions(reached, accepted, run, n, b.rows.blocks[row][-1])
-        _finish(b, finished)
+        d.reach += take_blocks(b, props, khat, runs, reached, accepted)
     return b.rows.result(calls, position_reached=reached, position_accepted=accepted)

@@ -18,7 +18,6 @@ import hashlib
 import torch
 from torch import nn
 
-from bpd.decoding.common import count_positions
 from bpd.decoding.criteria import Criterion
 from bpd.decoding.loop import block_floor, checked_criterion
 from bpd.decoding.methods.rescore import NgramLM, rescored_block
@@ -89,7 +88,7 @@ def rescored_decode_static(engine, src: torch.Tensor, k: int, criterion: Criteri
                            weight: float, max_len: int | None = None) -> DecodeResult:
     """The rescored chain on the static path (``engine``: a ``StaticEngine``): the start call, then one fixed-shape
     round per iteration, kept as the chain's are."""
-    from bpd.decoding.engine import _finish
+    from bpd.decoding.engine import take_blocks
 
     if not 1 <= k <= engine.model.k:
         raise ValueError(f"decode-time k must be between 1 and the model's trained k={engine.model.k} (got {k}).")
@@ -113,14 +112,6 @@ def rescored_decode_static(engine, src: torch.Tensor, k: int, criterion: Criteri
     while b.rows.active:
         khat, runs, nxt = engine.call(key, make, props, *engine.batch_args(b, k))
         calls += 1
-        host = torch.cat([props, khat[:, None], runs[:, None]], dim=1).tolist()
-        b.reach += max(r[k] for r in host)
-        finished = []
-        for slot, row in enumerate(b.rows.active):
-            n, run = host[row][k], host[row][k + 1]
-            if b.rows.accept(slot, host[row][:n]):
-                finished.append(row)
-            count_positions(reached, accepted, run, n, b.rows.blocks[row][-1])
-        _finish(b, finished)
+        take_blocks(b, props, khat, runs, reached, accepted)
         props = nxt
     return b.rows.result(calls, position_reached=reached, position_accepted=accepted)
