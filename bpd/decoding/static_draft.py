@@ -34,7 +34,8 @@ class DraftRound(nn.Module):
         self.model, self.draft = model, draft
         self.k, self.criterion, self.floor = k, criterion, floor
 
-    def forward(self, first, feed, alive, lengths, k_cache, v_cache, encoded, source, span, drafting):
+    def forward(self, carry, alive, lengths, k_cache, v_cache, encoded, source, span):
+        first, feed, drafting = carry  # (what the last round ended at, and the draft's buffers)
         props, read = self.propose(first, feed, alive, drafting)
         h = decode_static(self.model, props, EncoderState(*encoded), k_cache, v_cache, lengths, span.shape[0])
         khat, runs, best = self.accept(props, h, alive)
@@ -114,7 +115,7 @@ def draft_decode_static(engine, draft_engine, src: torch.Tensor, k: int, criteri
         d_args = draft_engine.batch_args(d, k)
         drafting = (d.cache.lengths, d.cache.k, d.cache.v, d_args[4], d_args[6])
         khat, runs, props, first, feed = engine.call(key, lambda: DraftRound(model, draft, k, criterion, floor),
-                                                     first, feed, *engine.batch_args(b, k), drafting)
+                                                     (first, feed, drafting), *engine.batch_args(b, k))
         calls += 1
         d.reach += take_blocks(b, props, khat, runs, reached, accepted)
     return b.rows.result(calls, position_reached=reached, position_accepted=accepted)

@@ -25,7 +25,7 @@ from bpd.decoding.common import count_positions
 from bpd.decoding.criteria import Criterion, Exact
 from bpd.decoding.result import DecodeResult
 from bpd.decoding.static_steps import DecodingTables, decoding_tables
-from bpd.decoding.tree_build import Tree, _fixed_structure, _recurrent_plan, _shared_plan, build_tree
+from bpd.decoding.tree_build import Readers, Tree, _fixed_structure, _recurrent_plan, _shared_plan, build_tree
 from bpd.decoding.tree_shape import TreeShape
 from bpd.models import fastpath
 from bpd.models.fastpath import top1
@@ -73,8 +73,7 @@ def propose(model, shape: TreeShape, h: torch.Tensor, first: torch.Tensor, sourc
             tables: DecodingTables | None) -> Tree:
     """The candidate tree at the last accepted position ``h`` (B, d), rooted at p_1's argmax ``first`` (B, 1)."""
     step = TablesStep(tables, source) if tables is not None and tables.n_slots else None
-    return build_tree(model, h, first, shape, source=source, step=step,
-                      logits=None if tables is None else tables.logits)
+    return build_tree(model, h, first, shape, given=Readers(source, step, None if tables is None else tables.logits))
 
 
 def verify(model, tree: Tree, enc: EncoderState, k_cache: list[torch.Tensor], v_cache: list[torch.Tensor],
@@ -159,7 +158,8 @@ def tree_round(model, shape: TreeShape, criterion: Criterion, batch: int) -> Cal
         _recurrent_plan(shape, dev)
         _shared_plan(shape, dev)
 
-    def round_(h_last, first, structure, alive, lengths, k_cache, v_cache, encoded, source, span):
+    def round_(carry, alive, lengths, k_cache, v_cache, encoded, source, span):
+        h_last, first, structure = carry  # (what the last round ended at, and the tree's fixed structure)
         enc = EncoderState(*encoded)
         window = span.shape[0]
         src = Source.joined(None if source is None else Source(*source), model.head_ahead(enc, lengths - 1))
@@ -193,7 +193,7 @@ def tree_decode_static(engine, src: torch.Tensor, shape: TreeShape, criterion: C
     calls = 1
     make = lambda: tree_round(model, shape, criterion, rows)  # noqa: E731
     while b.rows.active:
-        khat, block, h, first = engine.call(("tree", shape, criterion), make, h, first, structure,
+        khat, block, h, first = engine.call(("tree", shape, criterion), make, (h, first, structure),
                                             *engine.batch_args(b, n))
         calls += 1
         host = torch.cat([block, khat[:, None]], dim=1).tolist()

@@ -7,6 +7,7 @@ are ranked under its own token. Other heads rank every slot once; their trees sh
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -32,8 +33,20 @@ class Tree:
     shared: tuple[list[int], list[int]] | None = None  # a fixed shape's parent and depth lists, every row's
 
 
-#: ``build_tree``'s ``source`` when the caller hands none: read from ``enc``.
+#: ``Readers.source`` when the caller hands none: read from ``enc``.
 NO_SOURCE = object()
+
+
+@dataclass(frozen=True)
+class Readers:
+    """What a tree's slots read, when the caller hands it instead of the model making it: what the heads read of
+    the input (``source``), the recurrent slot step (``step``, ``fastpath.TableStep``'s interface) and the proposal
+    projection (``logits``). The static path (``bpd.decoding.static_tree``) hands its frozen tables' versions:
+    tensors made outside the traced round, no cache keyed by addresses."""
+
+    source: object = NO_SOURCE
+    step: Callable | None = None
+    logits: Callable | None = None
 
 
 @lru_cache(maxsize=64)
@@ -49,14 +62,15 @@ def _level_plan(shape: TreeShape) -> tuple[tuple[tuple[int, ...], tuple[int, ...
 
 
 def _candidates(heads, state: torch.Tensor, tok: torch.Tensor, d: int, slot_scores: torch.Tensor | None,
-                n: int, logp: bool, source=None, step=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+                n: int, logp: bool, readers: Readers) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """The ``n`` best children of every frontier node at depth ``d - 1``: (scores (B, F, n), token ids
     (B, F, n), the children's head state (B, F, d_model) or None). Scores are log-probabilities with ``logp``
     (a budgeted tree ranks paths across parents), else raw logits (a fixed shape only ranks a node's own
-    children, and logits rank them as their log-probabilities do, without a softmax). ``step``: the slot step to
-    run (``build_tree``), else the heads' own."""
+    children, and logits rank them as their log-probabilities do, without a softmax). ``readers``: the input the
+    heads read (resolved) and the slot step to run (None: the heads' own)."""
     if slot_scores is None:  # path-dependent heads: slot d reads its parent's token
-        child_state, scores = heads.step_logits(state, tok, d, source) if step is None else step(state, tok, d)
+        step = readers.step
+        child_state, scores = heads.step_logits(state, tok, d, readers.source) if step is None else step(state, tok, d)
         if logp:
             scores = torch.log_softmax(scores.float(), dim=-1)
         top_lp, top_i = scores.topk(min(n, scores.shape[-1]), dim=-1)
@@ -150,17 +164,18 @@ def _shared_plan(shape: TreeShape, dev: torch.device) -> tuple[int, torch.Tensor
 
 
 def build_tree(model, h: torch.Tensor, first: torch.Tensor, shape: TreeShape, enc=None,
-               at: torch.Tensor | None = None, *, source=NO_SOURCE, step=None, logits=None) -> Tree:
+               at: torch.Tensor | None = None, *, given: Readers = Readers()) -> Tree:
     """The candidate tree at one position: root = p_1's argmax ``first`` (B, 1), decoder state ``h`` (B, d),
     encoder state ``enc`` (heads that read the input read it), ``at``: each row's position of ``h`` (heads that read
     ahead need it). A budgeted shape also returns each path's log-probability (``Tree.logp``); a fixed one needs
-    none. The static path (``bpd.decoding.static_tree``) hands what the heads read of the input as ``source``
-    (instead of ``enc``), its recurrent slot step as ``step`` (``fastpath.TableStep``'s interface) and its
-    proposal projection as ``logits``: tensors frozen outside the traced round, no cache keyed by addresses."""
+    none. ``given``: what the caller hands the slots instead (``Readers``: the static path's frozen tables)."""
     heads = model.heads
+    source = given.source
     if source is NO_SOURCE:
         source = None if enc is None else model.head_source(enc, at)
-    proposal_logits = heads.proposal_logits if logits is None else logits
+    step = given.step
+    readers = Readers(source, step)
+    proposal_logits = heads.proposal_logits if given.logits is None else given.logits
     b, dev = h.shape[0], h.device
     fixed = _fixed_structure(shape, b, dev) if shape.paths else None
     if fixed is not None and isinstance(heads, RecurrentHeads) and heads.n_learned >= shape.depth and \
@@ -187,10 +202,10 @@ def build_tree(model, h: torch.Tensor, first: torch.Tensor, shape: TreeShape, en
         fr_tok = toks[-1]
         if fixed is not None:
             par, rank, need = fixed[4][d - 1]
-            _, tk, child_state = _candidates(heads, state, fr_tok, d, slot_scores, need, logp, source, step)
+            _, tk, child_state = _candidates(heads, state, fr_tok, d, slot_scores, need, logp, readers)
             new_tok = tk[:, par, rank]
         else:
-            lp, tk, child_state = _candidates(heads, state, fr_tok, d, slot_scores, shape.beam, logp, source, step)
+            lp, tk, child_state = _candidates(heads, state, fr_tok, d, slot_scores, shape.beam, logp, readers)
             w = lp.shape[-1]
             flat = (cum[-1][:, :, None] + lp).flatten(1)  # (B, F * w)
             new_lp, sel = flat.topk(min(shape.beam, flat.shape[1]), dim=-1)  # sorted: best path first
