@@ -90,3 +90,15 @@ def tokenizer_and_folder(tmp_path_factory):
     folder = prepare_ding(root, ding_path=ding, n_dev=5, n_test=10)
     tok = Tokenizer.train([folder / "train.src", folder / "train.tgt"], root / "spm" / "joint", 100, seed=0)
     return tok, folder
+
+
+@pytest.fixture(autouse=True)
+def _plugins_env_restored():
+    """An entry point run in-process (``_common.start``) puts its plugins in ``BPD_PLUGINS`` for the jobs it launches;
+    a test's must not reach the next test's subprocesses (a relative plugin path fails from another folder)."""
+    before = os.environ.get("BPD_PLUGINS")
+    yield
+    if before is None:
+        os.environ.pop("BPD_PLUGINS", None)
+    else:
+        os.environ["BPD_PLUGINS"] = before
