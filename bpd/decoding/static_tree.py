@@ -34,21 +34,13 @@ from bpd.models.static_cache import decode_static
 from bpd.models.transformer import EncoderState
 
 
-class TablesStep:
+class TablesStep(fastpath.SlotStep):
     """A recurrent slot's step on the static path's frozen tables: ``fastpath.TableStep``'s interface (what
     ``build_tree`` runs), with ``DecodingTables``' copies of the weights (own storage; int8 ones multiplied
     weight-only) instead of caches keyed by the parameters' addresses, which a traced function cannot read."""
 
     def __init__(self, tables: DecodingTables, source: Source | None) -> None:
         self.tables, self.source = tables, source
-
-    def __call__(self, s: torch.Tensor, tok: torch.Tensor, i: int, from_proposal: bool = False
-                 ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Slot ``i`` (1-based) for states ``s`` (B, ..., d) reading tokens ``tok`` (B, ...)."""
-        if s.dim() == 2:
-            return self.flat(s, tok, i, s.shape[0], from_proposal)
-        flat, logits = self.flat(s.reshape(-1, s.shape[-1]), tok.reshape(-1), i, s.shape[0], from_proposal)
-        return flat.view(s.shape), logits.view(*s.shape[:-1], -1)
 
     def flat(self, s: torch.Tensor, tok: torch.Tensor, i: int, batch: int, from_proposal: bool = False
              ) -> tuple[torch.Tensor, torch.Tensor]:

@@ -257,7 +257,24 @@ def int8_slots(heads) -> tuple[list[tuple], object]:
     return heads.derived.get("recurrent_int8", _slot_weights(heads), make)
 
 
-class TableStep:
+class SlotStep:
+    """A recurrent slot step over states of any leading shape, made from its ``flat`` form (states (n, d) of
+    ``batch`` rows): what ``TableStep`` and the static path's ``static_tree.TablesStep`` share."""
+
+    def __call__(self, s: torch.Tensor, tok: torch.Tensor, i: int, from_proposal: bool = False
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Slot ``i`` (1-based) for states ``s`` (B, ..., d) reading tokens ``tok`` (B, ...)."""
+        if s.dim() == 2:
+            return self.flat(s, tok, i, s.shape[0], from_proposal)
+        flat, logits = self.flat(s.reshape(-1, s.shape[-1]), tok.reshape(-1), i, s.shape[0], from_proposal)
+        return flat.view(s.shape), logits.view(*s.shape[:-1], -1)
+
+    def flat(self, s: torch.Tensor, tok: torch.Tensor, i: int, batch: int, from_proposal: bool = False
+             ) -> tuple[torch.Tensor, torch.Tensor]:
+        raise NotImplementedError
+
+
+class TableStep(SlotStep):
     """Recurrent slot ``i``'s step from the decoding tables: the states after the slot and their logits over the
     proposal vocabulary, what ``RecurrentHeads.step`` and ``proposal_logits`` give, in a table lookup, addmm,
     relu, addmm and the projection. The token a slot reads is a token id, or (``from_proposal``) an index into
@@ -275,14 +292,6 @@ class TableStep:
         else:
             self.slots = recurrent_slots(heads)
             self.wt, self.bias = proposal_projection(heads)
-
-    def __call__(self, s: torch.Tensor, tok: torch.Tensor, i: int, from_proposal: bool = False
-                 ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Slot ``i`` (1-based) for states ``s`` (B, ..., d) reading tokens ``tok`` (B, ...)."""
-        if s.dim() == 2:
-            return self.flat(s, tok, i, s.shape[0], from_proposal)
-        flat, logits = self.flat(s.reshape(-1, s.shape[-1]), tok.reshape(-1), i, s.shape[0], from_proposal)
-        return flat.view(s.shape), logits.view(*s.shape[:-1], -1)
 
     def flat(self, s: torch.Tensor, tok: torch.Tensor, i: int, batch: int, from_proposal: bool = False
              ) -> tuple[torch.Tensor, torch.Tensor]:
